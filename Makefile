@@ -1,0 +1,33 @@
+# One target per thing a developer does; .ci/run calls `make test`.
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-stamp
+
+.PHONY: demo test lint typecheck unit bench clean
+
+$(STAMP): pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/errands demo
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check src tests scripts
+	$(VENV)/bin/ruff format --check src tests scripts
+
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy
+
+unit: $(STAMP)
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+test: lint typecheck unit
+
+bench: $(STAMP)
+	$(VENV)/bin/errands bench
+
+clean:
+	rm -rf $(VENV) build *.egg-info src/*.egg-info

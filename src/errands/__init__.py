@@ -1,0 +1,62 @@
+"""errands: a durable, observable job queue — one SQLite file to start, PostgreSQL to grow.
+
+import errands
+q = errands.Queue("app.db")
+
+@q.task(max_attempts=5)
+def send_email(to: str, subject: str) -> None: ...
+
+send_email.enqueue(to="a@example.com", subject="hi")
+q.run_worker(concurrency=8)
+"""
+
+from .backoff import exponential, fixed, linear
+from .context import JobContext
+from .errors import (
+    ConfigurationError,
+    DatabaseBusyError,
+    DatabaseError,
+    ErrandsError,
+    InvalidTransitionError,
+    JobError,
+    JobNotFoundError,
+    PayloadError,
+    PayloadTooLargeError,
+    SchemaVersionError,
+    UnknownTaskError,
+)
+from .queue import Queue
+from .records import Attempt, EventRecord, Job
+from .states import AttemptStatus, Event, State
+from .tasks import Task
+from .worker import WorkerSummary
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Attempt",
+    "AttemptStatus",
+    "ConfigurationError",
+    "DatabaseBusyError",
+    "DatabaseError",
+    "ErrandsError",
+    "Event",
+    "EventRecord",
+    "InvalidTransitionError",
+    "Job",
+    "JobContext",
+    "JobError",
+    "JobNotFoundError",
+    "PayloadError",
+    "PayloadTooLargeError",
+    "Queue",
+    "SchemaVersionError",
+    "State",
+    "Task",
+    "UnknownTaskError",
+    "WorkerSummary",
+    "__version__",
+    "exponential",
+    "fixed",
+    "linear",
+]

@@ -1,0 +1,168 @@
+"""The backend protocol: domain verbs of a job queue, each taking ``now``.
+
+Callers (Queue, Worker, CLI, maintenance) only ever speak these verbs; a dialect implements
+them with its own named queries. Times are float unix seconds; JSON columns travel as text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ..records import Attempt, EventRecord, Job
+
+
+@dataclass(frozen=True, slots=True)
+class NewJob:
+    type: str
+    payload: str
+    queue: str
+    priority: int
+    run_at: float
+    max_attempts: int
+    unique_key: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimRequest:
+    worker_id: str
+    types: Sequence[str]
+    queues: Sequence[str] | None  # None: every queue
+    limit: int
+    lease_seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedJob:
+    id: int
+    queue: str
+    type: str
+    payload: str
+    priority: int
+    attempt: int
+    max_attempts: int
+    run_at: float
+    created_at: float
+    cancel_requested: bool
+
+
+# Outcomes a worker records for the attempts it holds. All are fenced on (job_id, attempt).
+@dataclass(frozen=True, slots=True)
+class Succeeded:
+    job_id: int
+    attempt: int
+    started_at: float
+    result: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    job_id: int
+    attempt: int
+    started_at: float
+    error_code: str
+    error_detail: str
+    traceback: str | None
+    retry_at: float | None  # None: final failure
+    retry_delay: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Cancelled:
+    job_id: int
+    attempt: int
+    started_at: float
+    error_code: str = "CANCELLED:BY_USER"
+    error_detail: str = "cancelled while running"
+
+
+@dataclass(frozen=True, slots=True)
+class Released:
+    job_id: int
+    attempt: int
+
+
+Outcome = Succeeded | Failed | Cancelled | Released
+
+
+@dataclass(frozen=True, slots=True)
+class JobFilter:
+    status: str | None = None
+    type: str | None = None
+    queue: str | None = None
+    error_code: str | None = None
+    before_id: int | None = None
+    limit: int = 100
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerInfo:
+    id: str
+    hostname: str
+    pid: int
+    queues: Sequence[str] | None
+    concurrency: int
+
+
+@dataclass(slots=True)
+class RescueReport:
+    recovered: list[int] = field(default_factory=list)  # back to queued
+    exhausted: list[int] = field(default_factory=list)  # lost on the last attempt: failed
+
+
+@dataclass(slots=True)
+class CancelReport:
+    cancelled: list[int] = field(default_factory=list)  # were queued: now cancelled
+    requested: list[int] = field(default_factory=list)  # were running: cancel_requested set
+
+
+class Listener(Protocol):
+    def close(self) -> None: ...
+
+
+class Backend(Protocol):
+    """What every storage dialect implements. See ``sqlite.py`` for the reference."""
+
+    dialect: str
+
+    def migrate(self) -> None: ...
+    def close(self) -> None: ...
+
+    # jobs in
+    def enqueue(
+        self, jobs: Sequence[NewJob], now: float, *, actor: str, connection: Any = None
+    ) -> list[int]: ...
+
+    # the worker's verbs
+    def claim(self, request: ClaimRequest, now: float) -> list[ClaimedJob]: ...
+    def finish(self, outcomes: Sequence[Outcome], worker_id: str, now: float) -> list[bool]: ...
+    def complete_in(
+        self, connection: Any, outcome: Succeeded, worker_id: str, now: float
+    ) -> bool: ...
+    def heartbeat(
+        self, worker_id: str, held: Sequence[tuple[int, int]], lease_seconds: float, now: float
+    ) -> list[bool]: ...
+    def cancel_requested(self, job_ids: Sequence[int]) -> list[int]: ...
+    def next_due(self, types: Sequence[str], queues: Sequence[str] | None) -> float | None: ...
+    def listen(self, on_change: Callable[[], None]) -> Listener: ...
+
+    # maintenance
+    def rescue(self, now: float, *, limit: int = 1000) -> RescueReport: ...
+
+    # operator actions
+    def retry(self, job_ids: Sequence[int], actor: str, now: float) -> list[int]: ...
+    def cancel(self, job_ids: Sequence[int], actor: str, now: float) -> CancelReport: ...
+
+    # reads
+    def get_job(self, job_id: int) -> Job | None: ...
+    def list_jobs(self, flt: JobFilter) -> list[Job]: ...
+    def attempts(self, job_id: int) -> list[Attempt]: ...
+    def events(self, job_id: int) -> list[EventRecord]: ...
+    def blob(self, ref: str) -> str | None: ...
+    def counts(self) -> list[tuple[str, str, str, int]]: ...
+
+    # workers registry
+    def register_worker(self, info: WorkerInfo, now: float) -> None: ...
+    def worker_seen(self, worker_id: str, now: float) -> None: ...
+    def worker_stopped(self, worker_id: str, now: float) -> None: ...

@@ -1,0 +1,57 @@
+"""Loads named queries from ``<dialect>/queries.sql`` and migrations from ``migration_NNNN.sql``.
+
+A query file is a list of blocks, each starting with ``-- name: NAME`` and a one-line comment
+that says what it does. Each dialect's file has the same names.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from importlib import resources
+
+_NAME = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
+
+
+def parse(text: str) -> dict[str, str]:
+    queries: dict[str, str] = {}
+    parts = _NAME.split(text)
+    for name, body in zip(parts[1::2], parts[2::2], strict=True):
+        if name in queries:
+            raise ValueError(f"query {name!r} is defined twice")
+        statement = "\n".join(
+            line for line in body.strip().splitlines() if not line.lstrip().startswith("--")
+        ).strip()
+        queries[name] = statement.rstrip(";").strip()
+    return queries
+
+
+@cache
+def queries(dialect: str) -> dict[str, str]:
+    """Every named query of a dialect: all its ``*.sql`` files except migrations, so
+    concerns can live in files of their own (jobs, ops, periodic…)."""
+    merged: dict[str, str] = {}
+    for entry in sorted(
+        resources.files(__package__).joinpath(dialect).iterdir(), key=lambda e: e.name
+    ):
+        if entry.name.endswith(".sql") and not entry.name.startswith("migration_"):
+            for name, statement in parse(entry.read_text()).items():
+                if name in merged:
+                    raise ValueError(f"{dialect}: query {name!r} is defined in two files")
+                merged[name] = statement
+    return merged
+
+
+@cache
+def migrations(dialect: str) -> tuple[tuple[int, str], ...]:
+    """(version, script) pairs in order."""
+    found = []
+    for entry in resources.files(__package__).joinpath(dialect).iterdir():
+        match = re.fullmatch(r"migration_(\d{4})\.sql", entry.name)
+        if match:
+            found.append((int(match.group(1)), entry.read_text()))
+    found.sort()
+    versions = [v for v, _ in found]
+    if versions != list(range(1, len(versions) + 1)):
+        raise RuntimeError(f"{dialect} migrations are not numbered 1..n: {versions}")
+    return tuple(found)

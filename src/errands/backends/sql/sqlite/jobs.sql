@@ -1,0 +1,199 @@
+-- Named queries for the SQLite backend. The PostgreSQL file uses the same names.
+-- Format: "-- name: NAME" then a one-line description, then the statement.
+-- Parameters are :named. Fenced transitions bind :from_state/:to_state from
+-- errands.states.TRANSITIONS, so the guard here cannot drift from the state machine.
+
+-- name: insert_job
+-- Insert one job; a unique_key already held by an active job inserts nothing.
+INSERT INTO jobs (queue, type, payload, status, priority, max_attempts, run_at, created_at, unique_key)
+VALUES (:queue, :type, :payload, :to_state, :priority, :max_attempts, :run_at, :now, :unique_key)
+ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND status IN ('queued', 'running')
+DO NOTHING
+RETURNING id;
+
+-- name: active_job_by_unique_key
+-- The active job holding a unique key.
+SELECT id FROM jobs WHERE unique_key = :unique_key AND status IN ('queued', 'running');
+
+-- name: insert_event
+-- Append one audit event.
+INSERT INTO job_events (job_id, ts, event, actor, detail) VALUES (:job_id, :ts, :event, :actor, :detail);
+
+-- name: claim
+-- Claim up to :limit due jobs of the worker's types and queues, highest priority first.
+-- status = 'queued' is a literal (not bound) so SQLite can use the partial index jobs_due.
+UPDATE jobs
+SET status = :to_state,
+    attempts = attempts + 1,
+    worker_id = :worker_id,
+    started_at = :now,
+    heartbeat_at = NULL,
+    lease_expires_at = :now + :lease_seconds,
+    finished_at = NULL
+WHERE id IN (
+    SELECT id FROM jobs
+    WHERE status = 'queued'
+      AND run_at <= :now
+      AND type IN (SELECT value FROM json_each(:types))
+      AND (:queues IS NULL OR queue IN (SELECT value FROM json_each(:queues)))
+    ORDER BY priority DESC, run_at, id
+    LIMIT :limit
+)
+RETURNING id, queue, type, payload, priority, attempts, max_attempts, run_at, created_at, cancel_requested;
+
+-- name: insert_attempt
+-- Open the attempt row for a claimed job.
+INSERT INTO job_attempts (job_id, attempt, worker_id, started_at, status)
+VALUES (:job_id, :attempt, :worker_id, :now, 'running');
+
+-- name: succeed_job
+-- Fenced: record success of the attempt this worker holds.
+UPDATE jobs
+SET status = :to_state, started_at = :started_at, finished_at = :now, result = :result,
+    lease_expires_at = NULL, error_code = NULL, error_detail = NULL
+WHERE id = :job_id AND attempts = :attempt AND status = :from_state;
+
+-- name: fail_job
+-- Fenced: final failure (attempts exhausted or not retryable).
+UPDATE jobs
+SET status = :to_state, started_at = :started_at, finished_at = :now,
+    lease_expires_at = NULL, error_code = :error_code, error_detail = :error_detail
+WHERE id = :job_id AND attempts = :attempt AND status = :from_state;
+
+-- name: schedule_retry
+-- Fenced: failed attempt with attempts left goes back to queued at a later run_at.
+UPDATE jobs
+SET status = :to_state, started_at = :started_at, run_at = :retry_at,
+    lease_expires_at = NULL, error_code = :error_code, error_detail = :error_detail
+WHERE id = :job_id AND attempts = :attempt AND status = :from_state;
+
+-- name: cancel_running_job
+-- Fenced: a running job that saw its cancel request ends cancelled.
+UPDATE jobs
+SET status = :to_state, started_at = :started_at, finished_at = :now,
+    lease_expires_at = NULL, error_code = :error_code, error_detail = :error_detail
+WHERE id = :job_id AND attempts = :attempt AND status = :from_state;
+
+-- name: release_job
+-- Fenced: an unstarted prefetched job handed back at shutdown; the attempt is not counted.
+UPDATE jobs
+SET status = :to_state, attempts = attempts - 1, worker_id = NULL, lease_expires_at = NULL
+WHERE id = :job_id AND attempts = :attempt AND status = :from_state;
+
+-- name: delete_attempt
+-- Remove the attempt row of a released (never started) attempt.
+DELETE FROM job_attempts WHERE job_id = :job_id AND attempt = :attempt;
+
+-- name: close_attempt
+-- Close an attempt row with its outcome (started_at is the real start, not the claim).
+UPDATE job_attempts
+SET status = :status, started_at = :started_at, finished_at = :now,
+    error_code = :error_code, error_detail = :error_detail, traceback_ref = :traceback_ref
+WHERE job_id = :job_id AND attempt = :attempt;
+
+-- name: lose_attempt
+-- Close an attempt whose lease expired (its worker is gone or stalled).
+UPDATE job_attempts
+SET status = :status, finished_at = :now, error_code = :error_code, error_detail = :error_detail
+WHERE job_id = :job_id AND attempt = :attempt;
+
+-- name: insert_blob
+-- Store a large text (a full traceback) outside the jobs row.
+INSERT INTO job_blobs (job_id, kind, body, created_at) VALUES (:job_id, :kind, :body, :now)
+RETURNING id;
+
+-- name: get_blob
+-- Read a stored blob by id.
+SELECT body FROM job_blobs WHERE id = :id;
+
+-- name: heartbeat
+-- Fenced: extend the lease of a job this worker still holds.
+UPDATE jobs SET heartbeat_at = :now, lease_expires_at = :now + :lease_seconds
+WHERE id = :job_id AND attempts = :attempt AND status = :from_state AND worker_id = :worker_id;
+
+-- name: expired_leases
+-- Running jobs whose lease has expired, oldest first.
+SELECT id, attempts, max_attempts, worker_id FROM jobs
+WHERE status = 'running' AND lease_expires_at < :now
+ORDER BY lease_expires_at LIMIT :limit;
+
+-- name: recover_job
+-- Fenced: a lost attempt goes back to queued (attempts left) or to failed (exhausted).
+UPDATE jobs
+SET status = :to_state, run_at = CASE WHEN :to_state = 'queued' THEN :now ELSE run_at END,
+    finished_at = CASE WHEN :to_state = 'queued' THEN NULL ELSE :now END,
+    lease_expires_at = NULL, error_code = :error_code, error_detail = :error_detail
+WHERE id = :job_id AND attempts = :attempt AND status = :from_state;
+
+-- name: retry_job
+-- Manual retry of a failed or cancelled job; it gets at least one more attempt.
+UPDATE jobs
+SET status = :to_state, run_at = :now, finished_at = NULL, lease_expires_at = NULL,
+    cancel_requested = 0, max_attempts = MAX(max_attempts, attempts + 1)
+WHERE id = :job_id AND status IN (SELECT value FROM json_each(:from_states))
+RETURNING id;
+
+-- name: cancel_queued_job
+-- Cancel a job that has not started.
+UPDATE jobs
+SET status = :to_state, finished_at = :now, error_code = :error_code, error_detail = :error_detail
+WHERE id = :job_id AND status = :from_state
+RETURNING id;
+
+-- name: request_cancel
+-- Ask the worker holding a running job to stop it.
+UPDATE jobs SET cancel_requested = 1 WHERE id = :job_id AND status = 'running'
+RETURNING id;
+
+-- name: cancel_requested
+-- Which of these held jobs have a cancel request.
+SELECT id FROM jobs
+WHERE id IN (SELECT value FROM json_each(:job_ids)) AND cancel_requested = 1 AND status = 'running';
+
+-- name: next_due
+-- When the next queued job this worker could run falls due.
+SELECT MIN(run_at) FROM jobs
+WHERE status = 'queued'
+  AND type IN (SELECT value FROM json_each(:types))
+  AND (:queues IS NULL OR queue IN (SELECT value FROM json_each(:queues)));
+
+-- name: get_job
+-- One job by id.
+SELECT * FROM jobs WHERE id = :id;
+
+-- name: list_jobs
+-- Jobs matching optional filters, newest first, keyset-paginated by id.
+SELECT * FROM jobs
+WHERE (:status IS NULL OR status = :status)
+  AND (:type IS NULL OR type = :type)
+  AND (:queue IS NULL OR queue = :queue)
+  AND (:error_code IS NULL OR error_code = :error_code)
+  AND (:before_id IS NULL OR id < :before_id)
+ORDER BY id DESC
+LIMIT :limit;
+
+-- name: job_attempts
+-- A job's attempts in order.
+SELECT * FROM job_attempts WHERE job_id = :job_id ORDER BY attempt;
+
+-- name: job_events
+-- A job's events in order: its whole history.
+SELECT * FROM job_events WHERE job_id = :job_id ORDER BY id;
+
+-- name: count_by_state
+-- Jobs per state, queue and type.
+SELECT status, queue, type, COUNT(*) AS n FROM jobs GROUP BY status, queue, type;
+
+-- name: upsert_worker
+-- Register (or re-register) a worker.
+INSERT INTO workers (id, hostname, pid, queues, concurrency, started_at, last_seen_at)
+VALUES (:id, :hostname, :pid, :queues, :concurrency, :now, :now)
+ON CONFLICT (id) DO UPDATE SET last_seen_at = excluded.last_seen_at, stopped_at = NULL;
+
+-- name: worker_seen
+-- A worker is alive.
+UPDATE workers SET last_seen_at = :now WHERE id = :id;
+
+-- name: worker_stopped
+-- A worker stopped cleanly.
+UPDATE workers SET stopped_at = :now, last_seen_at = :now WHERE id = :id;

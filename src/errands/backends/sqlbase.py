@@ -1,0 +1,573 @@
+"""The domain verbs, written once over named queries.
+
+Both dialects keep queries of the same names (``sql/<dialect>/*.sql``) whose RETURNING and
+SELECT column orders match, so the logic here — fencing, which rows go with which outcome,
+audit events — is shared; a dialect supplies only connections, transactions, list and time
+parameters, migrations and its wake-up listener (as Oban's Lite engine reuses the Postgres one).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Protocol
+
+from ..records import Attempt, EventRecord, Job, to_datetime
+from ..settings import Settings
+from ..states import AttemptStatus, Event, single_source, transition
+from .base import (
+    Cancelled,
+    CancelReport,
+    ClaimedJob,
+    ClaimRequest,
+    JobFilter,
+    Listener,
+    NewJob,
+    Outcome,
+    Released,
+    RescueReport,
+    Succeeded,
+    WorkerInfo,
+)
+
+
+class Cursor(Protocol):
+    rowcount: int
+
+    @property
+    def description(self) -> Any: ...
+    def fetchone(self) -> Any: ...
+    def fetchall(self) -> list[Any]: ...
+    def __iter__(self) -> Iterator[Any]: ...
+
+
+class Conn(Protocol):
+    def execute(self, sql: str, params: Any = ..., /) -> Any: ...
+    def executemany(self, sql: str, params: Any, /) -> Any: ...
+
+
+def _fence(name: str) -> dict[str, str]:
+    return {"from_state": single_source(name).value, "to_state": transition(name).target.value}
+
+
+# Bound once from the state machine: the SQL guards compare against these.
+F_SUCCEED = _fence("succeed")
+F_FAIL = _fence("fail")
+F_RETRY_LATER = _fence("retry_later")
+F_CANCEL_RUNNING = _fence("cancel_running")
+F_RELEASE = _fence("release")
+F_RECOVER = _fence("recover")
+F_RECOVER_EXHAUSTED = _fence("recover_exhausted")
+F_CANCEL = _fence("cancel")
+RUNNING = single_source("succeed").value
+T_ENQUEUE = transition("enqueue").target.value
+T_CLAIM = transition("claim").target.value
+T_RETRY = transition("retry")
+LOST_CODE = "LOST:LEASE_EXPIRED"
+
+
+def detail(**fields: Any) -> str:
+    return json.dumps(fields, separators=(",", ":"))
+
+
+def _attempt_detail(attempt: int) -> str:
+    return f'{{"attempt":{attempt}}}'
+
+
+class SQLBackend:
+    """Shared verbs. Subclasses provide ``q`` (named queries) and the hooks below."""
+
+    dialect: str
+    q: dict[str, str]
+    settings: Settings
+
+    # -- dialect hooks ---------------------------------------------------------------------
+
+    def _write(self, name: str) -> contextlib.AbstractContextManager[Conn]:
+        """One write transaction named for fault injection; commits on exit."""
+        raise NotImplementedError
+
+    def _read(self) -> contextlib.AbstractContextManager[Conn]:
+        raise NotImplementedError
+
+    def _user_conn(self, connection: Any) -> contextlib.AbstractContextManager[Conn]:
+        """The application's own connection, checked, with errors translated."""
+        raise NotImplementedError
+
+    def _list(self, values: Sequence[Any]) -> Any:
+        """A list parameter as the dialect's SQL expects it (JSON text, or an array)."""
+        raise NotImplementedError
+
+    def _epoch(self, value: Any) -> float | None:
+        """A timestamp column value as unix seconds."""
+        raise NotImplementedError
+
+    def listen(self, on_change: Callable[[], None]) -> Listener:
+        raise NotImplementedError
+
+    @property
+    def _audit(self) -> frozenset[Event]:
+        return self.settings.audit
+
+    # -- row mapping -----------------------------------------------------------------------
+
+    @staticmethod
+    def _dicts(cur: Cursor) -> list[dict[str, Any]]:
+        cols = [d[0] for d in cur.description]
+        return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
+
+    def _dt(self, value: Any) -> Any:
+        return to_datetime(self._epoch(value))
+
+    def _job(self, r: dict[str, Any]) -> Job:
+        dt = self._dt
+        return Job(
+            id=r["id"],
+            queue=r["queue"],
+            type=r["type"],
+            payload=_json(r["payload"]),
+            status=r["status"],
+            priority=r["priority"],
+            attempts=r["attempts"],
+            max_attempts=r["max_attempts"],
+            run_at=dt(r["run_at"]),
+            created_at=dt(r["created_at"]),
+            started_at=dt(r["started_at"]),
+            finished_at=dt(r["finished_at"]),
+            worker_id=r["worker_id"],
+            heartbeat_at=dt(r["heartbeat_at"]),
+            lease_expires_at=dt(r["lease_expires_at"]),
+            unique_key=r["unique_key"],
+            error_code=r["error_code"],
+            error_detail=r["error_detail"],
+            result=_json(r["result"]),
+            payload_ref=r["payload_ref"],
+            result_ref=r["result_ref"],
+            cancel_requested=bool(r["cancel_requested"]),
+        )
+
+    # -- enqueue ---------------------------------------------------------------------------
+
+    def enqueue(
+        self, jobs: Sequence[NewJob], now: float, *, actor: str, connection: Any = None
+    ) -> list[int]:
+        if connection is None:
+            with self._write("enqueue") as conn:
+                return self._insert(conn, jobs, now, actor)
+        with self._user_conn(connection) as conn:
+            return self._insert(conn, jobs, now, actor)
+
+    def _insert(self, conn: Conn, jobs: Sequence[NewJob], now: float, actor: str) -> list[int]:
+        ids: list[int] = []
+        events: list[dict[str, Any]] = []
+        insert, existing = self.q["insert_job"], self.q["active_job_by_unique_key"]
+        for job in jobs:
+            row = conn.execute(
+                insert,
+                {
+                    "queue": job.queue,
+                    "type": job.type,
+                    "payload": job.payload,
+                    "to_state": T_ENQUEUE,
+                    "priority": job.priority,
+                    "max_attempts": job.max_attempts,
+                    "run_at": job.run_at,
+                    "now": now,
+                    "unique_key": job.unique_key,
+                },
+            ).fetchone()
+            if row is None:  # an active job holds this unique_key
+                ids.append(conn.execute(existing, {"unique_key": job.unique_key}).fetchone()[0])
+            else:
+                ids.append(row[0])
+                events.append(_event_row(row[0], now, Event.ENQUEUED, actor, None))
+        if events and Event.ENQUEUED in self._audit:
+            conn.executemany(self.q["insert_event"], events)
+        return ids
+
+    # -- worker verbs ----------------------------------------------------------------------
+
+    def claim(self, request: ClaimRequest, now: float) -> list[ClaimedJob]:
+        if not request.types or request.limit <= 0:
+            return []
+        params = {
+            "to_state": T_CLAIM,
+            "worker_id": request.worker_id,
+            "now": now,
+            "lease_seconds": request.lease_seconds,
+            "types": self._list(list(request.types)),
+            "queues": None if request.queues is None else self._list(list(request.queues)),
+            "limit": request.limit,
+        }
+        wid = request.worker_id
+        with self._write("claim") as conn:
+            rows = conn.execute(self.q["claim"], params).fetchall()
+            if rows:
+                conn.executemany(
+                    self.q["insert_attempt"],
+                    [{"job_id": r[0], "attempt": r[5], "worker_id": wid, "now": now} for r in rows],
+                )
+                if Event.CLAIMED in self._audit:
+                    conn.executemany(
+                        self.q["insert_event"],
+                        [
+                            _event_row(r[0], now, "CLAIMED", wid, _attempt_detail(r[5]))
+                            for r in rows
+                        ],
+                    )
+        ep = self._epoch
+        jobs = [
+            ClaimedJob(
+                r[0],
+                r[1],
+                r[2],
+                _text(r[3]),
+                r[4],
+                r[5],
+                r[6],
+                ep(r[7]) or 0.0,
+                ep(r[8]) or 0.0,
+                bool(r[9]),
+            )
+            for r in rows
+        ]
+        jobs.sort(key=lambda j: (-j.priority, j.run_at, j.id))
+        return jobs
+
+    def finish(self, outcomes: Sequence[Outcome], worker_id: str, now: float) -> list[bool]:
+        """Record outcomes of attempts this worker holds, in one transaction.
+
+        Each is fenced on (job id, attempt, status='running'); the returned flags say which
+        applied. A refused one (the lease was recovered and the job moved on) changes nothing.
+        """
+        applied: list[bool] = []
+        attempts: list[dict[str, Any]] = []
+        events: list[dict[str, Any]] = []
+        started = Event.STARTED in self._audit
+        with self._write("finish") as conn:
+            for o in outcomes:
+                ok = self._apply(conn, o, now, attempts, events)
+                applied.append(ok)
+                if ok and started and not isinstance(o, Released):
+                    events.append(
+                        _event_row(
+                            o.job_id, o.started_at, "STARTED", None, _attempt_detail(o.attempt)
+                        )
+                    )
+            self._write_rows(conn, attempts, events, worker_id)
+        return applied
+
+    def complete_in(self, connection: Any, outcome: Succeeded, worker_id: str, now: float) -> bool:
+        """Transactional completion: the fenced success, written in the application's own
+        open transaction (never committed here)."""
+        attempts: list[dict[str, Any]] = []
+        events: list[dict[str, Any]] = []
+        with self._user_conn(connection) as conn:
+            if not self._apply(conn, outcome, now, attempts, events):
+                return False
+            self._write_rows(conn, attempts, events, worker_id)
+        return True
+
+    def _write_rows(
+        self,
+        conn: Conn,
+        attempts: list[dict[str, Any]],
+        events: list[dict[str, Any]],
+        worker_id: str,
+    ) -> None:
+        """The attempt-row updates and audit events that go with applied outcomes."""
+        if attempts:
+            conn.executemany(self.q["close_attempt"], attempts)
+        audit = self._audit
+        rows = [e for e in events if e["event"] in audit]
+        for e in rows:
+            e["actor"] = e["actor"] or worker_id
+        if rows:
+            conn.executemany(self.q["insert_event"], rows)
+
+    def _apply(
+        self,
+        conn: Conn,
+        o: Outcome,
+        now: float,
+        attempts: list[dict[str, Any]],
+        events: list[dict[str, Any]],
+    ) -> bool:
+        """Apply one fenced outcome; queue the attempt row and event that go with it."""
+        q = self.q
+        key = {"job_id": o.job_id, "attempt": o.attempt}
+        if isinstance(o, Released):  # handed back unstarted: the attempt never happened
+            if conn.execute(q["release_job"], {**key, **F_RELEASE}).rowcount != 1:
+                return False
+            conn.execute(q["delete_attempt"], key)
+            events.append(_event_row(o.job_id, now, "RELEASED", None, _attempt_detail(o.attempt)))
+            return True
+        base = {**key, "now": now, "started_at": o.started_at}
+        ref = None
+        if isinstance(o, Succeeded):
+            cur = conn.execute(q["succeed_job"], {**base, **F_SUCCEED, "result": o.result})
+            status, code, text = AttemptStatus.SUCCEEDED, None, None
+            event, info = "SUCCEEDED", _attempt_detail(o.attempt)
+        elif isinstance(o, Cancelled):
+            errs = {"error_code": o.error_code, "error_detail": o.error_detail}
+            cur = conn.execute(q["cancel_running_job"], {**base, **F_CANCEL_RUNNING, **errs})
+            status, code, text = AttemptStatus.CANCELLED, o.error_code, o.error_detail
+            event, info = "CANCELLED", _attempt_detail(o.attempt)
+        else:
+            errs = {"error_code": o.error_code, "error_detail": o.error_detail}
+            if o.retry_at is None:
+                cur = conn.execute(q["fail_job"], {**base, **F_FAIL, **errs})
+                event, info = "FAILED", detail(attempt=o.attempt, error_code=o.error_code)
+            else:
+                params = {**base, **F_RETRY_LATER, **errs, "retry_at": o.retry_at}
+                cur = conn.execute(q["schedule_retry"], params)
+                event = "RETRY_SCHEDULED"
+                info = detail(
+                    attempt=o.attempt, error_code=o.error_code, delay=round(o.retry_delay, 3)
+                )
+            status, code, text = AttemptStatus.FAILED, o.error_code, o.error_detail
+            if cur.rowcount == 1 and o.traceback:
+                blob = {"job_id": o.job_id, "kind": "traceback", "body": o.traceback, "now": now}
+                ref = f"blob:{conn.execute(q['insert_blob'], blob).fetchone()[0]}"
+        if cur.rowcount != 1:
+            return False
+        attempts.append(
+            {
+                **key,
+                "status": status.value,
+                "started_at": o.started_at,
+                "now": now,
+                "error_code": code,
+                "error_detail": text,
+                "traceback_ref": ref,
+            }
+        )
+        events.append(_event_row(o.job_id, now, event, None, info))
+        return True
+
+    def heartbeat(
+        self, worker_id: str, held: Sequence[tuple[int, int]], lease_seconds: float, now: float
+    ) -> list[bool]:
+        if not held:
+            return []
+        out: list[bool] = []
+        base = {
+            "from_state": RUNNING,
+            "worker_id": worker_id,
+            "now": now,
+            "lease_seconds": lease_seconds,
+        }
+        with self._write("heartbeat") as conn:
+            for job_id, attempt in held:
+                cur = conn.execute(
+                    self.q["heartbeat"], {**base, "job_id": job_id, "attempt": attempt}
+                )
+                out.append(cur.rowcount == 1)
+            if Event.HEARTBEAT in self._audit:
+                rows = [
+                    _event_row(j, now, "HEARTBEAT", worker_id, None)
+                    for (j, _), ok in zip(held, out, strict=True)
+                    if ok
+                ]
+                if rows:
+                    conn.executemany(self.q["insert_event"], rows)
+        return out
+
+    def cancel_requested(self, job_ids: Sequence[int]) -> list[int]:
+        if not job_ids:
+            return []
+        with self._read() as conn:
+            cur = conn.execute(self.q["cancel_requested"], {"job_ids": self._list(list(job_ids))})
+            return [r[0] for r in cur.fetchall()]
+
+    def next_due(self, types: Sequence[str], queues: Sequence[str] | None) -> float | None:
+        if not types:
+            return None
+        params = {
+            "types": self._list(list(types)),
+            "queues": None if queues is None else self._list(list(queues)),
+        }
+        with self._read() as conn:
+            row = conn.execute(self.q["next_due"], params).fetchone()
+        return None if row is None else self._epoch(row[0])
+
+    # -- maintenance -----------------------------------------------------------------------
+
+    def rescue(self, now: float, *, limit: int = 1000) -> RescueReport:
+        """Recover running jobs whose lease expired: attempt → lost, job → queued (attempts
+        left) or failed (that was the last one)."""
+        report = RescueReport()
+        q = self.q
+        with self._write("rescue") as conn:
+            expired = conn.execute(q["expired_leases"], {"now": now, "limit": limit}).fetchall()
+            for job_id, attempt, max_attempts, worker in expired:
+                exhausted = attempt >= max_attempts
+                fence = F_RECOVER_EXHAUSTED if exhausted else F_RECOVER
+                text = f"lease expired on worker {worker}"
+                key = {"job_id": job_id, "attempt": attempt}
+                errs = {"error_code": LOST_CODE, "error_detail": text}
+                if (
+                    conn.execute(q["recover_job"], {**key, **fence, **errs, "now": now}).rowcount
+                    != 1
+                ):
+                    continue
+                conn.execute(
+                    q["lose_attempt"],
+                    {**key, **errs, "now": now, "status": AttemptStatus.LOST.value},
+                )
+                if Event.RECOVERED in self._audit:
+                    info = detail(
+                        reason="lease_expired",
+                        attempt=attempt,
+                        worker=worker,
+                        outcome=fence["to_state"],
+                    )
+                    conn.execute(
+                        q["insert_event"], _event_row(job_id, now, "RECOVERED", "system", info)
+                    )
+                (report.exhausted if exhausted else report.recovered).append(job_id)
+        return report
+
+    # -- operator actions ------------------------------------------------------------------
+
+    def retry(self, job_ids: Sequence[int], actor: str, now: float) -> list[int]:
+        done: list[int] = []
+        params = {
+            "to_state": T_RETRY.target.value,
+            "from_states": self._list(sorted(s.value for s in T_RETRY.source)),
+            "now": now,
+        }
+        with self._write("retry") as conn:
+            for job_id in job_ids:
+                if (
+                    conn.execute(self.q["retry_job"], {**params, "job_id": job_id}).fetchone()
+                    is None
+                ):
+                    continue
+                done.append(job_id)
+                if Event.RETRIED in self._audit:
+                    conn.execute(
+                        self.q["insert_event"], _event_row(job_id, now, "RETRIED", actor, None)
+                    )
+        return done
+
+    def cancel(self, job_ids: Sequence[int], actor: str, now: float) -> CancelReport:
+        report = CancelReport()
+        q = self.q
+        with self._write("cancel") as conn:
+            for job_id in job_ids:
+                params = {
+                    **F_CANCEL,
+                    "job_id": job_id,
+                    "now": now,
+                    "error_code": "CANCELLED:BY_USER",
+                    "error_detail": f"cancelled by {actor} before it started",
+                }
+                if conn.execute(q["cancel_queued_job"], params).fetchone() is not None:
+                    report.cancelled.append(job_id)
+                    if Event.CANCELLED in self._audit:
+                        conn.execute(
+                            q["insert_event"], _event_row(job_id, now, "CANCELLED", actor, None)
+                        )
+                elif conn.execute(q["request_cancel"], {"job_id": job_id}).fetchone() is not None:
+                    report.requested.append(job_id)
+        return report
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def get_job(self, job_id: int) -> Job | None:
+        with self._read() as conn:
+            rows = self._dicts(conn.execute(self.q["get_job"], {"id": job_id}))
+        return self._job(rows[0]) if rows else None
+
+    def list_jobs(self, flt: JobFilter) -> list[Job]:
+        params = {
+            "status": flt.status,
+            "type": flt.type,
+            "queue": flt.queue,
+            "error_code": flt.error_code,
+            "before_id": flt.before_id,
+            "limit": flt.limit,
+        }
+        with self._read() as conn:
+            return [self._job(r) for r in self._dicts(conn.execute(self.q["list_jobs"], params))]
+
+    def attempts(self, job_id: int) -> list[Attempt]:
+        with self._read() as conn:
+            rows = self._dicts(conn.execute(self.q["job_attempts"], {"job_id": job_id}))
+        dt = self._dt
+        return [
+            Attempt(
+                r["id"],
+                r["job_id"],
+                r["attempt"],
+                r["worker_id"],
+                dt(r["started_at"]),
+                dt(r["finished_at"]),
+                r["status"],
+                r["error_code"],
+                r["error_detail"],
+                r["traceback_ref"],
+            )
+            for r in rows
+        ]
+
+    def events(self, job_id: int) -> list[EventRecord]:
+        with self._read() as conn:
+            rows = self._dicts(conn.execute(self.q["job_events"], {"job_id": job_id}))
+        return [
+            EventRecord(
+                r["id"], r["job_id"], self._dt(r["ts"]), r["event"], r["actor"], _json(r["detail"])
+            )
+            for r in rows
+        ]
+
+    def blob(self, ref: str) -> str | None:
+        if not ref.startswith("blob:") or not ref[5:].isdigit():
+            return None
+        with self._read() as conn:
+            row = conn.execute(self.q["get_blob"], {"id": int(ref[5:])}).fetchone()
+        return None if row is None else str(row[0])
+
+    def counts(self) -> list[tuple[str, str, str, int]]:
+        with self._read() as conn:
+            rows = conn.execute(self.q["count_by_state"], {}).fetchall()
+        return [(r[0], r[1], r[2], int(r[3])) for r in rows]
+
+    # -- workers registry ------------------------------------------------------------------
+
+    def register_worker(self, info: WorkerInfo, now: float) -> None:
+        params = {
+            "id": info.id,
+            "hostname": info.hostname,
+            "pid": info.pid,
+            "queues": None if info.queues is None else ",".join(info.queues),
+            "concurrency": info.concurrency,
+            "now": now,
+        }
+        with self._write("register_worker") as conn:
+            conn.execute(self.q["upsert_worker"], params)
+
+    def worker_seen(self, worker_id: str, now: float) -> None:
+        with self._write("worker_seen") as conn:
+            conn.execute(self.q["worker_seen"], {"id": worker_id, "now": now})
+
+    def worker_stopped(self, worker_id: str, now: float) -> None:
+        with self._write("worker_stopped") as conn:
+            conn.execute(self.q["worker_stopped"], {"id": worker_id, "now": now})
+
+
+def _event_row(
+    job_id: int, ts: float, event: str, actor: str | None, info: str | None
+) -> dict[str, Any]:
+    return {"job_id": job_id, "ts": ts, "event": str(event), "actor": actor, "detail": info}
+
+
+def _json(value: Any) -> Any:
+    """JSON columns: text on SQLite, already decoded (jsonb) on PostgreSQL."""
+    return json.loads(value) if isinstance(value, str | bytes) else value
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))

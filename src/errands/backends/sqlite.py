@@ -1,0 +1,339 @@
+"""The SQLite backend: the reference implementation of the Backend protocol.
+
+Connections are per thread (sqlite3 objects must not be shared while in use). Every write is
+one ``BEGIN IMMEDIATE`` transaction: taking the write lock up front means a transaction never
+fails half-way with SQLITE_BUSY on lock upgrade, and the busy timeout applies at BEGIN.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from .. import faults
+from ..errors import ConfigurationError, DatabaseBusyError, DatabaseError, SchemaVersionError
+from ..settings import Settings
+from . import sql
+from .sqlbase import SQLBackend
+
+MIN_SQLITE = (3, 35, 0)  # RETURNING
+SCHEMA_VERSION = len(sql.migrations("sqlite"))
+
+_NETWORK_FS = {
+    "nfs",
+    "nfs4",
+    "cifs",
+    "smb3",
+    "smbfs",
+    "9p",
+    "afs",
+    "ceph",
+    "glusterfs",
+    "fuse.sshfs",
+    "lustre",
+    "gpfs",
+    "davfs",
+}
+
+
+def path_from_url(url: str) -> str:
+    """``app.db``, ``sqlite:///relative.db`` or ``sqlite:////absolute.db`` → a file path."""
+    if url.startswith("sqlite://"):
+        rest = url[len("sqlite://") :]
+        if not rest.startswith("/"):
+            raise ConfigurationError(
+                f"cannot read {url!r}: use sqlite:///relative/path.db or sqlite:////abs/path.db"
+            )
+        path = rest[1:]
+    else:
+        path = url
+    if path in ("", ":memory:") or path.startswith("file::memory:"):
+        raise ConfigurationError(
+            "an in-memory SQLite database cannot be shared by workers and would lose every job "
+            "on exit; give a file path such as 'app.db'"
+        )
+    return path
+
+
+def translate(exc: sqlite3.Error, path: str) -> DatabaseError:
+    """Turn sqlite3's terse errors into one line that says what to do."""
+    msg = str(exc)
+    low = msg.lower()
+    if "readonly" in low or "read-only" in low:
+        text = f"{path} is read-only ({msg}); make the file and its directory writable"
+    elif "malformed" in low or "not a database" in low:
+        text = (
+            f"{path} is corrupt or not a SQLite database ({msg}); restore it from a backup "
+            "(see docs/operations.md) — errands will not write to it"
+        )
+    elif "disk is full" in low or "database or disk is full" in low:
+        text = (
+            f"the disk holding {path} is full ({msg}); free space and retry — nothing was written"
+        )
+    elif "unable to open" in low:
+        text = f"cannot open {path} ({msg}); check the directory exists and is writable"
+    elif "locked" in low or "busy" in low:
+        text = (
+            f"{path} stayed locked by another connection past the busy timeout ({msg}); "
+            "a long transaction elsewhere holds the write lock — shorten it or raise busy_timeout"
+        )
+        return DatabaseBusyError(text)
+    else:
+        text = f"database error on {path}: {msg}"
+    return DatabaseError(text)
+
+
+def _is_network_fs(path: str) -> str | None:
+    directory = os.path.dirname(os.path.abspath(path)) or "."
+    real = os.path.realpath(directory)
+    best, best_type = "", ""
+    try:
+        with open("/proc/mounts") as mounts:
+            for line in mounts:
+                parts = line.split()
+                if len(parts) >= 3 and (
+                    real == parts[1] or real.startswith(parts[1].rstrip("/") + "/")
+                ):
+                    if len(parts[1]) >= len(best):
+                        best, best_type = parts[1], parts[2]
+    except OSError:
+        return None  # not Linux: nothing to check against
+    return best_type if best_type in _NETWORK_FS else None
+
+
+class _DataVersionListener:
+    """Cross-process wake-up: ``PRAGMA data_version`` changes whenever another connection
+    commits. Checking it costs microseconds, so a 10 ms poll gives ~10 ms pickup at near 0% CPU
+    (measured figures in docs/runtime.md)."""
+
+    INTERVAL = 0.01
+
+    def __init__(self, backend: SQLiteBackend, on_change: Callable[[], None]) -> None:
+        self._backend = backend
+        self._on_change = on_change
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="errands-listener", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        conn = self._backend.connect()
+        try:
+            last = conn.execute("PRAGMA data_version").fetchone()[0]
+            while not self._stop.wait(self.INTERVAL):
+                try:
+                    current = conn.execute("PRAGMA data_version").fetchone()[0]
+                except sqlite3.Error:
+                    continue  # transient (busy); the worker's poll_interval covers us
+                if current != last:
+                    last = current
+                    self._on_change()
+        finally:
+            conn.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=1)
+
+
+class SQLiteBackend(SQLBackend):
+    dialect = "sqlite"
+    q = sql.queries("sqlite")
+
+    def __init__(self, url: str, settings: Settings) -> None:
+        if sqlite3.sqlite_version_info < MIN_SQLITE:
+            raise DatabaseError(
+                f"SQLite {sqlite3.sqlite_version} is too old: errands needs 3.35 or newer "
+                "(for RETURNING); upgrade Python or install pysqlite3 with a newer SQLite"
+            )
+        self.path = path_from_url(url)
+        self.settings = settings
+        fs = _is_network_fs(self.path)
+        if fs and not settings.allow_network_filesystem:
+            raise ConfigurationError(
+                f"{self.path} is on a network filesystem ({fs}); SQLite's WAL mode needs shared "
+                "memory on one host and can corrupt there. Use a local disk or PostgreSQL, or "
+                "pass allow_network_filesystem=True if only one host ever opens it"
+            )
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+
+    # -- connections -----------------------------------------------------------------------
+
+    def connect(self) -> sqlite3.Connection:
+        """A new, fully configured connection (the caller owns it)."""
+        try:
+            conn = sqlite3.connect(
+                self.path,
+                timeout=self.settings.busy_timeout,
+                isolation_level=None,  # we issue BEGIN IMMEDIATE / COMMIT ourselves
+                check_same_thread=False,
+            )
+        except sqlite3.Error as exc:
+            raise translate(exc, self.path) from exc
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(self.settings.busy_timeout * 1000)}")
+            self._set_wal(conn)
+            sync = "FULL" if self.settings.durability == "full" else "NORMAL"
+            conn.execute(f"PRAGMA synchronous = {sync}")
+            conn.execute("PRAGMA foreign_keys = ON")
+            if conn.execute("PRAGMA foreign_keys").fetchone()[0] != 1:
+                raise DatabaseError(
+                    "this SQLite build cannot enforce foreign keys; errands needs them"
+                )
+        except sqlite3.Error as exc:
+            conn.close()
+            raise translate(exc, self.path) from exc
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _set_wal(self, conn: sqlite3.Connection) -> None:
+        # Switching to WAL needs a moment of exclusive access; several processes opening a new
+        # file together can collide here, so retry within the busy timeout.
+        deadline = time.monotonic() + self.settings.busy_timeout
+        while True:
+            try:
+                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                break
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.01)
+        if str(mode).lower() != "wal":
+            raise DatabaseError(
+                f"{self.path} could not be put in WAL mode (got {mode!r}); errands needs WAL "
+                "for concurrent readers and writers — check the filesystem supports it"
+            )
+
+    def _conn(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self.connect()
+            self._local.conn = conn
+            with self._lock:
+                self._all.append(conn)
+        return conn
+
+    @contextlib.contextmanager
+    def _write(self, name: str) -> Iterator[sqlite3.Connection]:
+        """One BEGIN IMMEDIATE … COMMIT; fault points just before and after the commit."""
+        conn = self._conn()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise translate(exc, self.path) from exc
+        try:
+            yield conn
+            faults.point(f"{name}.before_commit")
+            conn.execute("COMMIT")
+        except BaseException as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error):
+                raise translate(exc, self.path) from exc
+            raise
+        faults.point(f"{name}.after_commit")
+
+    @contextlib.contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        # Autocommit reads: each statement sees the latest committed snapshot.
+        try:
+            yield self._conn()
+        except sqlite3.Error as exc:
+            raise translate(exc, self.path) from exc
+
+    def close(self) -> None:
+        with self._lock:
+            conns, self._all = self._all, []
+        for conn in conns:
+            with contextlib.suppress(sqlite3.Error):
+                conn.close()
+        self._local = threading.local()
+
+    # -- schema ----------------------------------------------------------------------------
+
+    def migrate(self) -> None:
+        """Apply pending migrations in one transaction; safe when many processes race here
+        (BEGIN IMMEDIATE serializes them: the first applies, the rest find nothing to do)."""
+        q = self.q
+        with self._write("migrate") as conn:
+            if conn.execute(q["schema_table_exists"], {}).fetchone() is None:
+                if conn.execute(q["jobs_table_exists"], {}).fetchone() is not None:
+                    raise SchemaVersionError(
+                        f"{self.path} already has a 'jobs' table that errands did not create; "
+                        "use another file, or another database for errands"
+                    )
+                conn.execute(q["create_schema_table"], {})
+            current = conn.execute(q["schema_version"], {}).fetchone()[0]
+            if current > SCHEMA_VERSION:
+                raise SchemaVersionError(
+                    f"{self.path} has errands schema version {current}, newer than this errands "
+                    f"supports ({SCHEMA_VERSION}); upgrade errands (pip install -U errands) — "
+                    "nothing was changed"
+                )
+            for version, script in sql.migrations(self.dialect):
+                if version <= current:
+                    continue
+                for statement in _statements(script):
+                    conn.execute(statement)
+                conn.execute(q["record_migration"], {"version": version, "now": time.time()})
+                # Also in the header, so `sqlite3 app.db 'PRAGMA user_version'` tells it.
+                conn.execute(f"PRAGMA user_version = {int(version)}")
+
+    def schema_version(self) -> int:
+        with self._read() as conn:
+            return int(conn.execute(self.q["schema_version"], {}).fetchone()[0])
+
+    # -- dialect hooks for SQLBackend ------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _user_conn(self, connection: Any) -> Iterator[sqlite3.Connection]:
+        self._check_user_connection(connection)
+        try:
+            yield connection
+        except sqlite3.Error as exc:
+            raise translate(exc, self.path) from exc
+
+    def _check_user_connection(self, connection: Any) -> None:
+        if not isinstance(connection, sqlite3.Connection):
+            raise ConfigurationError(
+                f"connection= must be a sqlite3.Connection to {self.path} for this Queue, "
+                f"got {type(connection).__name__}"
+            )
+        if getattr(connection, "autocommit", False) is True or (
+            connection.isolation_level is None and not connection.in_transaction
+        ):
+            raise ConfigurationError(
+                "connection= is in autocommit mode with no open transaction, so the job would "
+                "commit on its own; run BEGIN on it first (or use the default isolation_level)"
+            )
+        rows = connection.execute("PRAGMA database_list").fetchall()
+        main = next((r[2] for r in rows if r[1] == "main"), "")
+        if os.path.realpath(main) != os.path.realpath(self.path):
+            raise ConfigurationError(
+                f"connection= is open on {main or 'an in-memory database'}, not on this Queue's "
+                f"{self.path}; enqueue in a transaction on the same file"
+            )
+
+    def _list(self, values: Sequence[Any]) -> str:
+        return json.dumps(list(values))
+
+    def _epoch(self, value: Any) -> float | None:
+        return None if value is None else float(value)
+
+    def listen(self, on_change: Callable[[], None]) -> _DataVersionListener:
+        return _DataVersionListener(self, on_change)
+
+
+def _statements(script: str) -> list[str]:
+    """Split a migration script into statements (none of ours contain ';' inside literals)."""
+    body = "\n".join(line for line in script.splitlines() if not line.lstrip().startswith("--"))
+    return [s.strip() for s in body.split(";") if s.strip()]

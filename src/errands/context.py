@@ -1,0 +1,61 @@
+"""What a handler sees of its own job when it takes a ``ctx`` parameter."""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .backends.base import ClaimedJob
+    from .worker import Worker
+
+
+class JobContext:
+    """``ctx``: the running job's id and attempt, cancellation, heartbeats and
+    transactional completion."""
+
+    __slots__ = (
+        "_cancel",
+        "_worker",
+        "attempt",
+        "completed",
+        "job_id",
+        "max_attempts",
+        "queue",
+        "type",
+    )
+
+    def __init__(self, worker: Worker, job: ClaimedJob) -> None:
+        self._worker = worker
+        self._cancel = threading.Event()
+        self.job_id = job.id
+        self.attempt = job.attempt
+        self.max_attempts = job.max_attempts
+        self.type = job.type
+        self.queue = job.queue
+        self.completed = False
+        if job.cancel_requested:
+            self._cancel.set()
+
+    def __repr__(self) -> str:
+        return f"<JobContext job={self.job_id} attempt={self.attempt} type={self.type}>"
+
+    @property
+    def cancelled(self) -> bool:
+        """True once someone asked to cancel this job: stop work and return (or raise).
+        A job whose cancel was requested ends ``cancelled`` whatever the handler does next."""
+        return self._cancel.is_set()
+
+    def heartbeat(self) -> bool:
+        """Extend this attempt's lease now. False means the lease was lost (the job was
+        recovered and may run elsewhere): stop and do not write results."""
+        return self._worker.beat_one(self)
+
+    def complete(self, *, connection: Any, result: Any = None) -> None:
+        """Mark this job succeeded inside ``connection``'s open transaction (same database),
+        fenced like every transition: your writes and the completion commit together or not
+        at all. After this the worker records nothing more for the attempt.
+
+        Raises ``InvalidTransitionError`` if this attempt no longer holds the job."""
+        self._worker.complete_in(self, connection, result)
+        self.completed = True

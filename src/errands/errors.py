@@ -1,0 +1,73 @@
+"""Exceptions errands raises, and the one a handler raises to choose its own error code.
+
+Every message names what is wrong and what to do about it, on one line.
+"""
+
+from __future__ import annotations
+
+import re
+
+_CODE = re.compile(r"^[A-Z][A-Z0-9_]*:[A-Za-z0-9_.\-]+$")
+
+
+class ErrandsError(Exception):
+    """Base class for every error errands raises itself."""
+
+
+class PayloadError(ErrandsError, TypeError):
+    """A payload or result is not plain JSON; nothing was written."""
+
+
+class PayloadTooLargeError(PayloadError, ValueError):
+    """A payload is larger than ``max_payload_bytes``; nothing was written."""
+
+
+class UnknownTaskError(ErrandsError, LookupError):
+    """A job type that no task on this Queue is registered for."""
+
+
+class ConfigurationError(ErrandsError, ValueError):
+    """A setting or argument that errands cannot work with."""
+
+
+class SchemaVersionError(ErrandsError):
+    """The database was written by a newer errands (or is not an errands database)."""
+
+
+class DatabaseError(ErrandsError):
+    """The database cannot be used: read-only, corrupt, full disk, unsupported version."""
+
+
+class DatabaseBusyError(DatabaseError):
+    """The write lock could not be taken within the busy timeout."""
+
+
+class JobNotFoundError(ErrandsError, LookupError):
+    """No job with that id."""
+
+
+class InvalidTransitionError(ErrandsError):
+    """The job is not in a state that allows the requested change."""
+
+
+class JobError(Exception):
+    """Raise from a handler to fail the attempt with your own aggregatable error code.
+
+    ``code`` is ``CATEGORY:SUBCATEGORY`` (for example ``SMTP:REJECTED``); ``retry=False``
+    makes the failure final whatever attempts are left.
+    """
+
+    def __init__(self, code: str, detail: str = "", *, retry: bool = True) -> None:
+        if not _CODE.match(code):
+            raise ValueError(
+                f"error code {code!r} is not CATEGORY:SUBCATEGORY; use upper-case letters, "
+                "digits and '_' before the colon, e.g. 'SMTP:REJECTED'"
+            )
+        super().__init__(f"{code}: {detail}" if detail else code)
+        self.code = code
+        self.detail = detail
+        self.retry = retry
+
+
+def is_error_code(code: str) -> bool:
+    return bool(_CODE.match(code))

@@ -1,0 +1,90 @@
+"""Read models: what ``Queue.get``, ``attempts`` and ``events`` return.
+
+Attributes mirror the public table columns one to one. Timestamps are timezone-aware UTC
+datetimes on every backend; payloads, results and event details are decoded JSON.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+
+def to_datetime(epoch: float | None) -> datetime | None:
+    return None if epoch is None else datetime.fromtimestamp(epoch, UTC)
+
+
+def to_epoch(value: datetime | float | int | None) -> float | None:
+    if value is None or isinstance(value, int | float):
+        return None if value is None else float(value)
+    if value.tzinfo is None:
+        raise ValueError(
+            f"naive datetime {value.isoformat()} is ambiguous; pass an aware datetime "
+            "(e.g. datetime.now(UTC)) so errands knows which moment you mean"
+        )
+    return value.timestamp()
+
+
+def _jsonable(value: Any) -> Any:
+    return value.isoformat() if isinstance(value, datetime) else value
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    id: int
+    queue: str
+    type: str
+    payload: Any
+    status: str
+    priority: int
+    attempts: int
+    max_attempts: int
+    run_at: datetime | None
+    created_at: datetime | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    worker_id: str | None
+    heartbeat_at: datetime | None
+    lease_expires_at: datetime | None
+    unique_key: str | None
+    error_code: str | None
+    error_detail: str | None
+    result: Any
+    payload_ref: str | None
+    result_ref: str | None
+    cancel_requested: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every column as a JSON-ready value (datetimes as ISO 8601 UTC)."""
+        return {k: _jsonable(v) for k, v in asdict(self).items()}
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    id: int
+    job_id: int
+    attempt: int
+    worker_id: str | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    status: str
+    error_code: str | None
+    error_detail: str | None
+    traceback_ref: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: _jsonable(v) for k, v in asdict(self).items()}
+
+
+@dataclass(frozen=True, slots=True)
+class EventRecord:
+    id: int
+    job_id: int
+    ts: datetime | None
+    event: str
+    actor: str | None
+    detail: Any
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: _jsonable(v) for k, v in asdict(self).items()}

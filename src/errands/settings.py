@@ -1,0 +1,113 @@
+"""Queue settings, each with a documented default, validated once at construction."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from .errors import ConfigurationError
+from .states import DEFAULT_AUDIT, Event
+
+Duration = float | int | timedelta
+
+DAY = 86400.0
+
+
+def seconds(value: Duration, name: str, *, allow_zero: bool = False) -> float:
+    """Accept float seconds or a timedelta; refuse negatives (and zero unless allowed)."""
+    s = value.total_seconds() if isinstance(value, timedelta) else float(value)
+    if not (s > 0 or (allow_zero and s == 0)):
+        need = ">= 0" if allow_zero else "> 0"
+        raise ConfigurationError(f"{name} must be {need} seconds (or a timedelta), got {value!r}")
+    return s
+
+
+@dataclass(frozen=True, slots=True)
+class Retention:
+    """How long finished jobs are kept, per terminal state (seconds)."""
+
+    succeeded: float = 30 * DAY
+    failed: float = 90 * DAY
+    cancelled: float = 30 * DAY
+
+    @classmethod
+    def of(cls, value: Retention | Mapping[str, Duration] | None) -> Retention:
+        if value is None:
+            return cls()
+        if isinstance(value, Retention):
+            return value
+        unknown = set(value) - {"succeeded", "failed", "cancelled"}
+        if unknown:
+            raise ConfigurationError(
+                f"retention has unknown state(s) {sorted(unknown)}; "
+                "use succeeded, failed and/or cancelled"
+            )
+        return cls(**{k: seconds(v, f"retention[{k!r}]") for k, v in value.items()})
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    durability: str = "full"  # "full": synchronous=FULL; "normal": synchronous=NORMAL
+    lease_seconds: float = 60.0
+    heartbeat_seconds: float = 15.0
+    poll_interval: float = 1.0
+    shutdown_timeout: float = 30.0
+    busy_timeout: float = 5.0
+    max_payload_bytes: int = 1024 * 1024
+    retention: Retention = field(default_factory=Retention)
+    audit: frozenset[Event] = DEFAULT_AUDIT
+    allow_network_filesystem: bool = False
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        durability: str = "full",
+        lease_seconds: Duration = 60.0,
+        heartbeat_seconds: Duration | None = None,
+        poll_interval: Duration = 1.0,
+        shutdown_timeout: Duration = 30.0,
+        busy_timeout: Duration = 5.0,
+        max_payload_bytes: int = 1024 * 1024,
+        retention: Retention | Mapping[str, Duration] | None = None,
+        audit: Iterable[Event | str] | None = None,
+        allow_network_filesystem: bool = False,
+    ) -> Settings:
+        if durability not in ("full", "normal"):
+            raise ConfigurationError(
+                f"durability must be 'full' (survives power loss) or 'normal' "
+                f"(survives an app crash), got {durability!r}"
+            )
+        lease = seconds(lease_seconds, "lease_seconds")
+        # Three beats per lease: one lost beat never loses a healthy job.
+        beat = lease / 4 if heartbeat_seconds is None else seconds(heartbeat_seconds, "heartbeat")
+        if beat >= lease:
+            raise ConfigurationError(
+                f"heartbeat_seconds ({beat}) must be shorter than lease_seconds ({lease}), "
+                "or every lease would expire before it is renewed"
+            )
+        if max_payload_bytes <= 0:
+            raise ConfigurationError(f"max_payload_bytes must be > 0, got {max_payload_bytes}")
+        events = DEFAULT_AUDIT if audit is None else frozenset(_event(e) for e in audit)
+        return cls(
+            durability=durability,
+            lease_seconds=lease,
+            heartbeat_seconds=beat,
+            poll_interval=seconds(poll_interval, "poll_interval"),
+            shutdown_timeout=seconds(shutdown_timeout, "shutdown_timeout", allow_zero=True),
+            busy_timeout=seconds(busy_timeout, "busy_timeout"),
+            max_payload_bytes=max_payload_bytes,
+            retention=Retention.of(retention),
+            audit=events,
+            allow_network_filesystem=allow_network_filesystem,
+        )
+
+
+def _event(value: Event | str) -> Event:
+    try:
+        return Event(value)
+    except ValueError:
+        raise ConfigurationError(
+            f"audit names unknown event {value!r}; choose from {', '.join(e.value for e in Event)}"
+        ) from None

@@ -1,0 +1,90 @@
+"""The job state machine, defined once as data.
+
+Every fenced transition's SQL binds its ``from``/``to`` states from ``TRANSITIONS`` (see the
+backends), so the guard in the database and this table cannot drift apart. ``docs/states.md``
+draws the same machine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class State(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+TERMINAL: frozenset[State] = frozenset({State.SUCCEEDED, State.FAILED, State.CANCELLED})
+ACTIVE: frozenset[State] = frozenset({State.QUEUED, State.RUNNING})
+
+
+class AttemptStatus(StrEnum):
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    LOST = "lost"
+    CANCELLED = "cancelled"
+
+
+class Event(StrEnum):
+    ENQUEUED = "ENQUEUED"
+    CLAIMED = "CLAIMED"
+    STARTED = "STARTED"
+    HEARTBEAT = "HEARTBEAT"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    RETRY_SCHEDULED = "RETRY_SCHEDULED"
+    CANCELLED = "CANCELLED"
+    RECOVERED = "RECOVERED"
+    RETRIED = "RETRIED"
+    RELEASED = "RELEASED"
+
+
+# HEARTBEAT would write a row per running job per beat; STARTED is recorded with the outcome
+# (its ts is the real start), so both cost little only when asked for.
+DEFAULT_AUDIT: frozenset[Event] = frozenset(Event) - {Event.HEARTBEAT, Event.STARTED}
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    name: str
+    source: frozenset[State]
+    target: State
+    event: Event | None
+
+
+def _t(name: str, source: set[State], target: State, event: Event | None) -> Transition:
+    return Transition(name, frozenset(source), target, event)
+
+
+TRANSITIONS: dict[str, Transition] = {
+    t.name: t
+    for t in (
+        _t("enqueue", set(), State.QUEUED, Event.ENQUEUED),
+        _t("claim", {State.QUEUED}, State.RUNNING, Event.CLAIMED),
+        _t("succeed", {State.RUNNING}, State.SUCCEEDED, Event.SUCCEEDED),
+        _t("fail", {State.RUNNING}, State.FAILED, Event.FAILED),
+        _t("retry_later", {State.RUNNING}, State.QUEUED, Event.RETRY_SCHEDULED),
+        _t("cancel_running", {State.RUNNING}, State.CANCELLED, Event.CANCELLED),
+        _t("release", {State.RUNNING}, State.QUEUED, Event.RELEASED),
+        _t("recover", {State.RUNNING}, State.QUEUED, Event.RECOVERED),
+        _t("recover_exhausted", {State.RUNNING}, State.FAILED, Event.RECOVERED),
+        _t("cancel", {State.QUEUED}, State.CANCELLED, Event.CANCELLED),
+        _t("retry", {State.FAILED, State.CANCELLED}, State.QUEUED, Event.RETRIED),
+    )
+}
+
+
+def transition(name: str) -> Transition:
+    return TRANSITIONS[name]
+
+
+def single_source(name: str) -> State:
+    """The one state a fenced transition starts from (bound into its SQL guard)."""
+    (state,) = TRANSITIONS[name].source
+    return state

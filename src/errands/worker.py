@@ -1,0 +1,569 @@
+"""The worker: claims batches, runs handlers, records outcomes in batches.
+
+One control thread owns every database write of the worker (claims, outcomes, heartbeats,
+rescue), so writes are naturally grouped: while one transaction commits, the next handlers'
+outcomes pile up and go in the next. Sync handlers run on ``concurrency`` runner threads;
+``async def`` handlers on one event loop thread, at most ``concurrency`` at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import os
+import queue as stdqueue
+import signal
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+from . import execution
+from .backends.base import (
+    ClaimedJob,
+    ClaimRequest,
+    Failed,
+    Outcome,
+    Released,
+    Succeeded,
+    WorkerInfo,
+)
+from .context import JobContext
+from .errors import ConfigurationError, DatabaseBusyError, InvalidTransitionError, JobError
+from .tasks import Task
+
+if TYPE_CHECKING:
+    from .queue import Queue
+
+log = logging.getLogger("errands.worker")
+
+# Slot states. buffered → started → done; buffered → released (shutdown) or lost (lease gone);
+# started → abandoned (sync handler past its timeout: its late result is dropped).
+BUFFERED, STARTED, DONE, RELEASED, LOST, ABANDONED = range(6)
+
+# Prefetch aims to hold as many jobs as the runners will start within this horizon, so tiny
+# jobs are claimed in large batches and slow ones are not hoarded away from other workers.
+PREFETCH_HORIZON = 0.02
+CANCEL_CHECK_INTERVAL = 1.0
+
+
+@dataclass(slots=True)
+class _Slot:
+    job: ClaimedJob
+    task: Task[Any, Any]
+    ctx: JobContext | None = None
+    state: int = BUFFERED
+    started_at: float = 0.0
+    deadline: float | None = None
+    cancel_requested: bool = False
+    async_task: asyncio.Task[Any] | None = None
+
+
+@dataclass(slots=True)
+class WorkerSummary:
+    """What one ``run_worker`` call did."""
+
+    worker_id: str
+    claimed: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    retried: int = 0
+    cancelled: int = 0
+    released: int = 0
+    refused: int = 0  # outcomes the fence refused: the lease had been recovered
+    rescued: int = 0
+    interrupted: bool = False
+    outcomes: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def processed(self) -> int:
+        return self.succeeded + self.failed + self.retried + self.cancelled
+
+
+def make_worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+class Worker:
+    def __init__(
+        self,
+        queue: Queue,
+        *,
+        concurrency: int = 8,
+        queues: Sequence[str] | None = None,
+        burst: bool = False,
+        handle_signals: bool = True,
+        max_prefetch: int = 200,
+        worker_id: str | None = None,
+    ) -> None:
+        if concurrency < 1:
+            raise ConfigurationError(f"concurrency must be >= 1, got {concurrency}")
+        if not queue.tasks:
+            raise ConfigurationError(
+                "this Queue has no tasks registered, so a worker would never claim anything; "
+                "register handlers with @q.task before run_worker"
+            )
+        if isinstance(queues, str):
+            queues = [q for q in queues.split(",") if q]
+        self.q = queue
+        self.backend = queue.backend
+        self.settings = queue.settings
+        self.clock = queue.clock
+        self.concurrency = concurrency
+        self.queues = None if queues is None else list(queues)
+        self.types = sorted(queue.tasks)
+        self.burst = burst
+        self.handle_signals = handle_signals
+        self.max_prefetch = max_prefetch
+        self.id = worker_id or make_worker_id()
+        self.summary = WorkerSummary(self.id)
+
+        self._held: dict[int, _Slot] = {}
+        self._lock = threading.Lock()
+        self._inbox: stdqueue.SimpleQueue[_Slot | None] = stdqueue.SimpleQueue()
+        self._done: collections.deque[tuple[_Slot, Outcome | None, float]] = collections.deque()
+        self._wake = threading.Event()
+        self._dirty = True  # something may have been enqueued: try a claim
+        self._more = True  # the last claim was full: more is probably waiting
+        self._stopping = False
+        self._hard_stop = False
+        self._avg_run = 0.0
+        self._runners: list[threading.Thread] = []
+        self._extra_runners = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: threading.Thread | None = None
+        self._sem: asyncio.Semaphore | None = None
+
+    # -- public ----------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Ask the worker to shut down gracefully (what SIGTERM does)."""
+        self._stopping = True
+        self._wake.set()
+
+    def run(self) -> WorkerSummary:
+        previous = self._install_signals()
+        now = self.clock()
+        self.backend.register_worker(
+            WorkerInfo(self.id, socket.gethostname(), os.getpid(), self.queues, self.concurrency),
+            now,
+        )
+        listener = self.backend.listen(self._on_change)
+        self.q._wakers.add(self._on_change)
+        self._start_runners()
+        try:
+            self._loop_forever()
+        finally:
+            self.q._wakers.discard(self._on_change)
+            listener.close()
+            self._shutdown()
+            self._restore_signals(previous)
+        return self.summary
+
+    # -- the control loop ------------------------------------------------------------------
+
+    def _on_change(self) -> None:
+        self._dirty = True
+        self._wake.set()
+
+    def _loop_forever(self) -> None:
+        s = self.settings
+        now = self.clock()
+        next_poll = now
+        next_beat = now + s.heartbeat_seconds
+        next_rescue = now
+        next_cancel_check = now + CANCEL_CHECK_INTERVAL
+        while not self._stopping:
+            now = self.clock()
+            self._flush(now)
+            if self._stopping:
+                break
+
+            claimed_nothing = False
+            want = self._target_held() - len(self._held)
+            if want > 0 and (self._more or self._dirty or now >= next_poll):
+                self._dirty = False
+                jobs = self._claim(want, now)
+                self._more = len(jobs) == want
+                if len(jobs) < want:
+                    claimed_nothing = not jobs
+                    next_poll = now + s.poll_interval
+                    due = self._next_due()
+                    if due is not None and due > now:
+                        next_poll = min(next_poll, due)
+
+            if now >= next_beat:
+                self._heartbeat(now)
+                next_beat = now + s.heartbeat_seconds
+            if now >= next_rescue:
+                self._rescue(now)
+                next_rescue = now + s.lease_seconds / 2
+            if self._held and now >= next_cancel_check:
+                self._check_cancels()
+                next_cancel_check = now + CANCEL_CHECK_INTERVAL
+            self._check_timeouts(now)
+
+            if self.burst and claimed_nothing and not self._held and not self._done:
+                return
+            if self._more and self._target_held() > len(self._held):
+                continue
+            timeout = min(
+                next_poll, next_beat, next_rescue, next_cancel_check, self._next_deadline()
+            )
+            self._wake.wait(max(0.0, min(timeout - self.clock(), 1.0)))
+            self._wake.clear()
+
+    def _target_held(self) -> int:
+        if self._avg_run <= 0:
+            prefetch = self.concurrency
+        else:
+            prefetch = int(self.concurrency * PREFETCH_HORIZON / self._avg_run)
+        return self.concurrency + max(0, min(prefetch, self.max_prefetch))
+
+    def _claim(self, want: int, now: float) -> list[ClaimedJob]:
+        request = ClaimRequest(self.id, self.types, self.queues, want, self.settings.lease_seconds)
+        try:
+            jobs = self.backend.claim(request, now)
+        except DatabaseBusyError as exc:
+            log.warning("claim skipped: %s", exc)
+            return []
+        tasks = self.q.tasks
+        for job in jobs:
+            slot = _Slot(job, tasks[job.type])
+            if slot.task.wants_ctx:
+                slot.ctx = JobContext(self, job)
+            slot.cancel_requested = job.cancel_requested
+            self._held[job.id] = slot
+            self._dispatch(slot)
+        self.summary.claimed += len(jobs)
+        return jobs
+
+    def _next_due(self) -> float | None:
+        try:
+            return self.backend.next_due(self.types, self.queues)
+        except DatabaseBusyError:
+            return None
+
+    def _flush(self, now: float) -> None:
+        """Write every finished handler's outcome in one transaction."""
+        if not self._done:
+            return
+        batch: list[tuple[_Slot, Outcome | None, float]] = []
+        while self._done:
+            batch.append(self._done.popleft())
+        for _, _, ran in batch:
+            self._avg_run = ran if self._avg_run <= 0 else 0.9 * self._avg_run + 0.1 * ran
+        outcomes = [(slot, o) for slot, o, _ in batch if o is not None]
+        try:
+            applied = self.backend.finish([o for _, o in outcomes], self.id, now)
+        except DatabaseBusyError as exc:
+            log.warning("recording %d outcomes postponed: %s", len(outcomes), exc)
+            self._done.extendleft(reversed(batch))
+            return
+        for (_, outcome), ok in zip(outcomes, applied, strict=True):
+            self._count(outcome, ok)
+        for slot, _, _ in batch:
+            self._held.pop(slot.job.id, None)
+
+    def _count(self, outcome: Outcome, ok: bool) -> None:
+        s = self.summary
+        if not ok:
+            s.refused += 1
+            log.warning(
+                "outcome for job %d attempt %d refused: the attempt no longer holds the job "
+                "(its lease was recovered)",
+                outcome.job_id,
+                outcome.attempt,
+            )
+            return
+        name = type(outcome).__name__
+        if isinstance(outcome, Failed):
+            name = "Retried" if outcome.retry_at is not None else "Failed"
+        s.outcomes[name] = s.outcomes.get(name, 0) + 1
+        if name == "Succeeded":
+            s.succeeded += 1
+        elif name == "Failed":
+            s.failed += 1
+        elif name == "Retried":
+            s.retried += 1
+        elif name == "Cancelled":
+            s.cancelled += 1
+        elif name == "Released":
+            s.released += 1
+
+    # -- leases, rescue, cancellation, timeouts -------------------------------------------
+
+    def _heartbeat(self, now: float) -> None:
+        held = [
+            (s.job.id, s.job.attempt) for s in self._held.values() if s.state in (BUFFERED, STARTED)
+        ]
+        try:
+            ok = self.backend.heartbeat(self.id, held, self.settings.lease_seconds, now)
+            self.backend.worker_seen(self.id, now)
+        except DatabaseBusyError as exc:
+            log.warning("heartbeat postponed: %s", exc)
+            return
+        for (job_id, _), alive in zip(held, ok, strict=True):
+            if not alive:
+                self._lose(job_id)
+
+    def beat_one(self, ctx: JobContext) -> bool:
+        """ctx.heartbeat(): extend one lease now, from the handler's thread."""
+        (ok,) = self.backend.heartbeat(
+            self.id, [(ctx.job_id, ctx.attempt)], self.settings.lease_seconds, self.clock()
+        )
+        if not ok:
+            self._lose(ctx.job_id)
+        return ok
+
+    def complete_in(self, ctx: JobContext, connection: Any, result: Any) -> None:
+        slot = self._held.get(ctx.job_id)
+        if slot is None:
+            raise InvalidTransitionError(f"job {ctx.job_id} is not held by this worker")
+        outcome = execution.succeeded(slot.job, slot.started_at, result)
+        if isinstance(outcome, Failed):
+            raise JobError(outcome.error_code, outcome.error_detail, retry=False)
+        assert isinstance(outcome, Succeeded)
+        if not self.backend.complete_in(connection, outcome, self.id, self.clock()):
+            raise InvalidTransitionError(
+                f"job {ctx.job_id} attempt {ctx.attempt} no longer holds the job (its lease "
+                "was recovered); roll back your transaction"
+            )
+
+    def _lose(self, job_id: int) -> None:
+        """Our lease on a job is gone: never start it, and expect its outcome to be refused."""
+        with self._lock:
+            slot = self._held.get(job_id)
+            if slot is not None and slot.state == BUFFERED:
+                slot.state = LOST
+                self._held.pop(job_id, None)
+        log.warning("lease on job %d was lost; another worker may run it", job_id)
+
+    def _rescue(self, now: float) -> None:
+        try:
+            report = self.backend.rescue(now)
+        except DatabaseBusyError as exc:
+            log.warning("rescue postponed: %s", exc)
+            return
+        n = len(report.recovered) + len(report.exhausted)
+        if n:
+            self.summary.rescued += n
+            log.info("recovered %d job(s) whose lease expired", n)
+
+    def _check_cancels(self) -> None:
+        ids = [i for i, s in self._held.items() if not s.cancel_requested]
+        if not ids:
+            return
+        try:
+            requested = self.backend.cancel_requested(ids)
+        except DatabaseBusyError:
+            return
+        for job_id in requested:
+            slot = self._held.get(job_id)
+            if slot is None:
+                continue
+            slot.cancel_requested = True
+            if slot.ctx is not None:
+                slot.ctx._cancel.set()
+            if slot.async_task is not None and self._loop is not None:
+                self._loop.call_soon_threadsafe(slot.async_task.cancel)
+
+    def _next_deadline(self) -> float:
+        deadlines = [
+            s.deadline for s in self._held.values() if s.deadline is not None and s.state == STARTED
+        ]
+        return min(deadlines, default=float("inf"))
+
+    def _check_timeouts(self, now: float) -> None:
+        """Sync handlers cannot be interrupted: past the timeout the attempt is failed with
+        TIMEOUT:JOB, its thread is left to finish (its result dropped) and replaced."""
+        for slot in list(self._held.values()):
+            if slot.deadline is None or slot.deadline > now or slot.async_task is not None:
+                continue
+            with self._lock:
+                if slot.state != STARTED:
+                    continue
+                slot.state = ABANDONED
+                self._extra_runners += 1
+            exc = JobError(
+                "TIMEOUT:JOB", f"ran longer than its {slot.task.options.timeout}s timeout"
+            )
+            self._done.append(
+                (
+                    slot,
+                    execution.failed(slot.task, slot.job, slot.started_at, now, exc),
+                    now - slot.started_at,
+                )
+            )
+            self._spawn_runner()
+
+    # -- running handlers ------------------------------------------------------------------
+
+    def _dispatch(self, slot: _Slot) -> None:
+        if slot.task.is_async:
+            loop = self._ensure_loop()
+            asyncio.run_coroutine_threadsafe(self._run_async(slot), loop)
+        else:
+            self._inbox.put(slot)
+
+    def _begin(self, slot: _Slot) -> bool:
+        with self._lock:
+            if slot.state != BUFFERED:
+                return False
+            slot.state = STARTED
+        slot.started_at = self.clock()
+        timeout = slot.task.options.timeout
+        if timeout is not None:
+            slot.deadline = slot.started_at + timeout
+        return True
+
+    def _end(self, slot: _Slot, outcome: Outcome | None) -> None:
+        with self._lock:
+            if slot.state != STARTED:
+                return  # abandoned after a timeout: its outcome was already recorded
+            slot.state = DONE
+        self._done.append((slot, outcome, self.clock() - slot.started_at))
+        self._wake.set()
+
+    def _start_runners(self) -> None:
+        if any(not t.is_async for t in self.q.tasks.values()):
+            for _ in range(self.concurrency):
+                self._spawn_runner()
+
+    def _spawn_runner(self) -> None:
+        thread = threading.Thread(
+            target=self._runner, name=f"errands-runner-{len(self._runners)}", daemon=True
+        )
+        self._runners.append(thread)
+        thread.start()
+
+    def _runner(self) -> None:
+        while True:
+            slot = self._inbox.get()
+            if slot is None:
+                return
+            if not self._begin(slot):
+                continue
+            self._end(slot, self._run_sync(slot))
+            with self._lock:
+                if self._extra_runners > 0 and slot.state == ABANDONED:
+                    self._extra_runners -= 1
+                    return
+
+    def _run_sync(self, slot: _Slot) -> Outcome | None:
+        job, task, started = slot.job, slot.task, slot.started_at
+        try:
+            result = task.fn(**execution.prepare(task, job, slot.ctx))
+        except Exception as exc:
+            if slot.cancel_requested:
+                return execution.cancelled(job, started)
+            return execution.failed(task, job, started, self.clock(), exc)
+        if slot.ctx is not None and slot.ctx.completed:
+            return None
+        if slot.cancel_requested:
+            return execution.cancelled(job, started)
+        return execution.succeeded(job, started, result)
+
+    def _ensure_loop(self) -> asyncio.AbstractEventLoop:
+        if self._loop is None:
+            loop = asyncio.new_event_loop()
+            self._sem = asyncio.Semaphore(self.concurrency)
+            self._loop_thread = threading.Thread(
+                target=loop.run_forever, name="errands-async", daemon=True
+            )
+            self._loop_thread.start()
+            self._loop = loop
+        return self._loop
+
+    async def _run_async(self, slot: _Slot) -> None:
+        assert self._sem is not None
+        async with self._sem:
+            if not self._begin(slot):
+                return
+            slot.async_task = asyncio.current_task()
+            self._end(slot, await self._await_handler(slot))
+
+    async def _await_handler(self, slot: _Slot) -> Outcome | None:
+        job, task, started = slot.job, slot.task, slot.started_at
+        timeout = task.options.timeout
+        try:
+            async with asyncio.timeout(timeout) as scope:
+                result = await task.fn(**execution.prepare(task, job, slot.ctx))
+        except asyncio.CancelledError:
+            if slot.cancel_requested:
+                return execution.cancelled(job, started)
+            return None  # hard shutdown: the lease recovers it
+        except Exception as exc:
+            if slot.cancel_requested:
+                return execution.cancelled(job, started)
+            if isinstance(exc, TimeoutError) and scope.expired():
+                exc = JobError("TIMEOUT:JOB", f"ran longer than its {timeout}s timeout")
+            return execution.failed(task, job, started, self.clock(), exc)
+        if slot.ctx is not None and slot.ctx.completed:
+            return None
+        if slot.cancel_requested:
+            return execution.cancelled(job, started)
+        return execution.succeeded(job, started, result)
+
+    # -- shutdown --------------------------------------------------------------------------
+
+    def _shutdown(self) -> None:
+        """Hand back unstarted jobs, let running ones finish within the grace period, record
+        everything, then stop the runners."""
+        released: list[Outcome] = []
+        with self._lock:
+            for slot in self._held.values():
+                if slot.state == BUFFERED:
+                    slot.state = RELEASED
+                    released.append(Released(slot.job.id, slot.job.attempt))
+                    self._done.append((slot, released[-1], 0.0))
+        deadline = time.monotonic() + self.settings.shutdown_timeout
+        while not self._hard_stop and time.monotonic() < deadline:
+            self._flush(self.clock())
+            if not any(s.state == STARTED for s in self._held.values()):
+                break
+            self._wake.wait(0.05)
+            self._wake.clear()
+        if not self._hard_stop:
+            self._flush(self.clock())
+        else:
+            self.summary.interrupted = True
+        for _ in self._runners:
+            self._inbox.put(None)
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+        try:
+            self.backend.worker_stopped(self.id, self.clock())
+        except DatabaseBusyError as exc:
+            log.warning("could not mark worker stopped: %s", exc)
+
+    # -- signals ---------------------------------------------------------------------------
+
+    def _install_signals(self) -> dict[int, Any]:
+        if not self.handle_signals or threading.current_thread() is not threading.main_thread():
+            return {}
+        previous: dict[int, Any] = {}
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            previous[sig] = signal.signal(sig, self._on_signal)
+        return previous
+
+    def _restore_signals(self, previous: dict[int, Any]) -> None:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        if self._stopping:
+            log.warning(
+                "second %s: stopping now; leases will recover running jobs",
+                signal.Signals(signum).name,
+            )
+            self._hard_stop = True
+        else:
+            log.info("%s: finishing running jobs, then stopping", signal.Signals(signum).name)
+            self._stopping = True
+        self._wake.set()
