@@ -204,18 +204,14 @@ class SQLBackend:
         with self._write("claim") as conn:
             rows = conn.execute(self.q["claim"], params).fetchall()
             if rows:
-                conn.executemany(
-                    self.q["insert_attempt"],
-                    [{"job_id": r[0], "attempt": r[5], "worker_id": wid, "now": now} for r in rows],
+                running = AttemptStatus.RUNNING.value
+                ids = _dumps([r[0] for r in rows])
+                conn.execute(
+                    self.q["open_attempts"], {"job_ids": ids, "now": now, "status": running}
                 )
                 if Event.CLAIMED in self._audit:
-                    conn.executemany(
-                        self.q["insert_event"],
-                        [
-                            _event_row(r[0], now, "CLAIMED", wid, _attempt_detail(r[5]))
-                            for r in rows
-                        ],
-                    )
+                    events = [[r[0], now, "CLAIMED", wid, _attempt_detail(r[5])] for r in rows]
+                    conn.execute(self.q["insert_events"], {"rows": _dumps(events)})
         ep = self._epoch
         jobs = [
             ClaimedJob(
@@ -240,59 +236,72 @@ class SQLBackend:
 
         Each is fenced on (job id, attempt, status='running'); the returned flags say which
         applied. A refused one (the lease was recovered and the job moved on) changes nothing.
+        Successes — the hot path — go in one batched statement; the rest one by one.
         """
-        applied: list[bool] = []
-        attempts: list[dict[str, Any]] = []
-        events: list[dict[str, Any]] = []
-        started = Event.STARTED in self._audit
+        attempts: list[list[Any]] = []
+        events: list[list[Any]] = []
+        succeeded = [o for o in outcomes if isinstance(o, Succeeded)]
+        done: set[int] = set()
+        other: dict[int, bool] = {}
         with self._write("finish") as conn:
-            for o in outcomes:
-                ok = self._apply(conn, o, now, attempts, events)
-                applied.append(ok)
-                if ok and started and not isinstance(o, Released):
-                    events.append(
-                        _event_row(
-                            o.job_id, o.started_at, "STARTED", None, _attempt_detail(o.attempt)
+            if succeeded:
+                batch = [[o.job_id, o.attempt, o.started_at, o.result] for o in succeeded]
+                params = {**F_SUCCEED, "now": now, "batch": _dumps(batch)}
+                done = {r[0] for r in conn.execute(self.q["succeed_jobs"], params).fetchall()}
+                for s in succeeded:
+                    if s.job_id in done:
+                        attempts.append(
+                            [s.job_id, s.attempt, "succeeded", s.started_at, None, None, None]
                         )
-                    )
-            self._write_rows(conn, attempts, events, worker_id)
+                        events.append(
+                            [s.job_id, now, "SUCCEEDED", worker_id, _attempt_detail(s.attempt)]
+                        )
+            for i, o in enumerate(outcomes):
+                if not isinstance(o, Succeeded):
+                    other[i] = self._apply(conn, o, now, attempts, events, worker_id)
+            applied = [
+                o.job_id in done if isinstance(o, Succeeded) else other[i]
+                for i, o in enumerate(outcomes)
+            ]
+            if Event.STARTED in self._audit:
+                events.extend(
+                    [o.job_id, o.started_at, "STARTED", worker_id, _attempt_detail(o.attempt)]
+                    for o, ok in zip(outcomes, applied, strict=True)
+                    if ok and not isinstance(o, Released)
+                )
+            self._write_rows(conn, attempts, events, now)
         return applied
 
     def complete_in(self, connection: Any, outcome: Succeeded, worker_id: str, now: float) -> bool:
         """Transactional completion: the fenced success, written in the application's own
         open transaction (never committed here)."""
-        attempts: list[dict[str, Any]] = []
-        events: list[dict[str, Any]] = []
+        attempts: list[list[Any]] = []
+        events: list[list[Any]] = []
         with self._user_conn(connection) as conn:
-            if not self._apply(conn, outcome, now, attempts, events):
+            if not self._apply(conn, outcome, now, attempts, events, worker_id):
                 return False
-            self._write_rows(conn, attempts, events, worker_id)
+            self._write_rows(conn, attempts, events, now)
         return True
 
     def _write_rows(
-        self,
-        conn: Conn,
-        attempts: list[dict[str, Any]],
-        events: list[dict[str, Any]],
-        worker_id: str,
+        self, conn: Conn, attempts: list[list[Any]], events: list[list[Any]], now: float
     ) -> None:
         """The attempt-row updates and audit events that go with applied outcomes."""
         if attempts:
-            conn.executemany(self.q["close_attempt"], attempts)
+            conn.execute(self.q["close_attempts"], {"now": now, "batch": _dumps(attempts)})
         audit = self._audit
-        rows = [e for e in events if e["event"] in audit]
-        for e in rows:
-            e["actor"] = e["actor"] or worker_id
+        rows = [e for e in events if e[2] in audit]
         if rows:
-            conn.executemany(self.q["insert_event"], rows)
+            conn.execute(self.q["insert_events"], {"rows": _dumps(rows)})
 
     def _apply(
         self,
         conn: Conn,
         o: Outcome,
         now: float,
-        attempts: list[dict[str, Any]],
-        events: list[dict[str, Any]],
+        attempts: list[list[Any]],
+        events: list[list[Any]],
+        actor: str,
     ) -> bool:
         """Apply one fenced outcome; queue the attempt row and event that go with it."""
         q = self.q
@@ -301,49 +310,49 @@ class SQLBackend:
             if conn.execute(q["release_job"], {**key, **F_RELEASE}).rowcount != 1:
                 return False
             conn.execute(q["delete_attempt"], key)
-            events.append(_event_row(o.job_id, now, "RELEASED", None, _attempt_detail(o.attempt)))
+            events.append([o.job_id, now, "RELEASED", actor, _attempt_detail(o.attempt)])
             return True
-        base = {**key, "now": now, "started_at": o.started_at}
-        ref = None
         if isinstance(o, Succeeded):
-            cur = conn.execute(q["succeed_job"], {**base, **F_SUCCEED, "result": o.result})
-            status, code, text = AttemptStatus.SUCCEEDED, None, None
-            event, info = "SUCCEEDED", _attempt_detail(o.attempt)
-        elif isinstance(o, Cancelled):
-            errs = {"error_code": o.error_code, "error_detail": o.error_detail}
-            cur = conn.execute(q["cancel_running_job"], {**base, **F_CANCEL_RUNNING, **errs})
-            status, code, text = AttemptStatus.CANCELLED, o.error_code, o.error_detail
-            event, info = "CANCELLED", _attempt_detail(o.attempt)
+            batch = _dumps([[o.job_id, o.attempt, o.started_at, o.result]])
+            if not conn.execute(
+                q["succeed_jobs"], {**F_SUCCEED, "now": now, "batch": batch}
+            ).fetchall():
+                return False
+            attempts.append([o.job_id, o.attempt, "succeeded", o.started_at, None, None, None])
+            events.append([o.job_id, now, "SUCCEEDED", actor, _attempt_detail(o.attempt)])
+            return True
+        base = {
+            **key,
+            "now": now,
+            "started_at": o.started_at,
+            "error_code": o.error_code,
+            "error_detail": o.error_detail,
+        }
+        ref = None
+        if isinstance(o, Cancelled):
+            cur = conn.execute(q["cancel_running_job"], {**base, **F_CANCEL_RUNNING})
+            status, event, info = AttemptStatus.CANCELLED, "CANCELLED", _attempt_detail(o.attempt)
         else:
-            errs = {"error_code": o.error_code, "error_detail": o.error_detail}
             if o.retry_at is None:
-                cur = conn.execute(q["fail_job"], {**base, **F_FAIL, **errs})
+                cur = conn.execute(q["fail_job"], {**base, **F_FAIL})
                 event, info = "FAILED", detail(attempt=o.attempt, error_code=o.error_code)
             else:
-                params = {**base, **F_RETRY_LATER, **errs, "retry_at": o.retry_at}
+                params = {**base, **F_RETRY_LATER, "retry_at": o.retry_at}
                 cur = conn.execute(q["schedule_retry"], params)
                 event = "RETRY_SCHEDULED"
                 info = detail(
                     attempt=o.attempt, error_code=o.error_code, delay=round(o.retry_delay, 3)
                 )
-            status, code, text = AttemptStatus.FAILED, o.error_code, o.error_detail
+            status = AttemptStatus.FAILED
             if cur.rowcount == 1 and o.traceback:
                 blob = {"job_id": o.job_id, "kind": "traceback", "body": o.traceback, "now": now}
                 ref = f"blob:{conn.execute(q['insert_blob'], blob).fetchone()[0]}"
         if cur.rowcount != 1:
             return False
         attempts.append(
-            {
-                **key,
-                "status": status.value,
-                "started_at": o.started_at,
-                "now": now,
-                "error_code": code,
-                "error_detail": text,
-                "traceback_ref": ref,
-            }
+            [o.job_id, o.attempt, status.value, o.started_at, o.error_code, o.error_detail, ref]
         )
-        events.append(_event_row(o.job_id, now, event, None, info))
+        events.append([o.job_id, now, event, actor, info])
         return True
 
     def heartbeat(
@@ -556,6 +565,10 @@ class SQLBackend:
     def worker_stopped(self, worker_id: str, now: float) -> None:
         with self._write("worker_stopped") as conn:
             conn.execute(self.q["worker_stopped"], {"id": worker_id, "now": now})
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
 
 
 def _event_row(

@@ -19,9 +19,18 @@ SELECT id FROM jobs WHERE unique_key = :unique_key AND status IN ('queued', 'run
 -- Append one audit event.
 INSERT INTO job_events (job_id, ts, event, actor, detail) VALUES (:job_id, :ts, :event, :actor, :detail);
 
+-- name: insert_events
+-- Append many audit events: :rows is a JSON array of [job_id, ts, event, actor, detail].
+INSERT INTO job_events (job_id, ts, event, actor, detail)
+SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'),
+       json_extract(value, '$[3]'), json_extract(value, '$[4]')
+FROM json_each(:rows);
+
 -- name: claim
 -- Claim up to :limit due jobs of the worker's types and queues, highest priority first.
--- status = 'queued' is a literal (not bound) so SQLite can use the partial index jobs_due.
+-- status = 'queued' is a literal (not bound) so SQLite can use the partial index jobs_due;
+-- INDEXED BY pins it: left to itself the planner prefers jobs_status_queue_type and sorts
+-- every queued row on each claim (measured: 35 us/job at 20k queued, vs ~5 with jobs_due).
 UPDATE jobs
 SET status = :to_state,
     attempts = attempts + 1,
@@ -31,7 +40,7 @@ SET status = :to_state,
     lease_expires_at = :now + :lease_seconds,
     finished_at = NULL
 WHERE id IN (
-    SELECT id FROM jobs
+    SELECT id FROM jobs INDEXED BY jobs_due
     WHERE status = 'queued'
       AND run_at <= :now
       AND type IN (SELECT value FROM json_each(:types))
@@ -41,17 +50,25 @@ WHERE id IN (
 )
 RETURNING id, queue, type, payload, priority, attempts, max_attempts, run_at, created_at, cancel_requested;
 
--- name: insert_attempt
--- Open the attempt row for a claimed job.
+-- name: open_attempts
+-- Open the attempt rows of just-claimed jobs (:job_ids is a JSON array).
 INSERT INTO job_attempts (job_id, attempt, worker_id, started_at, status)
-VALUES (:job_id, :attempt, :worker_id, :now, 'running');
+SELECT id, attempts, worker_id, :now, :status FROM jobs
+WHERE id IN (SELECT value FROM json_each(:job_ids));
 
--- name: succeed_job
--- Fenced: record success of the attempt this worker holds.
+-- name: succeed_jobs
+-- Fenced, batched: record success of many held attempts; returns the ids that applied.
+-- :batch is a JSON array of [job_id, attempt, started_at, result_json_text_or_null].
+-- The unary + keeps the planner from driving the join by the status index: each batch row
+-- must be one primary-key lookup.
 UPDATE jobs
-SET status = :to_state, started_at = :started_at, finished_at = :now, result = :result,
+SET status = :to_state, started_at = b.started_at, finished_at = :now, result = b.result,
     lease_expires_at = NULL, error_code = NULL, error_detail = NULL
-WHERE id = :job_id AND attempts = :attempt AND status = :from_state;
+FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS attempt,
+             json_extract(value, '$[2]') AS started_at, json_extract(value, '$[3]') AS result
+      FROM json_each(:batch)) AS b
+WHERE jobs.id = b.id AND jobs.attempts = b.attempt AND +jobs.status = :from_state
+RETURNING jobs.id;
 
 -- name: fail_job
 -- Fenced: final failure (attempts exhausted or not retryable).
@@ -84,12 +101,19 @@ WHERE id = :job_id AND attempts = :attempt AND status = :from_state;
 -- Remove the attempt row of a released (never started) attempt.
 DELETE FROM job_attempts WHERE job_id = :job_id AND attempt = :attempt;
 
--- name: close_attempt
--- Close an attempt row with its outcome (started_at is the real start, not the claim).
+-- name: close_attempts
+-- Close attempt rows with their outcomes (started_at is the real start, not the claim).
+-- :batch is a JSON array of [job_id, attempt, status, started_at, error_code, error_detail,
+-- traceback_ref].
 UPDATE job_attempts
-SET status = :status, started_at = :started_at, finished_at = :now,
-    error_code = :error_code, error_detail = :error_detail, traceback_ref = :traceback_ref
-WHERE job_id = :job_id AND attempt = :attempt;
+SET status = b.status, started_at = b.started_at, finished_at = :now,
+    error_code = b.error_code, error_detail = b.error_detail, traceback_ref = b.traceback_ref
+FROM (SELECT json_extract(value, '$[0]') AS job_id, json_extract(value, '$[1]') AS attempt,
+             json_extract(value, '$[2]') AS status, json_extract(value, '$[3]') AS started_at,
+             json_extract(value, '$[4]') AS error_code, json_extract(value, '$[5]') AS error_detail,
+             json_extract(value, '$[6]') AS traceback_ref
+      FROM json_each(:batch)) AS b
+WHERE job_attempts.job_id = b.job_id AND job_attempts.attempt = b.attempt;
 
 -- name: lose_attempt
 -- Close an attempt whose lease expired (its worker is gone or stalled).
@@ -113,7 +137,7 @@ WHERE id = :job_id AND attempts = :attempt AND status = :from_state AND worker_i
 
 -- name: expired_leases
 -- Running jobs whose lease has expired, oldest first.
-SELECT id, attempts, max_attempts, worker_id FROM jobs
+SELECT id, attempts, max_attempts, worker_id FROM jobs INDEXED BY jobs_running
 WHERE status = 'running' AND lease_expires_at < :now
 ORDER BY lease_expires_at LIMIT :limit;
 
