@@ -18,6 +18,7 @@ from .errors import (
     PayloadError,
     UnknownTaskError,
 )
+from .maintenance import Rescuer, Service
 from .records import Attempt, EventRecord, Job, to_epoch
 from .settings import Duration, Retention, Settings, seconds
 from .states import Event, State
@@ -68,6 +69,10 @@ class Queue:
         self.clock = clock
         self.tasks: dict[str, Task[Any, Any]] = {}
         self._wakers: set[Callable[[], None]] = set()
+        # Maintenance services the elected worker runs (rescue; prune and periodic add theirs).
+        self._service_factories: list[Callable[[Queue], Service]] = [
+            lambda q: Rescuer(q.backend, q.settings.lease_seconds)
+        ]
         self.backend = open_backend(url, self.settings)
         self.backend.migrate()
 
@@ -348,6 +353,13 @@ class Queue:
         if job is None:
             raise JobNotFoundError(f"no job with id {job_id}; list jobs with `errands jobs`")
         return job
+
+    def add_service(self, factory: Callable[[Queue], Service]) -> None:
+        """Have the elected worker also run this maintenance service."""
+        self._service_factories.append(factory)
+
+    def services(self) -> list[Service]:
+        return [make(self) for make in self._service_factories]
 
     # -- running ---------------------------------------------------------------------------
 

@@ -34,7 +34,14 @@ from .backends.base import (
     WorkerInfo,
 )
 from .context import JobContext
-from .errors import ConfigurationError, DatabaseBusyError, InvalidTransitionError, JobError
+from .errors import (
+    ConfigurationError,
+    DatabaseBusyError,
+    DatabaseError,
+    InvalidTransitionError,
+    JobError,
+)
+from .maintenance import Maintenance
 from .tasks import Task
 
 if TYPE_CHECKING:
@@ -133,6 +140,11 @@ class Worker:
         self._stopping = False
         self._hard_stop = False
         self._avg_run = 0.0
+        self._last_renewal = self.clock()
+        self._renewal_lost = False
+        self._maintenance = Maintenance(
+            self.backend, self.id, queue.services(), ttl=self.settings.lease_seconds
+        )
         self._runners: list[threading.Thread] = []
         self._extra_runners = 0
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -153,6 +165,7 @@ class Worker:
             WorkerInfo(self.id, socket.gethostname(), os.getpid(), self.queues, self.concurrency),
             now,
         )
+        self._startup_cleanup(now)
         listener = self.backend.listen(self._on_change)
         self.q._wakers.add(self._on_change)
         self._start_runners()
@@ -176,7 +189,7 @@ class Worker:
         now = self.clock()
         next_poll = now
         next_beat = now + s.heartbeat_seconds
-        next_rescue = now
+        next_maintenance = now
         next_cancel_check = now + CANCEL_CHECK_INTERVAL
         while not self._stopping:
             now = self.clock()
@@ -186,6 +199,8 @@ class Worker:
 
             claimed_nothing = False
             want = self._target_held() - len(self._held)
+            if self._renewal_lost:
+                want = 0  # cannot renew leases: take no new work until the database answers
             if want > 0 and (self._more or self._dirty or now >= next_poll):
                 self._dirty = False
                 jobs = self._claim(want, now)
@@ -200,9 +215,8 @@ class Worker:
             if now >= next_beat:
                 self._heartbeat(now)
                 next_beat = now + s.heartbeat_seconds
-            if now >= next_rescue:
-                self._rescue(now)
-                next_rescue = now + s.lease_seconds / 2
+            if now >= next_maintenance:
+                next_maintenance = self._maintenance.tick(now)
             if self._held and now >= next_cancel_check:
                 self._check_cancels()
                 next_cancel_check = now + CANCEL_CHECK_INTERVAL
@@ -213,7 +227,7 @@ class Worker:
             if self._more and self._target_held() > len(self._held):
                 continue
             timeout = min(
-                next_poll, next_beat, next_rescue, next_cancel_check, self._next_deadline()
+                next_poll, next_beat, next_maintenance, next_cancel_check, self._next_deadline()
             )
             self._wake.wait(max(0.0, min(timeout - self.clock(), 1.0)))
             self._wake.clear()
@@ -299,18 +313,51 @@ class Worker:
     # -- leases, rescue, cancellation, timeouts -------------------------------------------
 
     def _heartbeat(self, now: float) -> None:
+        """Renew the leases of every held job in one write. If renewing keeps failing for a
+        whole lease, those leases are gone: stop taking work and never start buffered jobs
+        (another worker may already run them)."""
         held = [
             (s.job.id, s.job.attempt) for s in self._held.values() if s.state in (BUFFERED, STARTED)
         ]
         try:
             ok = self.backend.heartbeat(self.id, held, self.settings.lease_seconds, now)
             self.backend.worker_seen(self.id, now)
-        except DatabaseBusyError as exc:
-            log.warning("heartbeat postponed: %s", exc)
+        except DatabaseError as exc:
+            log.warning("heartbeat failed: %s", exc)
+            if now - self._last_renewal >= self.settings.lease_seconds and not self._renewal_lost:
+                log.warning(
+                    "leases could not be renewed for %ss: taking no new work and "
+                    "giving up %d held job(s)",
+                    self.settings.lease_seconds,
+                    len(held),
+                )
+                self._renewal_lost = True
+                for job_id, _ in held:
+                    self._lose(job_id)
             return
+        self._last_renewal = now
+        self._renewal_lost = False
         for (job_id, _), alive in zip(held, ok, strict=True):
             if not alive:
                 self._lose(job_id)
+
+    def _startup_cleanup(self, now: float) -> None:
+        """Recover at once the jobs of this host's workers whose process is gone."""
+        host = socket.gethostname()
+        dead = [
+            wid
+            for wid, pid in self.backend.host_workers(host)
+            if wid != self.id and not _pid_alive(pid)
+        ]
+        if dead:
+            report = self.backend.recover_workers(dead, now)
+            self.summary.rescued += len(report.recovered) + len(report.exhausted)
+            log.info(
+                "startup cleanup: %d dead worker(s) on %s, %d job(s) recovered",
+                len(dead),
+                host,
+                len(report.recovered) + len(report.exhausted),
+            )
 
     def beat_one(self, ctx: JobContext) -> bool:
         """ctx.heartbeat(): extend one lease now, from the handler's thread."""
@@ -343,17 +390,6 @@ class Worker:
                 slot.state = LOST
                 self._held.pop(job_id, None)
         log.warning("lease on job %d was lost; another worker may run it", job_id)
-
-    def _rescue(self, now: float) -> None:
-        try:
-            report = self.backend.rescue(now)
-        except DatabaseBusyError as exc:
-            log.warning("rescue postponed: %s", exc)
-            return
-        n = len(report.recovered) + len(report.exhausted)
-        if n:
-            self.summary.rescued += n
-            log.info("recovered %d job(s) whose lease expired", n)
 
     def _check_cancels(self) -> None:
         ids = [i for i, s in self._held.items() if not s.cancel_requested]
@@ -537,6 +573,7 @@ class Worker:
             self._inbox.put(None)
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self._loop.stop)
+        self._maintenance.stop()
         try:
             self.backend.worker_stopped(self.id, self.clock())
         except DatabaseBusyError as exc:
@@ -567,3 +604,13 @@ class Worker:
             log.info("%s: finishing running jobs, then stopping", signal.Signals(signum).name)
             self._stopping = True
         self._wake.set()
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # exists, owned by someone else
+    return True

@@ -406,37 +406,59 @@ class SQLBackend:
     def rescue(self, now: float, *, limit: int = 1000) -> RescueReport:
         """Recover running jobs whose lease expired: attempt → lost, job → queued (attempts
         left) or failed (that was the last one)."""
+        with self._write("rescue") as conn:
+            expired = conn.execute(self.q["expired_leases"], {"now": now, "limit": limit})
+            return self._recover(conn, expired.fetchall(), "lease_expired", now)
+
+    def recover_workers(self, worker_ids: Sequence[str], now: float) -> RescueReport:
+        """Startup cleanup: recover at once the running jobs of workers known to be dead
+        (same host, process gone), without waiting for their leases, and close their rows."""
+        if not worker_ids:
+            return RescueReport()
+        with self._write("recover_workers") as conn:
+            ids = self._list(list(worker_ids))
+            rows = conn.execute(self.q["running_of_workers"], {"worker_ids": ids}).fetchall()
+            report = self._recover(conn, rows, "startup_cleanup", now)
+            for wid in worker_ids:
+                conn.execute(self.q["mark_worker_dead"], {"id": wid, "now": now})
+        return report
+
+    def _recover(self, conn: Conn, rows: list[Any], reason: str, now: float) -> RescueReport:
         report = RescueReport()
         q = self.q
-        with self._write("rescue") as conn:
-            expired = conn.execute(q["expired_leases"], {"now": now, "limit": limit}).fetchall()
-            for job_id, attempt, max_attempts, worker in expired:
-                exhausted = attempt >= max_attempts
-                fence = F_RECOVER_EXHAUSTED if exhausted else F_RECOVER
-                text = f"lease expired on worker {worker}"
-                key = {"job_id": job_id, "attempt": attempt}
-                errs = {"error_code": LOST_CODE, "error_detail": text}
-                if (
-                    conn.execute(q["recover_job"], {**key, **fence, **errs, "now": now}).rowcount
-                    != 1
-                ):
-                    continue
-                conn.execute(
-                    q["lose_attempt"],
-                    {**key, **errs, "now": now, "status": AttemptStatus.LOST.value},
+        for job_id, attempt, max_attempts, worker in rows:
+            exhausted = attempt >= max_attempts
+            fence = F_RECOVER_EXHAUSTED if exhausted else F_RECOVER
+            why = "lease expired" if reason == "lease_expired" else "its worker process died"
+            key = {"job_id": job_id, "attempt": attempt}
+            errs = {"error_code": LOST_CODE, "error_detail": f"{why} (worker {worker})"}
+            if conn.execute(q["recover_job"], {**key, **fence, **errs, "now": now}).rowcount != 1:
+                continue
+            lost = AttemptStatus.LOST.value
+            conn.execute(q["lose_attempt"], {**key, **errs, "now": now, "status": lost})
+            if Event.RECOVERED in self._audit:
+                info = detail(
+                    reason=reason, attempt=attempt, worker=worker, outcome=fence["to_state"]
                 )
-                if Event.RECOVERED in self._audit:
-                    info = detail(
-                        reason="lease_expired",
-                        attempt=attempt,
-                        worker=worker,
-                        outcome=fence["to_state"],
-                    )
-                    conn.execute(
-                        q["insert_event"], _event_row(job_id, now, "RECOVERED", "system", info)
-                    )
-                (report.exhausted if exhausted else report.recovered).append(job_id)
+                row = _event_row(job_id, now, "RECOVERED", "system", info)
+                conn.execute(q["insert_event"], row)
+            (report.exhausted if exhausted else report.recovered).append(job_id)
         return report
+
+    def try_lead(self, name: str, holder: str, ttl: float, now: float) -> bool:
+        """Take or renew the lease on a maintenance role; True while we hold it."""
+        params = {"name": name, "holder": holder, "ttl": ttl, "now": now}
+        with self._write("try_lead") as conn:
+            return conn.execute(self.q["try_lead"], params).fetchone() is not None
+
+    def resign(self, name: str, holder: str) -> None:
+        with self._write("resign") as conn:
+            conn.execute(self.q["resign"], {"name": name, "holder": holder})
+
+    def host_workers(self, hostname: str) -> list[tuple[str, int]]:
+        with self._read() as conn:
+            rows = conn.execute(self.q["host_workers"], {"hostname": hostname}).fetchall()
+        return [(r[0], int(r[1])) for r in rows]
 
     # -- operator actions ------------------------------------------------------------------
 

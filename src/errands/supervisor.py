@@ -1,0 +1,103 @@
+"""``errands worker --processes P``: run P worker processes and keep them running.
+
+Children are started fresh (``python -m errands worker …``), never forked from a process
+holding an open database connection. A child that dies is restarted with backoff; SIGTERM or
+SIGINT is passed on so each child shuts down gracefully; a second signal kills them all (their
+leases recover whatever was running).
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from types import FrameType
+
+log = logging.getLogger("errands.supervisor")
+
+RESTART_BACKOFF_MAX = 30.0
+HEALTHY_AFTER = 60.0  # a child that ran this long restarts with no delay
+
+
+@dataclass
+class _Child:
+    slot: int
+    proc: subprocess.Popen[bytes] | None = None
+    started: float = 0.0
+    failures: int = 0
+    restart_at: float = 0.0
+
+
+class Supervisor:
+    def __init__(self, child_args: Sequence[str], processes: int, shutdown_timeout: float) -> None:
+        self.child_args = list(child_args)
+        self.children = [_Child(i) for i in range(processes)]
+        self.shutdown_timeout = shutdown_timeout
+        self._stopping = False
+        self._kill = False
+        self.restarts = 0
+
+    def _start(self, child: _Child) -> None:
+        child.proc = subprocess.Popen([sys.executable, "-m", "errands", "worker", *self.child_args])
+        child.started = time.monotonic()
+        log.info("worker process %d started (pid %d)", child.slot, child.proc.pid)
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        if self._stopping:
+            self._kill = True
+        self._stopping = True
+
+    def run(self) -> int:
+        previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            for child in self.children:
+                self._start(child)
+            while not self._stopping:
+                self._reap_and_restart()
+                time.sleep(0.1)
+            return self._stop_all()
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def _reap_and_restart(self) -> None:
+        now = time.monotonic()
+        for child in self.children:
+            if child.proc is not None and child.proc.poll() is not None:
+                code = child.proc.returncode
+                ran = now - child.started
+                child.failures = 0 if ran >= HEALTHY_AFTER else child.failures + 1
+                delay = min(RESTART_BACKOFF_MAX, 0.5 * 2 ** max(0, child.failures - 1))
+                child.restart_at = now + (0 if child.failures == 0 else delay)
+                log.warning(
+                    "worker process %d (pid %d) exited with %s after %.1fs; restarting in %.1fs",
+                    child.slot,
+                    child.proc.pid,
+                    code,
+                    ran,
+                    child.restart_at - now,
+                )
+                child.proc = None
+            if child.proc is None and now >= child.restart_at and not self._stopping:
+                self.restarts += 1
+                self._start(child)
+
+    def _stop_all(self) -> int:
+        live = [c.proc for c in self.children if c.proc is not None]
+        for proc in live:
+            proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + self.shutdown_timeout + 5
+        while any(p.poll() is None for p in live):
+            if self._kill or time.monotonic() > deadline:
+                for p in live:
+                    if p.poll() is None:
+                        p.kill()
+                break
+            time.sleep(0.05)
+        for p in live:
+            p.wait()
+        return 0 if all(p.returncode == 0 for p in live) and not self._kill else 1
