@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from .backends.base import Backend, RescueReport
-from .errors import DatabaseBusyError
+from .errors import DatabaseError
 
 log = logging.getLogger("errands.maintenance")
 
@@ -72,7 +72,7 @@ class Maintenance:
         if now >= self._next_lead:
             try:
                 self.leading = self.backend.try_lead(LEADER_ROLE, self.holder, self.ttl, now)
-            except DatabaseBusyError as exc:
+            except DatabaseError as exc:
                 log.warning("leader election postponed: %s", exc)
             self._next_lead = now + self.renew_every
         if not self.leading:
@@ -82,7 +82,7 @@ class Maintenance:
                 continue
             try:
                 self.reports[service.name] = service.run_once(now)
-            except DatabaseBusyError as exc:
+            except DatabaseError as exc:
                 log.warning("%s postponed: %s", service.name, exc)
             self._next_run[service.name] = now + service.interval
         return min(self._next_lead, *self._next_run.values())
@@ -91,6 +91,6 @@ class Maintenance:
         if self.leading:
             try:
                 self.backend.resign(LEADER_ROLE, self.holder)
-            except DatabaseBusyError:
+            except DatabaseError:
                 pass  # the lease simply expires
             self.leading = False

@@ -84,6 +84,7 @@ class WorkerSummary:
     released: int = 0
     refused: int = 0  # outcomes the fence refused: the lease had been recovered
     rescued: int = 0
+    db_errors: int = 0  # busy timeouts and other database errors survived
     interrupted: bool = False
     outcomes: dict[str, int] = field(default_factory=dict)
 
@@ -243,8 +244,8 @@ class Worker:
         request = ClaimRequest(self.id, self.types, self.queues, want, self.settings.lease_seconds)
         try:
             jobs = self.backend.claim(request, now)
-        except DatabaseBusyError as exc:
-            log.warning("claim skipped: %s", exc)
+        except DatabaseError as exc:
+            self._db_trouble("claim skipped", exc)
             return []
         tasks = self.q.tasks
         for job in jobs:
@@ -260,7 +261,7 @@ class Worker:
     def _next_due(self) -> float | None:
         try:
             return self.backend.next_due(self.types, self.queues)
-        except DatabaseBusyError:
+        except DatabaseError:
             return None
 
     def _flush(self, now: float) -> None:
@@ -275,14 +276,25 @@ class Worker:
         outcomes = [(slot, o) for slot, o, _ in batch if o is not None]
         try:
             applied = self.backend.finish([o for _, o in outcomes], self.id, now)
-        except DatabaseBusyError as exc:
-            log.warning("recording %d outcomes postponed: %s", len(outcomes), exc)
+        except DatabaseError as exc:
+            self._db_trouble(f"recording {len(outcomes)} outcome(s) postponed", exc)
             self._done.extendleft(reversed(batch))
             return
         for (_, outcome), ok in zip(outcomes, applied, strict=True):
             self._count(outcome, ok)
         for slot, _, _ in batch:
             self._held.pop(slot.job.id, None)
+
+    def _db_trouble(self, what: str, exc: DatabaseError) -> None:
+        """Contention is expected and retried quietly; anything else (disk full, read-only,
+        corrupt) is an error an operator must see — retried after a pause, never a crash
+        mid-batch (leases recover held jobs if it persists)."""
+        self.summary.db_errors += 1
+        if isinstance(exc, DatabaseBusyError):
+            log.warning("%s: %s", what, exc)
+        else:
+            log.error("%s: %s", what, exc)
+            time.sleep(min(1.0, self.settings.poll_interval))
 
     def _count(self, outcome: Outcome, ok: bool) -> None:
         s = self.summary
@@ -323,7 +335,7 @@ class Worker:
             ok = self.backend.heartbeat(self.id, held, self.settings.lease_seconds, now)
             self.backend.worker_seen(self.id, now)
         except DatabaseError as exc:
-            log.warning("heartbeat failed: %s", exc)
+            self._db_trouble("heartbeat failed", exc)
             if now - self._last_renewal >= self.settings.lease_seconds and not self._renewal_lost:
                 log.warning(
                     "leases could not be renewed for %ss: taking no new work and "
@@ -397,7 +409,7 @@ class Worker:
             return
         try:
             requested = self.backend.cancel_requested(ids)
-        except DatabaseBusyError:
+        except DatabaseError:
             return
         for job_id in requested:
             slot = self._held.get(job_id)
@@ -576,7 +588,7 @@ class Worker:
         self._maintenance.stop()
         try:
             self.backend.worker_stopped(self.id, self.clock())
-        except DatabaseBusyError as exc:
+        except DatabaseError as exc:
             log.warning("could not mark worker stopped: %s", exc)
 
     # -- signals ---------------------------------------------------------------------------
