@@ -26,15 +26,31 @@ def summary(exc: BaseException) -> str:
 
 
 def prepare(task: Task[Any, Any], job: ClaimedJob, ctx: JobContext | None) -> dict[str, Any]:
-    """The handler's keyword arguments, or PayloadError if the stored payload does not fit."""
+    """The handler's keyword arguments. Whether they fit its signature is checked only when
+    the call raises TypeError (see ``explain``): binding every call would cost more than a
+    no-op handler."""
     try:
         kwargs = json.loads(job.payload)
     except ValueError as exc:
         raise PayloadError(f"stored payload is not JSON: {exc}") from None
-    task.check_payload(kwargs)
+    if type(kwargs) is not dict:
+        task.check_payload(kwargs)  # raises PayloadError naming the type
     if ctx is not None:
         kwargs[CTX_PARAM] = ctx
-    return dict(kwargs)
+    return kwargs  # type: ignore[no-any-return]
+
+
+def explain(task: Task[Any, Any], kwargs: dict[str, Any], exc: Exception) -> Exception:
+    """A TypeError from calling the handler is a payload that does not fit its signature
+    (INVALID_INPUT:PAYLOAD, not retried) unless the payload binds — then the handler itself
+    raised it."""
+    if isinstance(exc, TypeError) and not isinstance(exc, PayloadError):
+        payload = {k: v for k, v in kwargs.items() if k != CTX_PARAM}
+        try:
+            task.check_payload(payload)
+        except PayloadError as mismatch:
+            return mismatch
+    return exc
 
 
 def succeeded(job: ClaimedJob, started: float, result: Any) -> Outcome:

@@ -505,11 +505,14 @@ class Worker:
 
     def _run_sync(self, slot: _Slot) -> Outcome | None:
         job, task, started = slot.job, slot.task, slot.started_at
+        kwargs: dict[str, Any] = {}
         try:
-            result = task.fn(**execution.prepare(task, job, slot.ctx))
+            kwargs = execution.prepare(task, job, slot.ctx)
+            result = task.fn(**kwargs)
         except Exception as exc:
             if slot.cancel_requested:
                 return execution.cancelled(job, started)
+            exc = execution.explain(task, kwargs, exc)
             return execution.failed(task, job, started, self.clock(), exc)
         if slot.ctx is not None and slot.ctx.completed:
             return None
@@ -539,9 +542,11 @@ class Worker:
     async def _await_handler(self, slot: _Slot) -> Outcome | None:
         job, task, started = slot.job, slot.task, slot.started_at
         timeout = task.options.timeout
+        kwargs: dict[str, Any] = {}
         try:
             async with asyncio.timeout(timeout) as scope:
-                result = await task.fn(**execution.prepare(task, job, slot.ctx))
+                kwargs = execution.prepare(task, job, slot.ctx)
+                result = await task.fn(**kwargs)
         except asyncio.CancelledError:
             if slot.cancel_requested:
                 return execution.cancelled(job, started)
@@ -551,6 +556,7 @@ class Worker:
                 return execution.cancelled(job, started)
             if isinstance(exc, TimeoutError) and scope.expired():
                 exc = JobError("TIMEOUT:JOB", f"ran longer than its {timeout}s timeout")
+            exc = execution.explain(task, kwargs, exc)
             return execution.failed(task, job, started, self.clock(), exc)
         if slot.ctx is not None and slot.ctx.completed:
             return None
