@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import FixedClock
 
 import errands
+from support import FixedClock
 
 POSTGRES_ENV = "ERRANDS_TEST_POSTGRES_URL"
 

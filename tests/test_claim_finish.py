@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from support import FixedClock, claim, event_names
-
 import errands
 from errands.backends.base import Failed, Succeeded
+from support import FixedClock, claim, event_names
 
 
 def test_claim_returns_the_first_job_and_sets_running(

@@ -8,10 +8,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from support import FixedClock, claim, event_names, sql_rows
 
 import errands
 from errands.backends.base import Succeeded
+from support import FixedClock, claim, event_names, sql_rows
 
 
 def test_enqueue_five_jobs_gives_five_queued_rows(queue: errands.Queue, is_sqlite: bool) -> None:
@@ -117,7 +117,7 @@ def test_unique_key_allows_a_new_job_once_the_first_finished(
     clocked_queue: errands.Queue, clock: FixedClock
 ) -> None:
     first = clocked_queue.enqueue("t", {}, unique_key="k")
-    (job,) = claim(clocked_queue, ["t"])
+    assert [j.id for j in claim(clocked_queue, ["t"])] == [first]
     assert clocked_queue.backend.finish([Succeeded(first, 1, clock.now, None)], "w1", clock.now)
 
     second = clocked_queue.enqueue("t", {}, unique_key="k")
@@ -231,7 +231,7 @@ def test_unknown_task_type_is_refused_when_the_queue_has_tasks(
     @q.task
     def known() -> None: ...
 
-    with pytest.raises(errands.UnknownTaskError, match="'unknonw'.*known"):
+    with pytest.raises(errands.UnknownTaskError, match=r"'unknonw'.*known"):
         q.enqueue("unknonw", {})
     with pytest.raises(errands.UnknownTaskError):
         q.enqueue_many([("known", {}), ("unknonw", {})])
