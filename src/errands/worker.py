@@ -590,12 +590,21 @@ class Worker:
         for _ in self._runners:
             self._inbox.put(None)
         if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._close_loop(self._loop)
         self._maintenance.stop()
         try:
             self.backend.worker_stopped(self.id, self.clock())
         except DatabaseError as exc:
             log.warning("could not mark worker stopped: %s", exc)
+
+    def _close_loop(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Stop the async handlers' loop and close it: an unclosed loop leaks its selector and
+        self-pipe sockets (ResourceWarning) every time a worker with async tasks returns."""
+        loop.call_soon_threadsafe(loop.stop)
+        if self._loop_thread is not None:
+            self._loop_thread.join(timeout=5)
+        if not loop.is_running():  # a handler blocking the loop: leave it to the daemon thread
+            loop.close()
 
     # -- signals ---------------------------------------------------------------------------
 
