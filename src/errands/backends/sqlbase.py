@@ -241,15 +241,16 @@ class SQLBackend:
         attempts: list[list[Any]] = []
         events: list[list[Any]] = []
         succeeded = [o for o in outcomes if isinstance(o, Succeeded)]
-        done: set[int] = set()
+        done: set[tuple[int, int]] = set()
         other: dict[int, bool] = {}
         with self._write("finish") as conn:
             if succeeded:
                 batch = [[o.job_id, o.attempt, o.started_at, o.result] for o in succeeded]
                 params = {**F_SUCCEED, "now": now, "batch": _dumps(batch)}
-                done = {r[0] for r in conn.execute(self.q["succeed_jobs"], params).fetchall()}
+                rows = conn.execute(self.q["succeed_jobs"], params).fetchall()
+                done = {(r[0], r[1]) for r in rows}
                 for s in succeeded:
-                    if s.job_id in done:
+                    if (s.job_id, s.attempt) in done:
                         attempts.append(
                             [s.job_id, s.attempt, "succeeded", s.started_at, None, None, None]
                         )
@@ -260,7 +261,7 @@ class SQLBackend:
                 if not isinstance(o, Succeeded):
                     other[i] = self._apply(conn, o, now, attempts, events, worker_id)
             applied = [
-                o.job_id in done if isinstance(o, Succeeded) else other[i]
+                (o.job_id, o.attempt) in done if isinstance(o, Succeeded) else other[i]
                 for i, o in enumerate(outcomes)
             ]
             if Event.STARTED in self._audit:

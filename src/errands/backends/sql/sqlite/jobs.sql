@@ -57,7 +57,7 @@ SELECT id, attempts, worker_id, :now, :status FROM jobs
 WHERE id IN (SELECT value FROM json_each(:job_ids));
 
 -- name: succeed_jobs
--- Fenced, batched: record success of many held attempts; returns the ids that applied.
+-- Fenced, batched: record success of many held attempts; returns (id, attempt) applied.
 -- :batch is a JSON array of [job_id, attempt, started_at, result_json_text_or_null].
 -- The unary + keeps the planner from driving the join by the status index: each batch row
 -- must be one primary-key lookup.
@@ -68,7 +68,7 @@ FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS a
              json_extract(value, '$[2]') AS started_at, json_extract(value, '$[3]') AS result
       FROM json_each(:batch)) AS b
 WHERE jobs.id = b.id AND jobs.attempts = b.attempt AND +jobs.status = :from_state
-RETURNING jobs.id;
+RETURNING jobs.id, jobs.attempts;
 
 -- name: fail_job
 -- Fenced: final failure (attempts exhausted or not retryable).
