@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import shutil
 import sqlite3
 import sys
 import threading
@@ -200,16 +201,29 @@ def summarize(q: Queue, path: str, out: TextIO) -> None:
         (j for j in q.jobs(type="sync_inventory", status="succeeded", limit=500) if j.attempts > 1),
         None,
     )
-    db = f"--db {path}"
+    cmd = f"{cli_name()} --db {path}"
     print("\nExplore further:", file=out)
-    print(f"  errands {db} jobs --status failed", file=out)
+    print(f"  {cmd} jobs --status failed", file=out)
     if failed:
-        print(f"  errands {db} show {failed[0].id}", file=out)
+        print(f"  {cmd} show {failed[0].id}", file=out)
     if flaky:
-        print(f"  errands {db} show {flaky.id}        # failed, then succeeded on retry", file=out)
-    print(f"  errands {db} stats", file=out)
-    print(f"  errands {db} retry {failed[0].id if failed else 'ID'}", file=out)
+        print(f"  {cmd} show {flaky.id}        # failed, then succeeded on retry", file=out)
+    print(f"  {cmd} stats", file=out)
+    print(f"  {cmd} retry {failed[0].id if failed else 'ID'}", file=out)
     print(f'  sqlite3 {path} "SELECT status, count(*) FROM jobs GROUP BY status"', file=out)
+
+
+def cli_name() -> str:
+    """How to type the command here: ``errands`` if it is on PATH, else the script beside this
+    Python (e.g. ``.venv/bin/errands`` after ``make demo``), else ``python -m errands``."""
+    beside = os.path.join(os.path.dirname(sys.executable), "errands")
+    found = shutil.which("errands")
+    if found and (not os.path.exists(beside) or os.path.samefile(found, beside)):
+        return "errands"
+    if os.path.exists(beside):
+        rel = os.path.relpath(beside)
+        return rel if not rel.startswith("..") else beside
+    return f"{sys.executable} -m errands"
 
 
 def run_demo(path: str, *, jobs: int = 300, out: TextIO | None = None) -> int:
