@@ -3,7 +3,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint typecheck unit bench clean
+.PHONY: demo test lint typecheck unit bench bench-record clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -28,6 +28,10 @@ test: lint typecheck unit
 
 bench: $(STAMP)
 	$(VENV)/bin/errands bench
+
+# Runs the bench and appends a dated record (machine, versions, commit) to BENCHMARKS.md.
+bench-record: $(STAMP)
+	$(PY) scripts/bench.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info

@@ -1,7 +1,164 @@
-"""The ``errands`` command line (filled in by the CLI work)."""
+"""The ``errands`` command line.
+
+Exit status: 0 success; 1 a failure the user must act on (job not found, a change the job's
+state does not allow, a database problem), printed as one line ``errands: <message>``; 2 bad
+usage (argparse's own errors, a --payload that is not JSON, contradictory options).
+"""
 
 from __future__ import annotations
 
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
 
-def main(argv: list[str] | None = None) -> int:
-    raise SystemExit("errands CLI: not built yet")
+from .. import __version__
+from ..errors import ErrandsError
+from . import jobs, output, worker
+from .common import UsageError, add_db, add_json
+from .jobs import positive_int
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+DEMO_DB = "errands-demo.db"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # argparse's own usage errors: exit 2, as documented
+        self.print_usage(sys.stderr)
+        output.error(message)
+        raise SystemExit(EXIT_USAGE)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="errands",
+        description="errands: a durable, observable job queue in one SQLite file. "
+        "Run `errands demo` to see it work, `errands COMMAND --help` for a command's options.",
+        epilog="Exit status: 0 ok, 1 a failure to act on (printed as 'errands: …'), 2 bad usage.",
+    )
+    parser.add_argument("--version", action="version", version=f"errands {__version__}")
+    add_db(parser, top_level=True)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    worker.register(sub)
+    jobs.register(sub)
+    _register_tools(sub)
+    return parser
+
+
+def _register_tools(sub: Any) -> None:
+    p = sub.add_parser(
+        "demo",
+        help="run a self-contained demo on a fresh SQLite file",
+        description="Create a fresh demo database (replaced on each run), register sample tasks "
+        "(fast, flaky, always-failing, async, scheduled), enqueue a few hundred jobs, run a "
+        "worker, and print what happened plus commands to explore further. No server needed.",
+    )
+    p.add_argument(
+        "--db",
+        default=argparse.SUPPRESS,
+        metavar="PATH",
+        help="demo database file, replaced on each run (default: errands-demo.db; "
+        "$ERRANDS_DB is ignored so the demo never replaces your real database)",
+    )
+    p.add_argument(
+        "--jobs",
+        type=positive_int,
+        default=300,
+        metavar="N",
+        help="roughly how many jobs (default 300)",
+    )
+    p.set_defaults(func=_cmd_demo)
+
+    p = sub.add_parser(
+        "bench",
+        help="measure enqueue, processing and pickup latency on this machine",
+        description="Benchmark on a temporary SQLite file: raw sqlite3 single-row inserts (the "
+        "baseline), enqueue one by one, enqueue_many, processing no-op jobs, and pickup latency.",
+    )
+    p.add_argument(
+        "--jobs",
+        type=positive_int,
+        default=10000,
+        metavar="N",
+        help="jobs per phase (default 10000)",
+    )
+    p.add_argument(
+        "--concurrency",
+        type=positive_int,
+        default=8,
+        metavar="C",
+        help="worker concurrency (default 8)",
+    )
+    p.add_argument(
+        "--durability",
+        choices=["full", "normal"],
+        default="full",
+        help="synchronous=FULL (default) or NORMAL",
+    )
+    p.add_argument(
+        "--latency-jobs",
+        type=positive_int,
+        default=200,
+        metavar="N",
+        help="jobs timed one at a time for latency (default 200)",
+    )
+    p.add_argument(
+        "--dir",
+        metavar="PATH",
+        help="where to put the temporary database (default: the system temp dir)",
+    )
+    add_json(p)
+    p.set_defaults(func=_cmd_bench)
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from ..demo import run_demo
+
+    # Only an explicit --db: $ERRANDS_DB may name the user's real database, which the demo
+    # would replace.
+    return run_demo(getattr(args, "db", None) or DEMO_DB, jobs=args.jobs)
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from ..bench import run_bench
+
+    return run_bench(
+        jobs=args.jobs,
+        concurrency=args.concurrency,
+        durability=args.durability,
+        latency_jobs=args.latency_jobs,
+        directory=args.dir,
+        as_json=args.json,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return EXIT_USAGE
+    try:
+        code: int = args.func(args)
+    except UsageError as exc:
+        output.error(str(exc))
+        return EXIT_USAGE
+    except ErrandsError as exc:
+        output.error(str(exc))
+        return EXIT_FAILED
+    except BrokenPipeError:
+        # `errands jobs | head`: the reader left; say nothing more (Python docs' recipe).
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_FAILED
+    except OSError as exc:
+        output.error(f"{exc}; check the path and its permissions")
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        output.error("interrupted")
+        return 130
+    return code
+
+
+__all__ = ["main"]
