@@ -162,6 +162,7 @@ class Queue:
         max_attempts: int | None = None,
         unique_key: str | None = None,
         connection: Any = None,
+        actor: str = "api",
     ) -> int:
         """Store one job and return its id. Committed when this returns — or, with
         ``connection=``, when the application commits that transaction (rollback: no job).
@@ -178,12 +179,14 @@ class Queue:
             max_attempts=max_attempts,
             unique_key=unique_key,
         )
-        (job_id,) = self.backend.enqueue([job], now, actor="api", connection=connection)
+        (job_id,) = self.backend.enqueue([job], now, actor=actor, connection=connection)
         if job.run_at <= now and connection is None:
             self._wake()
         return job_id
 
-    def enqueue_many(self, items: Iterable[EnqueueItem], *, connection: Any = None) -> list[int]:
+    def enqueue_many(
+        self, items: Iterable[EnqueueItem], *, connection: Any = None, actor: str = "api"
+    ) -> list[int]:
         """Store many jobs in one transaction: ``[(type, payload), (type, payload, {options})]``.
         Every item is checked before anything is written."""
         now = self.clock()
@@ -201,7 +204,7 @@ class Queue:
                 raise type_error_at(n, exc) from None
         if not jobs:
             return []
-        ids = self.backend.enqueue(jobs, now, actor="api", connection=connection)
+        ids = self.backend.enqueue(jobs, now, actor=actor, connection=connection)
         if connection is None and any(j.run_at <= now for j in jobs):
             self._wake()
         return ids

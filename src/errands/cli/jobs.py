@@ -157,6 +157,7 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
             delay=args.delay,
             max_attempts=args.max_attempts,
             unique_key=args.unique_key,
+            actor="cli",
         )
     if args.json:
         output.emit_json({"id": job_id})
