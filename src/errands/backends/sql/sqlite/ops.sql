@@ -56,7 +56,8 @@ SELECT queue, type, outcome, SUM(count) FROM job_stats_hourly GROUP BY queue, ty
 
 -- name: queued_types
 -- Queued jobs per queue and type (a range on the covering index jobs_status_queue_type).
-SELECT queue, type, COUNT(*) FROM jobs WHERE status = 'queued' GROUP BY queue, type;
+SELECT queue, type, COUNT(*) FROM jobs WHERE status = 'queued' GROUP BY queue, type
+ORDER BY queue, type;
 
 -- name: workers_seen_since
 -- Workers not stopped and seen at or after :alive_since, newest first.
