@@ -9,12 +9,12 @@ import threading
 from typing import Any
 
 import pytest
-from ops_helpers import DAY, T0, Clock, enqueue, run_job
 
 import errands
 from errands import rollup
 from errands.backends.base import PruneProgress
 from errands.retention import Pruner
+from ops_helpers import DAY, T0, Clock, enqueue, run_job
 
 pytest_plugins = ("conftest_ops",)
 
@@ -101,7 +101,8 @@ def test_rollup_totals_equal_pruned_rows(rq: errands.Queue) -> None:
     _build(rq)
     expected = _sql(
         rq,
-        "SELECT queue, type, status, COUNT(*), SUM(started_at - run_at), SUM(finished_at - started_at)"
+        "SELECT queue, type, status, COUNT(*), SUM(started_at - run_at),"
+        " SUM(finished_at - started_at)"
         f" FROM jobs WHERE status = 'succeeded' AND finished_at < {T0 - DAY}"
         " GROUP BY queue, type, status ORDER BY type",
     )
