@@ -8,8 +8,9 @@ from datetime import datetime
 from typing import Any, TypeVar, overload
 
 from . import payload as payload_json
+from . import periodic
 from .backends import open_backend
-from .backends.base import CancelReport, JobFilter, NewJob
+from .backends.base import CancelReport, JobFilter, NewJob, PruneProgress, PruneReport
 from .backoff import Backoff
 from .errors import (
     ConfigurationError,
@@ -19,7 +20,9 @@ from .errors import (
     UnknownTaskError,
 )
 from .maintenance import Rescuer, Service
+from .periodic import PeriodicScheduler, Schedule
 from .records import Attempt, EventRecord, Job, to_epoch
+from .retention import Pruner
 from .settings import Duration, Retention, Settings, seconds
 from .states import Event, State
 from .tasks import DEFAULT_QUEUE, Task, TaskOptions
@@ -68,10 +71,13 @@ class Queue:
         )
         self.clock = clock
         self.tasks: dict[str, Task[Any, Any]] = {}
+        self.schedules: dict[str, Schedule] = {}
         self._wakers: set[Callable[[], None]] = set()
         # Maintenance services the elected worker runs (rescue; prune and periodic add theirs).
-        self._service_factories: list[Callable[[Queue], Service]] = [
-            lambda q: Rescuer(q.backend, q.settings.lease_seconds)
+        self._service_factories: list[Callable[[Queue], Service | None]] = [
+            lambda q: Rescuer(q.backend, q.settings.lease_seconds),
+            lambda q: PeriodicScheduler(q) if q.schedules else None,
+            lambda q: Pruner(q),
         ]
         self.backend = open_backend(url, self.settings)
         self.backend.migrate()
@@ -145,6 +151,44 @@ class Queue:
             t: Task[Any, Any] = Task(self, f, task_name, options)
             self.tasks[task_name] = t
             return t
+
+        return register(fn) if fn is not None else register
+
+    def periodic(
+        self,
+        fn: F | None = None,
+        /,
+        *,
+        cron: str | None = None,
+        every: Duration | None = None,
+        name: str | None = None,
+        queue: str = DEFAULT_QUEUE,
+        payload: Mapping[str, Any] | None = None,
+        timezone: str = "UTC",
+        catch_up: str = "skip",
+        grace: Duration | None = None,
+        **task_options: Any,
+    ) -> Any:
+        """Register a task that runs on a schedule: ``cron="0 9 * * *"`` (in ``timezone``) or
+        ``every=`` seconds/timedelta. Each tick enqueues exactly once however many schedulers
+        run; ``catch_up`` ("skip" or "once") says what happens to ticks missed while none ran;
+        a schedule with no success for ``grace`` after a tick is overdue. See errands.periodic.
+        """
+
+        def register(f: F) -> Task[Any, Any]:
+            return periodic.register(
+                self,
+                f,
+                cron=cron,
+                every=every,
+                name=name,
+                queue=queue,
+                payload=payload,
+                timezone=timezone,
+                catch_up=catch_up,
+                grace=grace,
+                task_options=task_options,
+            )
 
         return register(fn) if fn is not None else register
 
@@ -315,18 +359,55 @@ class Queue:
         """The full traceback of a failed attempt (kept outside the row)."""
         return None if attempt.traceback_ref is None else self.backend.blob(attempt.traceback_ref)
 
-    def stats(self) -> dict[str, Any]:
-        """Counts per state (every state present), and per state, queue and type."""
-        rows = self.backend.counts()
-        counts = {s.value: 0 for s in State}
-        for status, _, _, n in rows:
-            counts[status] = counts.get(status, 0) + n
-        return {
-            "counts": counts,
-            "by_queue_type": [
-                {"status": s, "queue": q, "type": t, "count": n} for s, q, t, n in sorted(rows)
-            ],
-        }
+    def stats(
+        self,
+        *,
+        window: Duration = 86400.0,
+        top: int = 10,
+        running_limit: int = 10,
+        now: float | None = None,
+    ) -> dict[str, Any]:
+        """The five questions in one JSON-ready object: ``counts`` (every state), counts
+        ``by_queue_type``, ``oldest_running`` (with worker liveness), ``oldest_due``,
+        ``retries`` and ``top_errors`` over ``window``, ``last_hour`` throughput and wait/run
+        p50/p95, ``unhandled_types``, ``periodic_overdue`` and live ``workers``."""
+        return self.backend.ops_stats(
+            self.clock() if now is None else now,
+            alive_seconds=self.settings.lease_seconds,
+            window=seconds(window, "window"),
+            top=top,
+            running_limit=running_limit,
+        )
+
+    def errors(
+        self, *, top: int = 10, since: Duration = 86400.0, now: float | None = None
+    ) -> list[dict[str, Any]]:
+        """The most frequent error codes (with type, count and last seen) over ``since``."""
+        now = self.clock() if now is None else now
+        return self.backend.top_errors(now - seconds(since, "since"), top)
+
+    def prune(
+        self,
+        now: float | None = None,
+        dry_run: bool = False,
+        batch_size: int = 1000,
+        *,
+        progress: Callable[[PruneProgress], None] | None = None,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> PruneReport:
+        """Delete finished jobs past ``retention`` (rolled up first), ``batch_size`` rows per
+        transaction; rerunnable and interruptible (``should_stop``). See errands.retention."""
+        return self.backend.prune(
+            self.clock() if now is None else now,
+            dry_run=dry_run,
+            batch_size=batch_size,
+            progress=progress,
+            should_stop=should_stop,
+        )
+
+    def vacuum(self) -> dict[str, int | None]:
+        """Shrink the database file (locks it while it runs: off-peak)."""
+        return self.backend.vacuum()
 
     # -- operator actions ------------------------------------------------------------------
 
@@ -357,12 +438,13 @@ class Queue:
             raise JobNotFoundError(f"no job with id {job_id}; list jobs with `errands jobs`")
         return job
 
-    def add_service(self, factory: Callable[[Queue], Service]) -> None:
-        """Have the elected worker also run this maintenance service."""
+    def add_service(self, factory: Callable[[Queue], Service | None]) -> None:
+        """Have the elected worker also run this maintenance service (None: not needed)."""
         self._service_factories.append(factory)
 
     def services(self) -> list[Service]:
-        return [make(self) for make in self._service_factories]
+        """The maintenance services a worker's leader runs: rescue, periodic, prune."""
+        return [s for make in self._service_factories if (s := make(self)) is not None]
 
     # -- running ---------------------------------------------------------------------------
 

@@ -163,7 +163,14 @@ class Worker:
         previous = self._install_signals()
         now = self.clock()
         self.backend.register_worker(
-            WorkerInfo(self.id, socket.gethostname(), os.getpid(), self.queues, self.concurrency),
+            WorkerInfo(
+                self.id,
+                socket.gethostname(),
+                os.getpid(),
+                self.queues,
+                self.concurrency,
+                types=self.types,
+            ),
             now,
         )
         self._startup_cleanup(now)

@@ -103,6 +103,7 @@ class WorkerInfo:
     pid: int
     queues: Sequence[str] | None
     concurrency: int
+    types: Sequence[str] | None = None  # the job types it has handlers for
 
 
 @dataclass(slots=True)
@@ -115,6 +116,50 @@ class RescueReport:
 class CancelReport:
     cancelled: list[int] = field(default_factory=list)  # were queued: now cancelled
     requested: list[int] = field(default_factory=list)  # were running: cancel_requested set
+
+
+@dataclass(slots=True)
+class PruneReport:
+    """What one prune did (or, with ``dry_run``, would do)."""
+
+    dry_run: bool = False
+    deleted: dict[str, int] = field(default_factory=dict)  # per state (would delete, if dry)
+    batches: int = 0
+    interrupted: bool = False  # stopped by should_stop before finishing: rerun to continue
+    checkpointed: bool = False
+
+    @property
+    def total(self) -> int:
+        return sum(self.deleted.values())
+
+
+@dataclass(frozen=True, slots=True)
+class PruneProgress:
+    state: str
+    deleted: int  # so far in this state
+    total_deleted: int  # so far in this run
+    batches: int
+
+
+@dataclass(frozen=True, slots=True)
+class PeriodicRow:
+    """A ``periodic`` row; times are unix seconds. ``next_run_raw`` is the column as stored,
+    bound back unchanged into the compare-and-set."""
+
+    name: str
+    cron: str | None
+    interval_seconds: float | None
+    timezone: str | None
+    type: str
+    payload: str
+    queue: str
+    last_enqueued_at: float | None
+    next_run_at: float | None
+    last_succeeded_at: float | None  # newest known success (stored, or a job still in the table)
+    catch_up: str
+    grace_seconds: float | None
+    stored_succeeded_at: float | None
+    next_run_raw: Any
 
 
 class Listener(Protocol):
@@ -170,3 +215,37 @@ class Backend(Protocol):
     def register_worker(self, info: WorkerInfo, now: float) -> None: ...
     def worker_seen(self, worker_id: str, now: float) -> None: ...
     def worker_stopped(self, worker_id: str, now: float) -> None: ...
+
+    # operations (backends/ops.py: OpsVerbs)
+    def ops_stats(
+        self, now: float, *, alive_seconds: float, window: float, top: int, running_limit: int
+    ) -> dict[str, Any]: ...
+    def top_errors(self, since: float, limit: int) -> list[dict[str, Any]]: ...
+    def running_past_lease(self, now: float, grace: float) -> int: ...
+    def oldest_due(self, now: float) -> dict[str, Any] | None: ...
+    def window_figures(self, since: float) -> dict[tuple[str, str, str], Any]: ...
+    def rollup_totals(self) -> list[tuple[str, str, str, int]]: ...
+    def live_workers(self, now: float, alive_seconds: float) -> list[dict[str, Any]]: ...
+    def match_ids(
+        self, status: str, *, type: str | None, queue: str | None, error_code: str | None
+    ) -> list[int]: ...
+    def prune(
+        self,
+        now: float,
+        *,
+        dry_run: bool = False,
+        batch_size: int = 1000,
+        progress: Callable[[PruneProgress], None] | None = None,
+        should_stop: Callable[[], bool] | None = None,
+        checkpoint_after: int = 10_000,
+    ) -> PruneReport: ...
+    def vacuum(self) -> dict[str, int | None]: ...
+    def storage(self) -> dict[str, int | None]: ...
+
+    # periodic schedules
+    def upsert_periodic(self, row: PeriodicRow) -> None: ...
+    def list_periodic(self) -> list[PeriodicRow]: ...
+    def fire_periodic(
+        self, row: PeriodicRow, next_run_at: float, job: NewJob | None, now: float
+    ) -> tuple[bool, int | None]: ...
+    def record_periodic_success(self, name: str, succeeded_at: float) -> None: ...

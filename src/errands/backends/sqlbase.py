@@ -575,6 +575,7 @@ class SQLBackend:
             "hostname": info.hostname,
             "pid": info.pid,
             "queues": None if info.queues is None else ",".join(info.queues),
+            "types": None if info.types is None else ",".join(info.types),
             "concurrency": info.concurrency,
             "now": now,
         }

@@ -20,6 +20,7 @@ from .. import faults
 from ..errors import ConfigurationError, DatabaseBusyError, DatabaseError, SchemaVersionError
 from ..settings import Settings
 from . import sql
+from .ops import OpsVerbs
 from .sqlbase import SQLBackend
 
 MIN_SQLITE = (3, 35, 0)  # RETURNING
@@ -141,7 +142,7 @@ class _DataVersionListener:
         self._thread.join(timeout=1)
 
 
-class SQLiteBackend(SQLBackend):
+class SQLiteBackend(OpsVerbs, SQLBackend):
     dialect = "sqlite"
     q = sql.queries("sqlite")
 

@@ -210,9 +210,10 @@ SELECT status, queue, type, COUNT(*) AS n FROM jobs GROUP BY status, queue, type
 
 -- name: upsert_worker
 -- Register (or re-register) a worker.
-INSERT INTO workers (id, hostname, pid, queues, concurrency, started_at, last_seen_at)
-VALUES (:id, :hostname, :pid, :queues, :concurrency, :now, :now)
-ON CONFLICT (id) DO UPDATE SET last_seen_at = excluded.last_seen_at, stopped_at = NULL;
+INSERT INTO workers (id, hostname, pid, queues, types, concurrency, started_at, last_seen_at)
+VALUES (:id, :hostname, :pid, :queues, :types, :concurrency, :now, :now)
+ON CONFLICT (id) DO UPDATE SET last_seen_at = excluded.last_seen_at, stopped_at = NULL,
+    queues = excluded.queues, types = excluded.types;
 
 -- name: worker_seen
 -- A worker is alive.

@@ -40,8 +40,13 @@ CREATE INDEX jobs_running ON jobs (lease_expires_at) WHERE status = 'running';
 CREATE INDEX jobs_status_queue_type ON jobs (status, queue, type);
 -- Retention: finished rows by age.
 CREATE INDEX jobs_finished ON jobs (status, finished_at) WHERE finished_at IS NOT NULL;
--- Top error codes and `jobs --error-code`.
-CREATE INDEX jobs_error_code ON jobs (error_code) WHERE error_code IS NOT NULL;
+-- Top error codes by type over a window (answered from the index alone), `jobs --error-code`.
+CREATE INDEX jobs_error_code ON jobs (error_code, type, finished_at) WHERE error_code IS NOT NULL;
+-- "Oldest due queued job" and the worker's next wake-up: a range on run_at over queued rows
+-- (jobs_due leads with priority, so it cannot answer MIN(run_at) without a full visit).
+CREATE INDEX jobs_queued_run_at ON jobs (run_at) WHERE status = 'queued';
+-- "When did this type last succeed?" (periodic overdue) in O(log n).
+CREATE INDEX jobs_succeeded_type ON jobs (type, finished_at) WHERE status = 'succeeded';
 
 CREATE TABLE job_attempts (
     id            INTEGER PRIMARY KEY,
@@ -84,6 +89,9 @@ CREATE TABLE workers (
     hostname     TEXT    NOT NULL,
     pid          INTEGER NOT NULL,
     queues       TEXT,
+    -- the job types it handles (comma-separated), so stats can name queued types that no
+    -- live worker will ever claim
+    types        TEXT,
     concurrency  INTEGER NOT NULL,
     started_at   REAL    NOT NULL,
     last_seen_at REAL    NOT NULL,
@@ -101,6 +109,9 @@ CREATE TABLE periodic (
     last_enqueued_at  REAL,
     next_run_at       REAL,
     last_succeeded_at REAL,
+    -- kept in the table so `errands periodic` / `check` judge schedules without the app
+    catch_up          TEXT NOT NULL DEFAULT 'skip',
+    grace_seconds     REAL,
     CHECK ((cron IS NULL) <> (interval_seconds IS NULL))
 );
 

@@ -1,0 +1,119 @@
+-- Operations queries (stats, errors, bulk actions, retention, storage) for SQLite.
+-- The PostgreSQL file keeps the same names and the same SELECT/RETURNING column order.
+-- Status values are literals where SQLite must see them to pick a partial index.
+
+-- name: oldest_running
+-- Running jobs, longest without a sign of life first, with their worker's registry row.
+SELECT j.id, j.queue, j.type, j.attempts, j.worker_id,
+       COALESCE(j.heartbeat_at, j.started_at) AS since, j.lease_expires_at,
+       w.last_seen_at, w.stopped_at
+FROM jobs j LEFT JOIN workers w ON w.id = j.worker_id
+WHERE j.status = 'running'
+ORDER BY since, j.id
+LIMIT :limit;
+
+-- name: running_past_lease
+-- How many running jobs are past their lease by more than :grace seconds.
+SELECT COUNT(*) FROM jobs
+WHERE status = 'running' AND lease_expires_at < :now - :grace;
+
+-- name: oldest_due
+-- The queued job that has been due the longest (uses jobs_queued_run_at).
+SELECT id, queue, type, run_at FROM jobs
+WHERE status = 'queued' AND run_at <= :now
+ORDER BY run_at, id
+LIMIT 1;
+
+-- name: retry_histogram
+-- Attempts used by jobs that finished since :since (succeeded, failed or cancelled).
+SELECT attempts, COUNT(*) FROM jobs
+WHERE status IN ('succeeded', 'failed', 'cancelled') AND finished_at >= :since
+GROUP BY attempts ORDER BY attempts;
+
+-- name: top_errors
+-- Most frequent error codes (with type) on jobs that failed or are waiting to retry since
+-- :since; last_seen is when the newest of them finished (NULL: still waiting to retry).
+SELECT error_code, type, COUNT(*) AS n, MAX(finished_at) AS last_seen FROM jobs
+WHERE error_code IS NOT NULL AND (finished_at >= :since OR finished_at IS NULL)
+GROUP BY error_code, type
+ORDER BY n DESC, error_code, type
+LIMIT :limit;
+
+-- name: finished_since
+-- Jobs that finished since :since, for throughput and wait/run percentiles.
+SELECT queue, type, status, run_at, started_at, finished_at FROM jobs
+WHERE status IN ('succeeded', 'failed', 'cancelled') AND finished_at >= :since;
+
+-- name: rollups_since
+-- Rolled-up hours starting at or after :since (hour is the hour's start).
+SELECT hour, queue, type, outcome, count, wait_sum, wait_max, run_sum, run_max,
+       wait_hist, run_hist
+FROM job_stats_hourly WHERE hour >= :since;
+
+-- name: rollup_totals
+-- All-time rolled-up counts per queue, type and outcome (the pruned part of the counters).
+SELECT queue, type, outcome, SUM(count) FROM job_stats_hourly GROUP BY queue, type, outcome;
+
+-- name: queued_types
+-- Queued jobs per queue and type (a range on the covering index jobs_status_queue_type).
+SELECT queue, type, COUNT(*) FROM jobs WHERE status = 'queued' GROUP BY queue, type
+ORDER BY queue, type;
+
+-- name: workers_seen_since
+-- Workers not stopped and seen at or after :alive_since, newest first.
+SELECT id, hostname, pid, queues, types, concurrency, started_at, last_seen_at FROM workers
+WHERE stopped_at IS NULL AND last_seen_at >= :alive_since
+ORDER BY last_seen_at DESC, id;
+
+-- name: ids_matching
+-- Ids of jobs in one state with optional type, queue and error code (bulk retry/cancel).
+SELECT id FROM jobs
+WHERE status = :status
+  AND (:type IS NULL OR type = :type)
+  AND (:queue IS NULL OR queue = :queue)
+  AND (:error_code IS NULL OR error_code = :error_code)
+ORDER BY id;
+
+-- name: prune_count
+-- How many jobs of one terminal state finished before :cutoff (dry run).
+SELECT COUNT(*) FROM jobs WHERE status = :status AND finished_at < :cutoff;
+
+-- name: prune_batch
+-- Delete up to :limit jobs of one terminal state that finished before :cutoff, oldest first;
+-- attempts, events and blobs go by ON DELETE CASCADE. RETURNING feeds the rollup, written in
+-- the same transaction, so a batch is counted exactly when it is deleted.
+DELETE FROM jobs WHERE id IN (
+    SELECT id FROM jobs WHERE status = :status AND finished_at < :cutoff
+    ORDER BY finished_at LIMIT :limit
+)
+RETURNING queue, type, status, run_at, started_at, finished_at;
+
+-- name: rollup_get
+-- One rollup row (read inside the prune transaction before merging; PG adds FOR UPDATE).
+SELECT count, wait_sum, wait_max, run_sum, run_max, wait_hist, run_hist
+FROM job_stats_hourly
+WHERE hour = :hour AND queue = :queue AND type = :type AND outcome = :outcome;
+
+-- name: rollup_put
+-- Write a merged rollup row.
+INSERT INTO job_stats_hourly
+    (hour, queue, type, outcome, count, wait_sum, wait_max, run_sum, run_max, wait_hist, run_hist)
+VALUES (:hour, :queue, :type, :outcome, :count, :wait_sum, :wait_max, :run_sum, :run_max,
+        :wait_hist, :run_hist)
+ON CONFLICT (hour, queue, type, outcome) DO UPDATE SET
+    count = excluded.count, wait_sum = excluded.wait_sum, wait_max = excluded.wait_max,
+    run_sum = excluded.run_sum, run_max = excluded.run_max,
+    wait_hist = excluded.wait_hist, run_hist = excluded.run_hist;
+
+-- name: wal_checkpoint
+-- Fold the WAL back into the database file and truncate it (after large prunes).
+PRAGMA wal_checkpoint(TRUNCATE);
+
+-- name: vacuum
+-- Rebuild the file to return free pages to the filesystem (off-peak: it locks the database).
+VACUUM;
+
+-- name: db_size
+-- Bytes used by the database file (pages in use and free).
+SELECT page_count * page_size, freelist_count * page_size
+FROM pragma_page_count(), pragma_page_size(), pragma_freelist_count();

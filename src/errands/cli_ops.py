@@ -1,0 +1,407 @@
+"""Operator commands: stats, errors, bulk retry/cancel, prune, vacuum, periodic, check, metrics.
+
+``register(subparsers)`` adds them to the ``errands`` parser; each sets ``func`` (called with
+the parsed namespace, returning the exit status: 0 ok, 1 the user must act, 2 bad usage).
+``main(argv)`` runs them on their own (``python -m errands.cli_ops``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from . import bulk
+from .backends.base import PruneProgress
+from .backends.ops import summarize
+from .errors import ConfigurationError, ErrandsError
+from .periodic import describe
+from .queue import Queue
+
+OK, ACT, USAGE = 0, 1, 2
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+
+
+def duration(text: str) -> float:
+    """``90``, ``90s``, ``30m``, ``24h``, ``7d`` → seconds (argparse type)."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*", text)
+    if not match:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a duration; use seconds or a number with s/m/h/d/w, e.g. 24h"
+        )
+    return float(match.group(1)) * _UNITS[match.group(2) or "s"]
+
+
+def _db_default() -> str:
+    return os.environ.get("ERRANDS_DB") or "errands.db"
+
+
+def _open(args: argparse.Namespace) -> Queue:
+    url: str = args.db
+    if "://" not in url or url.startswith("sqlite://"):
+        path = url.removeprefix("sqlite:///") if url.startswith("sqlite:///") else url
+        if not os.path.exists(path):
+            raise ConfigurationError(
+                f"no database at {path}; pass --db PATH or set ERRANDS_DB (nothing was created)"
+            )
+    return Queue(url)
+
+
+def _add(
+    subparsers: Any, name: str, help_text: str, func: Callable[[argparse.Namespace], int]
+) -> argparse.ArgumentParser:
+    p: argparse.ArgumentParser = subparsers.add_parser(name, help=help_text, description=help_text)
+    p.add_argument(
+        "--db",
+        default=_db_default(),
+        help="database path or URL (default: $ERRANDS_DB or errands.db)",
+    )
+    p.set_defaults(func=_guarded(func))
+    return p
+
+
+def _guarded(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return func(args)
+        except ErrandsError as exc:  # one line that says what to do; the user must act
+            print(f"errands: {exc}", file=sys.stderr)
+            return ACT
+
+    return run
+
+
+def register(subparsers: Any) -> None:
+    p = _add(
+        subparsers, "stats", "the five questions: states, stuck, retries, errors, speed", _stats
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--window", type=duration, default=86400.0, help="retries/errors window")
+    p.add_argument("--top", type=int, default=10, help="how many error codes to show")
+
+    p = _add(subparsers, "errors", "most frequent error codes with type and last seen", _errors)
+    p.add_argument("--top", type=int, default=10)
+    p.add_argument("--since", type=duration, default=86400.0, help="window, e.g. 24h, 7d")
+    p.add_argument("--json", action="store_true")
+
+    p = _add(
+        subparsers, "retry", "retry jobs by id, or every failed/cancelled job matching", _retry
+    )
+    p.add_argument("ids", nargs="*", type=int, help="job ids (or use --status)")
+    p.add_argument("--status", choices=sorted(bulk.RETRYABLE))
+    p.add_argument("--type")
+    p.add_argument("--queue")
+    p.add_argument("--error-code")
+    p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+
+    p = _add(
+        subparsers, "cancel", "cancel jobs by id, or every queued/running job matching", _cancel
+    )
+    p.add_argument("ids", nargs="*", type=int, help="job ids (or use --status)")
+    p.add_argument("--status", choices=sorted(bulk.CANCELLABLE))
+    p.add_argument("--type")
+    p.add_argument("--queue")
+    p.add_argument("--error-code")
+    p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+
+    p = _add(subparsers, "prune", "delete finished jobs past retention (rolled up first)", _prune)
+    p.add_argument("--dry-run", action="store_true", help="only count what would go")
+    p.add_argument("--batch-size", type=int, default=1000, help="rows per transaction")
+    p.add_argument("--json", action="store_true")
+
+    _add(subparsers, "vacuum", "shrink the database file (locks it: run off-peak)", _vacuum)
+
+    p = _add(
+        subparsers, "periodic", "periodic schedules: next run, last success, overdue", _periodic
+    )
+    p.add_argument("--json", action="store_true")
+
+    p = _add(subparsers, "check", "health probe: exit 1 with one line per problem", _check)
+    p.add_argument("--max-wait", type=duration, default=300.0, help="oldest due job's wait")
+    p.add_argument(
+        "--max-failure-rate", type=float, default=0.5, help="failed/finished in the last hour"
+    )
+    p.add_argument(
+        "--min-finished", type=int, default=10, help="finished jobs needed to judge the rate"
+    )
+    p.add_argument(
+        "--lease-grace", type=duration, default=30.0, help="how far past its lease a job may be"
+    )
+    p.add_argument("--json", action="store_true")
+
+    _add(subparsers, "metrics", "Prometheus metrics in the text format, to stdout", _metrics)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="errands", description="errands operations")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    result: int = args.func(args)
+    return result
+
+
+# -- commands ------------------------------------------------------------------------------
+
+
+def _stats(args: argparse.Namespace) -> int:
+    with _open(args) as q:
+        stats = q.stats(window=args.window, top=args.top)
+        if args.json:
+            print(json.dumps(stats, indent=2))
+        else:
+            print(render_stats(stats, q.url))
+    return OK
+
+
+def _age(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    s = int(seconds)
+    if s < 60:
+        return f"{seconds:.1f}s" if seconds < 10 else f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+
+
+def render_stats(st: dict[str, Any], url: str) -> str:
+    lines = [f"errands · {url} · {st['now']}"]
+    c = st["counts"]
+    lines.append("jobs      " + "  ".join(f"{k} {v:,}" for k, v in c.items()))
+    active = [r for r in st["by_queue_type"] if r["status"] in ("queued", "running", "failed")]
+    for r in active[:12]:
+        lines.append(f"          {r['status']:<9} {r['queue']}/{r['type']}: {r['count']:,}")
+    if len(active) > 12:
+        lines.append(f"          … {len(active) - 12} more (errands stats --json)")
+    if st["oldest_running"]:
+        lines.append("running   oldest by last sign of life:")
+        for r in st["oldest_running"][:5]:
+            alive = "alive" if r["worker_alive"] else "NOT ALIVE"
+            late = "  PAST LEASE" if r["past_lease"] else ""
+            lines.append(
+                f"          #{r['id']} {r['type']} attempt {r['attempt']} on {r['worker_id']} "
+                f"({alive}) quiet {_age(r['age_seconds'])}{late}"
+            )
+    due = st["oldest_due"]
+    lines.append(
+        "due       nothing waiting"
+        if due is None
+        else f"due       oldest #{due['id']} {due['type']} waiting {_age(due['wait_seconds'])}"
+    )
+    hist = st["retries"]["histogram"]
+    window = _age(st["retries"]["window_seconds"])
+    spread = "  ".join(f"{k} attempt(s): {v:,}" for k, v in hist.items())
+    lines.append(f"attempts  ({window}) {spread or 'nothing finished'}")
+    if st["top_errors"]:
+        lines.append(f"errors    ({window})")
+        for e in st["top_errors"]:
+            lines.append(
+                f"          {e['count']:>7,}  {e['error_code']}  {e['type']}  "
+                f"last {e['last_seen'] or 'pending retry'}"
+            )
+    else:
+        lines.append(f"errors    ({window}) none")
+    h = st["last_hour"]
+    lines.append(
+        f"last hour {h['processed']:,} finished ({h['per_minute']}/min), "
+        f"failure rate {h['failure_rate']:.1%}; wait p50 {_age(h['wait_p50'])} "
+        f"p95 {_age(h['wait_p95'])}; run p50 {_age(h['run_p50'])} p95 {_age(h['run_p95'])}"
+    )
+    for u in st["unhandled_types"]:
+        lines.append(
+            f"UNHANDLED {u['queue']}/{u['type']}: {u['queued']:,} queued, no live worker runs it"
+        )
+    for o in st["periodic_overdue"]:
+        lines.append(f"OVERDUE   periodic {o['name']}: {o['reason']}")
+    workers = st["workers"]
+    lines.append(f"workers   {len(workers)} live")
+    for w in workers[:10]:
+        queues = ",".join(w["queues"]) if w["queues"] else "all queues"
+        lines.append(
+            f"          {w['id']} pid {w['pid']} on {w['hostname']} ({queues}, "
+            f"concurrency {w['concurrency']}) seen {w['last_seen_at']}"
+        )
+    return "\n".join(lines)
+
+
+def _errors(args: argparse.Namespace) -> int:
+    with _open(args) as q:
+        rows = q.errors(top=args.top, since=args.since)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    elif not rows:
+        print(f"no errors in the last {_age(args.since)}")
+    else:
+        for e in rows:
+            print(
+                f"{e['count']:>7,}  {e['error_code']}  {e['type']}  "
+                f"last {e['last_seen'] or 'pending retry'}"
+            )
+    return OK
+
+
+def _confirm(verb: str, n: int, args: argparse.Namespace) -> bool:
+    if args.yes:
+        return True
+    try:
+        answer = input(f"{verb} {n:,} job(s)? [y/N] ")
+    except EOFError:
+        answer = ""
+    if answer.strip().lower() in ("y", "yes"):
+        return True
+    print(f"nothing changed (pass --yes to {verb.lower()} without asking)", file=sys.stderr)
+    return False
+
+
+def _bulk(args: argparse.Namespace, verb: str, allowed: frozenset[str]) -> int:
+    if bool(args.ids) == bool(args.status):
+        print(f"errands {verb.lower()}: give job ids or --status, not both", file=sys.stderr)
+        return USAGE
+    with _open(args) as q:
+        if args.ids:
+            ids = list(args.ids)
+        else:
+            ids = bulk.select(
+                q.backend,
+                args.status,
+                allowed=allowed,
+                type=args.type,
+                queue=args.queue,
+                error_code=args.error_code,
+            )
+            print(f"{len(ids):,} {args.status} job(s) match")
+            if not ids:
+                return OK
+            if not _confirm(verb, len(ids), args):
+                return ACT
+        act = bulk.retry if verb == "Retry" else bulk.cancel
+        report = act(q.backend, ids, "cli", q.clock())
+    done = "retried" if verb == "Retry" else "cancelled"
+    extra = f", {len(report.requested):,} running asked to stop" if report.requested else ""
+    print(f"{len(report.changed):,} {done}{extra}, {report.skipped:,} skipped (state changed)")
+    return OK if not args.ids or report.skipped == 0 else ACT
+
+
+def _retry(args: argparse.Namespace) -> int:
+    return _bulk(args, "Retry", bulk.RETRYABLE)
+
+
+def _cancel(args: argparse.Namespace) -> int:
+    return _bulk(args, "Cancel", bulk.CANCELLABLE)
+
+
+def _prune(args: argparse.Namespace) -> int:
+    last = [time.monotonic()]
+
+    def progress(p: PruneProgress) -> None:
+        if time.monotonic() - last[0] >= 1.0:  # long runs: a line a second, not per batch
+            last[0] = time.monotonic()
+            print(f"… {p.total_deleted:,} deleted ({p.state}: {p.deleted:,})", file=sys.stderr)
+
+    with _open(args) as q:
+        report = q.prune(dry_run=args.dry_run, batch_size=args.batch_size, progress=progress)
+    if args.json:
+        out = {
+            "dry_run": report.dry_run,
+            "deleted": report.deleted,
+            "total": report.total,
+            "batches": report.batches,
+            "checkpointed": report.checkpointed,
+        }
+        print(json.dumps(out))
+        return OK
+    verb = "would delete" if report.dry_run else "deleted"
+    per = ", ".join(f"{k} {v:,}" for k, v in report.deleted.items())
+    batches = f" in {report.batches} batch(es)" if report.batches else ""
+    print(f"{verb} {report.total:,} job(s) ({per}){batches}")
+    return OK
+
+
+def _vacuum(args: argparse.Namespace) -> int:
+    with _open(args) as q:
+        r = q.vacuum()
+    print(f"vacuumed: {r['bytes_before'] or 0:,} → {r['bytes_after'] or 0:,} bytes")
+    return OK
+
+
+def _periodic(args: argparse.Namespace) -> int:
+    with _open(args) as q:
+        now = q.clock()
+        rows = [describe(r, now) for r in q.backend.list_periodic()]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return OK
+    if not rows:
+        print("no periodic schedules")
+    for r in rows:
+        when = r["cron"] or f"every {_age(r['every_seconds'])}"
+        state = f"OVERDUE: {r['overdue_reason']}" if r["overdue"] else "ok"
+        print(
+            f"{r['name']}  [{when} {r['timezone']}]  next {r['next_run_at']}  "
+            f"last success {r['last_succeeded_at'] or 'never'}  {state}"
+        )
+    return OK
+
+
+def check_problems(q: Queue, args: argparse.Namespace) -> list[str]:
+    now = q.clock()
+    b = q.backend
+    problems = []
+    late = b.running_past_lease(now, args.lease_grace)
+    if late:
+        problems.append(
+            f"{late} job(s) running more than {_age(args.lease_grace)} past their lease: "
+            "is a worker (rescuer) running?"
+        )
+    for row in b.list_periodic():
+        reason = describe(row, now)["overdue_reason"]
+        if reason:
+            problems.append(f"periodic {row.name!r} overdue: {reason}")
+    due = b.oldest_due(now)
+    if due is not None and due["wait_seconds"] > args.max_wait:
+        problems.append(
+            f"oldest due job #{due['id']} ({due['type']}) has waited "
+            f"{_age(due['wait_seconds'])}, over --max-wait {_age(args.max_wait)}"
+        )
+    hour = summarize(b.window_figures(now - 3600.0), 3600.0)
+    if hour["processed"] >= args.min_finished and hour["failure_rate"] > args.max_failure_rate:
+        problems.append(
+            f"failure rate {hour['failure_rate']:.1%} in the last hour "
+            f"({hour['failed']:,} of {hour['processed']:,}) is over "
+            f"--max-failure-rate {args.max_failure_rate:.1%}"
+        )
+    return problems
+
+
+def _check(args: argparse.Namespace) -> int:
+    with _open(args) as q:
+        problems = check_problems(q, args)
+    if args.json:
+        print(json.dumps({"ok": not problems, "problems": problems}))
+    else:
+        for p in problems:
+            print(p)
+        if not problems:
+            print("ok")
+    return ACT if problems else OK
+
+
+def _metrics(args: argparse.Namespace) -> int:
+    from .metrics import render_metrics
+
+    with _open(args) as q:
+        data = render_metrics(q)
+    sys.stdout.buffer.write(data)
+    sys.stdout.flush()
+    return OK
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

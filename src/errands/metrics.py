@@ -1,0 +1,178 @@
+"""Prometheus metrics, read from the database at scrape time.
+
+``render_metrics(q)`` returns the text exposition format (what ``errands metrics`` prints and
+the dashboard's ``/metrics`` serves). A custom collector on a registry made per call reads the
+database on each scrape: nothing is kept in process globals, so any process — a worker, the
+dashboard, a cron job — reports the same numbers. Needs ``prometheus_client``
+(``pip install 'errands[web]'``).
+
+Label sets are bounded: ``state`` has five values and ``outcome`` three; ``(queue, type)``
+pairs come from the application's code, and beyond ``MAX_SERIES`` of them the smallest are
+summed into ``type="__other__"``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from . import rollup
+from .errors import ConfigurationError
+from .periodic import overdue_reason
+from .states import State
+
+if TYPE_CHECKING:
+    from prometheus_client.metrics_core import Metric
+
+    from .queue import Queue
+
+MAX_SERIES = 200
+OTHER = "__other__"
+
+
+def _prometheus() -> Any:
+    try:
+        import prometheus_client
+        import prometheus_client.core
+    except ImportError:
+        raise ConfigurationError(
+            "Prometheus metrics need the prometheus_client package: "
+            "pip install 'errands[web]' (or pip install prometheus-client)"
+        ) from None
+    return prometheus_client
+
+
+def _bounded(
+    rows: dict[tuple[str, ...], float], type_index: int = 1
+) -> dict[tuple[str, ...], float]:
+    """Keep the MAX_SERIES largest series; fold the rest into type=__other__."""
+    if len(rows) <= MAX_SERIES:
+        return rows
+    ranked = sorted(rows.items(), key=lambda kv: -kv[1])
+    out: dict[tuple[str, ...], float] = dict(ranked[: MAX_SERIES - 1])
+    for labels, value in ranked[MAX_SERIES - 1 :]:
+        key = (*labels[:type_index], OTHER, *labels[type_index + 1 :])
+        out[key] = out.get(key, 0) + value
+    return out
+
+
+class ErrandsCollector:
+    """Yields errands' metrics from one Queue's database."""
+
+    def __init__(self, q: Queue) -> None:
+        self.q = q
+
+    def collect(self) -> Iterator[Metric]:
+        core = _prometheus().core
+        q = self.q
+        b = q.backend
+        now = q.clock()
+
+        jobs = core.GaugeMetricFamily(
+            "errands_jobs", "Jobs by state, queue and type.", labels=["state", "queue", "type"]
+        )
+        current: dict[tuple[str, ...], float] = {}
+        finished: dict[tuple[str, ...], float] = defaultdict(float)
+        for status, queue, jtype, n in b.counts():
+            current[(status, queue, jtype)] = n
+            if status in (State.SUCCEEDED, State.FAILED, State.CANCELLED):
+                finished[(queue, jtype, status)] += n
+        for labels, value in sorted(_bounded(current, 2).items()):
+            jobs.add_metric(list(labels), value)
+        yield jobs
+        totals = core.GaugeMetricFamily(
+            "errands_jobs_in_state", "Jobs per state (every state, even at 0).", labels=["state"]
+        )
+        for state in State:
+            totals.add_metric([state.value], sum(v for k, v in current.items() if k[0] == state))
+        yield totals
+
+        # Counters: rows still in the table plus rolled-up (pruned) rows, so pruning does
+        # not make them go down.
+        for queue, jtype, outcome, n in b.rollup_totals():
+            finished[(queue, jtype, outcome)] += n
+        done = core.CounterMetricFamily(
+            "errands_jobs_finished",
+            "Jobs that reached a final state, by queue, type and outcome.",
+            labels=["queue", "type", "outcome"],
+        )
+        failed = core.CounterMetricFamily(
+            "errands_jobs_failed", "Jobs that failed for good.", labels=["queue", "type"]
+        )
+        for (queue, jtype, outcome), value in sorted(_bounded(dict(finished)).items()):
+            done.add_metric([queue, jtype, outcome], value)
+            if outcome == State.FAILED:
+                failed.add_metric([queue, jtype], value)
+        yield done
+        yield failed
+
+        # Wait and run time over the last hour, per queue: a gauge histogram, because it
+        # describes a sliding window rather than counting since process start.
+        per_queue: dict[str, list[Any]] = defaultdict(list)
+        for (queue, _, _), w in b.window_figures(now - rollup.HOUR).items():
+            per_queue[queue].append(w)
+        for kind, doc in (("wait", "Due-to-start"), ("run", "Start-to-finish")):
+            hist = core.GaugeHistogramMetricFamily(
+                f"errands_job_{kind}_seconds",
+                f"{doc} time of jobs finished in the last hour, by queue.",
+                labels=["queue"],
+            )
+            for queue, windows in sorted(per_queue.items()):
+                hists, total = [], 0.0
+                for w in windows:
+                    fig = w.figures()
+                    hists.append(fig.wait_hist if kind == "wait" else fig.run_hist)
+                    total += fig.wait_sum if kind == "wait" else fig.run_sum
+                cum = rollup.cumulative(hists)
+                bounds = [*(repr(float(x)) for x in rollup.BOUNDS), "+Inf"]
+                hist.add_metric([queue], list(zip(bounds, cum, strict=True)), total)
+            yield hist
+
+        due = b.oldest_due(now)
+        yield core.GaugeMetricFamily(
+            "errands_oldest_due_wait_seconds",
+            "How long the oldest due queued job has waited (0 when none).",
+            value=0.0 if due is None else due["wait_seconds"],
+        )
+        yield core.GaugeMetricFamily(
+            "errands_jobs_past_lease",
+            "Running jobs whose lease has expired (the rescuer should recover them).",
+            value=b.running_past_lease(now, 0.0),
+        )
+        yield core.GaugeMetricFamily(
+            "errands_workers_alive",
+            "Workers seen within one lease and not stopped.",
+            value=len(b.live_workers(now, q.settings.lease_seconds)),
+        )
+        overdue = core.GaugeMetricFamily(
+            "errands_periodic_overdue",
+            "1 when a periodic schedule has had no success within its interval plus grace.",
+            labels=["name"],
+        )
+        for row in b.list_periodic():
+            overdue.add_metric([row.name], 1.0 if overdue_reason(row, now) else 0.0)
+        yield overdue
+
+        storage = b.storage()
+        yield core.GaugeMetricFamily(
+            "errands_database_bytes", "Size of the database.", value=storage["bytes"] or 0
+        )
+        if storage["wal_bytes"] is not None:
+            yield core.GaugeMetricFamily(
+                "errands_sqlite_wal_bytes",
+                "Size of the SQLite write-ahead log (large: a checkpoint is being held off).",
+                value=storage["wal_bytes"],
+            )
+
+
+def render_metrics(q: Queue) -> bytes:
+    """The Prometheus text exposition of ``q``'s database, read now."""
+    prom = _prometheus()
+    registry = prom.CollectorRegistry(auto_describe=False)
+    registry.register(ErrandsCollector(q))
+    data: bytes = prom.generate_latest(registry)
+    return data
+
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"

@@ -1,0 +1,83 @@
+"""Prometheus metrics: parse with the official parser, values, bounded and escaped labels."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import errands
+from errands.metrics import MAX_SERIES, OTHER, render_metrics
+from ops_helpers import DAY, T0, Clock, enqueue, run_job
+
+parser = pytest.importorskip("prometheus_client.parser")
+
+pytest_plugins = ("conftest_ops",)
+
+
+def _families(q: errands.Queue) -> dict[str, Any]:
+    text = render_metrics(q).decode()
+    return {f.name: f for f in parser.text_string_to_metric_families(text)}
+
+
+def _samples(fam: Any, suffix: str = "") -> dict[tuple[tuple[str, str], ...], float]:
+    return {
+        tuple(sorted(s.labels.items())): s.value for s in fam.samples if s.name == fam.name + suffix
+    }
+
+
+def test_metrics_parse_and_count(q: errands.Queue) -> None:
+    run_job(q, "ok", run_at=T0 - 100, started=T0 - 95, finished=T0 - 90)
+    run_job(q, "bad", run_at=T0 - 100, started=T0 - 99, finished=T0 - 90, outcome="failed")
+    enqueue(q, "ok", at=T0 - 30, queue="mail")
+    fams = _families(q)
+    jobs = _samples(fams["errands_jobs"])
+    assert jobs[(("queue", "mail"), ("state", "queued"), ("type", "ok"))] == 1
+    states = _samples(fams["errands_jobs_in_state"])
+    assert {dict(k)["state"]: v for k, v in states.items()} == {
+        "queued": 1, "running": 0, "succeeded": 1, "failed": 1, "cancelled": 0,
+    }  # fmt: skip
+    finished = _samples(fams["errands_jobs_finished"], "_total")
+    assert finished[(("outcome", "failed"), ("queue", "default"), ("type", "bad"))] == 1
+    failed = _samples(fams["errands_jobs_failed"], "_total")
+    assert failed == {(("queue", "default"), ("type", "bad")): 1}
+    assert _samples(fams["errands_oldest_due_wait_seconds"]) == {(): 30.0}
+    wait = _samples(fams["errands_job_wait_seconds"], "_bucket")
+    assert wait[(("le", "+Inf"), ("queue", "default"))] == 2
+    assert wait[(("le", "1.0"), ("queue", "default"))] == 1  # waits 5 s and 1 s
+    assert "errands_sqlite_wal_bytes" in fams and "errands_database_bytes" in fams
+
+
+def test_counters_survive_pruning(db_url: str, clock: Clock) -> None:
+    with errands.Queue(db_url, clock=clock, retention={"succeeded": DAY}) as q:
+        for i in range(3):
+            t = T0 - 2 * DAY + i
+            run_job(q, "ok", run_at=t, started=t, finished=t + 1)
+        key = (("outcome", "succeeded"), ("queue", "default"), ("type", "ok"))
+        before = _samples(_families(q)["errands_jobs_finished"], "_total")[key]
+        assert q.prune().total == 3
+        after = _samples(_families(q)["errands_jobs_finished"], "_total")[key]
+        assert before == after == 3
+
+
+def test_label_values_are_escaped(q: errands.Queue) -> None:
+    nasty = 'we"ird\\type\nwith newline'
+    enqueue(q, nasty, at=T0)
+    text = render_metrics(q).decode()
+    assert 'type="we\\"ird\\\\type\\nwith newline"' in text
+    jobs = _samples(_families(q)["errands_jobs"])
+    assert jobs[(("queue", "default"), ("state", "queued"), ("type", nasty))] == 1
+
+
+def test_label_sets_are_bounded(q: errands.Queue) -> None:
+    q.enqueue_many([(f"type{i}", {}) for i in range(MAX_SERIES + 50)])
+    jobs = _samples(_families(q)["errands_jobs"])
+    assert len(jobs) == MAX_SERIES
+    assert jobs[(("queue", "default"), ("state", "queued"), ("type", OTHER))] == 51
+
+
+def test_periodic_overdue_metric(q: errands.Queue, clock: Clock) -> None:
+    q.periodic(every=60, name="beat", grace=60)(lambda: None)
+    clock.now = T0 + 3600
+    overdue = _samples(_families(q)["errands_periodic_overdue"])
+    assert overdue == {(("name", "beat"),): 1.0}

@@ -1,0 +1,190 @@
+"""Retention: what prune keeps and deletes, cascades, batch size, rollups, reruns."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+from typing import Any
+
+import pytest
+
+import errands
+from errands import rollup
+from errands.backends.base import PruneProgress
+from errands.retention import Pruner
+from ops_helpers import DAY, T0, Clock, enqueue, run_job
+
+pytest_plugins = ("conftest_ops",)
+
+RETENTION = {"succeeded": 1 * DAY, "failed": 3 * DAY, "cancelled": 2 * DAY}
+
+
+@pytest.fixture
+def rq(db_url: str, clock: Clock) -> Any:
+    with errands.Queue(db_url, clock=clock, retention=RETENTION) as queue:
+        yield queue
+
+
+def _sql(q: errands.Queue, query: str) -> list[Any]:
+    conn = sqlite3.connect(q.url)
+    try:
+        return conn.execute(query).fetchall()
+    finally:
+        conn.close()
+
+
+def _build(q: errands.Queue, n_old_ok: int = 5) -> dict[str, list[int]]:
+    """Old and recent jobs in every state; returns ids by what prune must do."""
+    gone: list[int] = []
+    kept: list[int] = []
+    for i in range(n_old_ok):  # succeeded 2 days ago: past 1 day
+        t = T0 - 2 * DAY + i * 60
+        gone.append(run_job(q, f"ok{i % 2}", run_at=t, started=t + 1, finished=t + 3))
+    t = T0 - 12 * 3600  # succeeded 12 h ago: kept
+    kept.append(run_job(q, "ok0", run_at=t, started=t + 1, finished=t + 2))
+    t = T0 - 2 * DAY  # failed 2 days ago: kept (3 days)
+    kept.append(run_job(q, "bad", run_at=t, started=t, finished=t + 1, outcome="failed"))
+    t = T0 - 4 * DAY  # failed 4 days ago, after a retry: gone
+    gone.append(
+        run_job(
+            q, "bad", run_at=t, started=t + 5, finished=t + 9, outcome="failed", failures_first=1
+        )
+    )
+    c = enqueue(q, "never", at=T0 - 3 * DAY)
+    assert q.backend.cancel([c], "api", T0 - 3 * DAY + 1).cancelled == [c]
+    gone.append(c)  # cancelled 3 days ago: past 2 days
+    kept.append(enqueue(q, "later", at=T0 - 30 * DAY, run_at=T0 + DAY))  # queued: never pruned
+    return {"gone": gone, "kept": kept}
+
+
+def test_prune_keeps_what_it_should_and_cascades(rq: errands.Queue) -> None:
+    ids = _build(rq)
+    before_attempts = _sql(rq, "SELECT COUNT(*) FROM job_attempts")[0][0]
+    report = rq.prune()
+    assert report.deleted == {"succeeded": 5, "failed": 1, "cancelled": 1}
+    assert not report.dry_run and not report.interrupted
+    for job_id in ids["gone"]:
+        assert rq.get(job_id) is None
+    for job_id in ids["kept"]:
+        assert rq.get(job_id) is not None
+    gone = ",".join(map(str, ids["gone"]))
+    for table in ("job_attempts", "job_events", "job_blobs"):
+        assert _sql(rq, f"SELECT COUNT(*) FROM {table} WHERE job_id IN ({gone})") == [(0,)]
+    # the kept jobs keep their history
+    assert _sql(rq, "SELECT COUNT(*) FROM job_attempts")[0][0] == before_attempts - 7
+    assert _sql(rq, "PRAGMA foreign_key_check") == []
+
+
+def test_dry_run_counts_and_deletes_nothing(rq: errands.Queue) -> None:
+    _build(rq)
+    report = rq.prune(dry_run=True)
+    assert report.dry_run and report.deleted == {"succeeded": 5, "failed": 1, "cancelled": 1}
+    assert _sql(rq, "SELECT COUNT(*) FROM jobs")[0][0] == 10
+    assert _sql(rq, "SELECT COUNT(*) FROM job_stats_hourly") == [(0,)]
+
+
+def test_batch_size_bounds_each_transaction(rq: errands.Queue) -> None:
+    _build(rq, n_old_ok=7)
+    seen: list[PruneProgress] = []
+    report = rq.prune(batch_size=2, progress=seen.append)
+    assert report.deleted["succeeded"] == 7
+    # 7 succeeded in batches of 2 → 4 batches; 1 failed, 1 cancelled → 1 each
+    assert report.batches == 6
+    steps = [p.deleted for p in seen if p.state == "succeeded"]
+    assert steps == [2, 4, 6, 7]
+    assert [p.total_deleted for p in seen] == [2, 4, 6, 7, 8, 9]
+
+
+def test_rollup_totals_equal_pruned_rows(rq: errands.Queue) -> None:
+    _build(rq)
+    expected = _sql(
+        rq,
+        "SELECT queue, type, status, COUNT(*), SUM(started_at - run_at),"
+        " SUM(finished_at - started_at)"
+        f" FROM jobs WHERE status = 'succeeded' AND finished_at < {T0 - DAY}"
+        " GROUP BY queue, type, status ORDER BY type",
+    )
+    report = rq.prune()
+    rows = _sql(
+        rq,
+        "SELECT queue, type, outcome, SUM(count), SUM(wait_sum), SUM(run_sum) FROM job_stats_hourly"
+        " GROUP BY queue, type, outcome ORDER BY outcome, type",
+    )
+    assert sum(r[3] for r in rows) == report.total == 7
+    succeeded = [r for r in rows if r[2] == "succeeded"]
+    assert [(r[0], r[1], r[2], r[3]) for r in succeeded] == [e[:4] for e in expected]
+    for got, want in zip(succeeded, expected, strict=True):
+        assert got[4] == pytest.approx(want[4]) and got[5] == pytest.approx(want[5])
+    # the cancelled one never started: counted, no durations
+    cancelled = [r for r in rows if r[2] == "cancelled"]
+    assert cancelled == [("default", "never", "cancelled", 1, 0.0, 0.0)]
+    # histograms hold every started job once, in the hour it finished
+    hists = _sql(rq, "SELECT hour, count, wait_hist, run_hist, outcome FROM job_stats_hourly")
+    for hour, count, wait_hist, run_hist, outcome in hists:
+        assert hour % 3600 == 0
+        if outcome != "cancelled":
+            assert sum(json.loads(wait_hist)) == count == sum(json.loads(run_hist))
+            assert len(json.loads(run_hist)) == len(rollup.BOUNDS) + 1
+
+
+def test_rerun_is_idempotent(rq: errands.Queue) -> None:
+    _build(rq)
+    rq.prune()
+    snapshot = _sql(rq, "SELECT * FROM job_stats_hourly ORDER BY hour, queue, type, outcome")
+    again = rq.prune()
+    assert again.total == 0 and again.batches == 0
+    assert (
+        _sql(rq, "SELECT * FROM job_stats_hourly ORDER BY hour, queue, type, outcome") == snapshot
+    )
+
+
+def test_interrupted_prune_resumes_without_double_counting(rq: errands.Queue) -> None:
+    _build(rq, n_old_ok=6)
+    stop = threading.Event()
+    pruner = Pruner(rq, batch_size=2, progress=lambda p: stop.set(), stop=stop)
+    first = pruner.run_once()
+    assert first.interrupted and first.total == 2
+    stop.clear()
+    second = Pruner(rq, batch_size=2).run_once()
+    assert not second.interrupted
+    assert first.total + second.total == 8
+    assert _sql(rq, "SELECT SUM(count) FROM job_stats_hourly") == [(8,)]
+
+
+def test_rollup_merges_into_an_existing_hour(db_url: str, clock: Clock) -> None:
+    with errands.Queue(db_url, clock=clock, retention={"succeeded": DAY}) as q:
+        t = T0 - 2 * DAY
+        run_job(q, "a", run_at=t, started=t + 1, finished=t + 2)
+        q.prune(now=T0)
+        run_job(q, "a", run_at=t, started=t + 10, finished=t + 30)
+        q.prune(now=T0)
+        ((count, wait_sum, wait_max, run_sum, run_max),) = _sql(
+            q, "SELECT count, wait_sum, wait_max, run_sum, run_max FROM job_stats_hourly"
+        )
+        assert (count, wait_sum, wait_max, run_sum, run_max) == (2, 11.0, 10.0, 21.0, 20.0)
+
+
+def test_large_prune_checkpoints_the_wal(rq: errands.Queue) -> None:
+    _build(rq)
+    report = rq.backend.prune(T0, checkpoint_after=3)
+    assert report.checkpointed
+    assert os.path.getsize(rq.url + "-wal") == 0
+    assert rq.backend.storage()["wal_bytes"] == 0
+    small = rq.backend.prune(T0, checkpoint_after=3)
+    assert not small.checkpointed
+
+
+def test_vacuum_reports_sizes(rq: errands.Queue) -> None:
+    _build(rq)
+    rq.prune()
+    report = rq.vacuum()
+    assert report["bytes_after"] is not None and report["bytes_before"] is not None
+    assert report["bytes_after"] <= report["bytes_before"]
+    assert _sql(rq, "PRAGMA integrity_check") == [("ok",)]
+
+
+def test_bad_batch_size(rq: errands.Queue) -> None:
+    with pytest.raises(ValueError, match="batch_size"):
+        rq.prune(batch_size=0)
