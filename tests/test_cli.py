@@ -157,8 +157,8 @@ def test_job_lifecycle_through_the_cli(tmp_path: Path) -> None:
         run(tmp_path, "retry", str(first), env=env), 1, "only failed or cancelled"
     )
 
-    out = ok(tmp_path, "retry", "--status", "cancelled", env=env)
-    assert f"job {second}: queued to run again" in out
+    out = ok(tmp_path, "retry", "--status", "cancelled", "--yes", env=env)
+    assert "1 cancelled job(s) match" in out and "1 retried" in out
     stats = js(tmp_path, "stats", env=env)
     assert set(stats["counts"]) == STATES
     assert stats["counts"]["queued"] == 2

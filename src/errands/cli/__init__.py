@@ -15,7 +15,7 @@ from typing import Any
 
 from .. import __version__
 from ..errors import ErrandsError
-from . import jobs, output, worker
+from . import jobs, ops, output, worker
 from .common import UsageError, add_db, add_json
 from .jobs import positive_int
 
@@ -42,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     worker.register(sub)
     jobs.register(sub)
+    ops.register(sub)
     _register_tools(sub)
     return parser
 

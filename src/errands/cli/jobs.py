@@ -8,10 +8,9 @@ import math
 from typing import Any
 
 from ..errors import InvalidTransitionError, JobNotFoundError
-from ..queue import Queue
 from ..states import State
 from . import output
-from .common import CommandFailed, UsageError, add_db, add_json, open_queue
+from .common import UsageError, add_db, add_json, open_queue
 
 STATES = [s.value for s in State]
 ACTOR = "cli"
@@ -94,40 +93,6 @@ def register(sub: Any) -> None:
     add_db(p)
     add_json(p)
     p.set_defaults(func=cmd_show)
-
-    p = sub.add_parser(
-        "retry",
-        help="run failed or cancelled jobs again",
-        description="Run failed or cancelled jobs again now, with at least one more attempt. "
-        "Give ids, or --status failed|cancelled (optionally --type) for every such job.",
-    )
-    p.add_argument("ids", type=int, nargs="*", metavar="ID")
-    p.add_argument(
-        "--status", choices=["failed", "cancelled"], help="retry every job in this state"
-    )
-    p.add_argument("--type", metavar="T", help="with --status: only jobs of this type")
-    add_db(p)
-    p.set_defaults(func=cmd_retry)
-
-    p = sub.add_parser(
-        "cancel",
-        help="cancel queued jobs (running ones are asked to stop)",
-        description="Cancel queued jobs. A running job is flagged cancel_requested: its handler "
-        "sees ctx.cancelled (async handlers are cancelled).",
-    )
-    p.add_argument("ids", type=int, nargs="+", metavar="ID")
-    add_db(p)
-    p.set_defaults(func=cmd_cancel)
-
-    p = sub.add_parser(
-        "stats",
-        help="counts per state, queue and type",
-        description="Counts per state, and per queue and type. --json: an object whose 'counts' "
-        "maps every state to its total.",
-    )
-    add_db(p)
-    add_json(p)
-    p.set_defaults(func=cmd_stats)
 
 
 def parse_payload(text: str | None) -> Any:
@@ -217,28 +182,11 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def _ids_in_state(q: Queue, status: str, job_type: str | None) -> list[int]:
-    ids: list[int] = []
-    before: int | None = None
-    while True:
-        page = q.jobs(status=status, type=job_type, limit=500, before_id=before)
-        ids.extend(j.id for j in page)
-        if len(page) < 500:
-            return ids
-        before = page[-1].id
-
-
 def cmd_retry(args: argparse.Namespace) -> int:
-    if args.ids and args.status:
-        raise UsageError("give job ids or --status, not both")
-    if not args.ids and not args.status:
-        raise UsageError("give job ids to retry, or --status failed|cancelled")
-    if args.type and not args.status:
-        raise UsageError("--type only goes with --status")
+    """``errands retry ID…`` (bulk ``--status`` is handled in cli.ops)."""
     problems = 0
     with open_queue(args, must_exist=True) as q:
-        ids = args.ids or _ids_in_state(q, args.status, args.type)
-        for job_id in ids:
+        for job_id in args.ids:
             try:
                 q.retry(job_id, actor=ACTOR)
             except (JobNotFoundError, InvalidTransitionError) as exc:
@@ -246,8 +194,6 @@ def cmd_retry(args: argparse.Namespace) -> int:
                 output.error(str(exc))
             else:
                 print(f"job {job_id}: queued to run again")
-    if args.status and not ids:
-        print(f"no {args.status} jobs" + (f" of type {args.type}" if args.type else ""))
     return 1 if problems else 0
 
 
@@ -266,28 +212,3 @@ def cmd_cancel(args: argparse.Namespace) -> int:
             else:
                 print(f"job {job_id}: running; asked to stop (cancel requested)")
     return 1 if problems else 0
-
-
-def cmd_stats(args: argparse.Namespace) -> int:
-    with open_queue(args, must_exist=True) as q:
-        stats = q.stats()
-    if args.json:
-        output.emit_json(stats)
-        return 0
-    counts: dict[str, int] = stats["counts"]
-    print("Jobs per state")
-    output.table(["STATE", "JOBS"], [(s, counts.get(s, 0)) for s in STATES])
-    pivot: dict[tuple[str, str], dict[str, int]] = {}
-    for row in stats["by_queue_type"]:
-        pivot.setdefault((row["queue"], row["type"]), {})[row["status"]] = row["count"]
-    if pivot:
-        print()
-        print("Per queue and type")
-        output.table(
-            ["QUEUE", "TYPE", *(s.upper() for s in STATES)],
-            [(qn, t, *(by.get(s, 0) for s in STATES)) for (qn, t), by in sorted(pivot.items())],
-        )
-    return 0
-
-
-__all__ = ["CommandFailed", "register"]

@@ -2,26 +2,27 @@
 
 ``register(subparsers)`` adds them to the ``errands`` parser; each sets ``func`` (called with
 the parsed namespace, returning the exit status: 0 ok, 1 the user must act, 2 bad usage).
-``main(argv)`` runs them on their own (``python -m errands.cli_ops``).
+Bulk retry/cancel (``--status``) live here too; ``cli.jobs`` hands them over.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
-from . import bulk
-from .backends.base import PruneProgress
-from .backends.ops import summarize
-from .errors import ConfigurationError, ErrandsError
-from .periodic import describe
-from .queue import Queue
+from .. import bulk
+from ..backends.base import PruneProgress
+from ..backends.ops import summarize
+from ..errors import ErrandsError
+from ..periodic import describe
+from ..queue import Queue
+from . import jobs
+from .common import add_db, open_queue
 
 OK, ACT, USAGE = 0, 1, 2
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
@@ -37,30 +38,15 @@ def duration(text: str) -> float:
     return float(match.group(1)) * _UNITS[match.group(2) or "s"]
 
 
-def _db_default() -> str:
-    return os.environ.get("ERRANDS_DB") or "errands.db"
-
-
 def _open(args: argparse.Namespace) -> Queue:
-    url: str = args.db
-    if "://" not in url or url.startswith("sqlite://"):
-        path = url.removeprefix("sqlite:///") if url.startswith("sqlite:///") else url
-        if not os.path.exists(path):
-            raise ConfigurationError(
-                f"no database at {path}; pass --db PATH or set ERRANDS_DB (nothing was created)"
-            )
-    return Queue(url)
+    return open_queue(args, must_exist=True)
 
 
 def _add(
     subparsers: Any, name: str, help_text: str, func: Callable[[argparse.Namespace], int]
 ) -> argparse.ArgumentParser:
     p: argparse.ArgumentParser = subparsers.add_parser(name, help=help_text, description=help_text)
-    p.add_argument(
-        "--db",
-        default=_db_default(),
-        help="database path or URL (default: $ERRANDS_DB or errands.db)",
-    )
+    add_db(p)
     p.set_defaults(func=_guarded(func))
     return p
 
@@ -135,14 +121,6 @@ def register(subparsers: Any) -> None:
     p.add_argument("--json", action="store_true")
 
     _add(subparsers, "metrics", "Prometheus metrics in the text format, to stdout", _metrics)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="errands", description="errands operations")
-    register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    result: int = args.func(args)
-    return result
 
 
 # -- commands ------------------------------------------------------------------------------
@@ -290,10 +268,14 @@ def _bulk(args: argparse.Namespace, verb: str, allowed: frozenset[str]) -> int:
 
 
 def _retry(args: argparse.Namespace) -> int:
+    if args.ids and not args.status:
+        return jobs.cmd_retry(args)  # one line per id
     return _bulk(args, "Retry", bulk.RETRYABLE)
 
 
 def _cancel(args: argparse.Namespace) -> int:
+    if args.ids and not args.status:
+        return jobs.cmd_cancel(args)
     return _bulk(args, "Cancel", bulk.CANCELLABLE)
 
 
@@ -394,14 +376,10 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _metrics(args: argparse.Namespace) -> int:
-    from .metrics import render_metrics
+    from ..metrics import render_metrics
 
     with _open(args) as q:
         data = render_metrics(q)
     sys.stdout.buffer.write(data)
     sys.stdout.flush()
     return OK
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
