@@ -30,11 +30,20 @@ class _Child:
     started: float = 0.0
     failures: int = 0
     restart_at: float = 0.0
+    done: bool = False
 
 
 class Supervisor:
-    def __init__(self, child_args: Sequence[str], processes: int, shutdown_timeout: float) -> None:
+    def __init__(
+        self,
+        child_args: Sequence[str],
+        processes: int,
+        shutdown_timeout: float,
+        *,
+        burst: bool = False,
+    ) -> None:
         self.child_args = list(child_args)
+        self.burst = burst  # children exit 0 when drained: done, not restarted
         self.children = [_Child(i) for i in range(processes)]
         self.shutdown_timeout = shutdown_timeout
         self._stopping = False
@@ -58,6 +67,8 @@ class Supervisor:
                 self._start(child)
             while not self._stopping:
                 self._reap_and_restart()
+                if self.burst and all(c.done for c in self.children):
+                    return 0
                 time.sleep(0.1)
             return self._stop_all()
         finally:
@@ -69,6 +80,9 @@ class Supervisor:
         for child in self.children:
             if child.proc is not None and child.proc.poll() is not None:
                 code = child.proc.returncode
+                if self.burst and code == 0:
+                    child.done, child.proc = True, None
+                    continue
                 ran = now - child.started
                 child.failures = 0 if ran >= HEALTHY_AFTER else child.failures + 1
                 delay = min(RESTART_BACKOFF_MAX, 0.5 * 2 ** max(0, child.failures - 1))
@@ -82,7 +96,12 @@ class Supervisor:
                     child.restart_at - now,
                 )
                 child.proc = None
-            if child.proc is None and now >= child.restart_at and not self._stopping:
+            if (
+                child.proc is None
+                and not child.done
+                and now >= child.restart_at
+                and not self._stopping
+            ):
                 self.restarts += 1
                 self._start(child)
 

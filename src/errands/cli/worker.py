@@ -40,6 +40,13 @@ def register(sub: Any) -> None:
         metavar="N",
         help="jobs run at once (default 8)",
     )
+    p.add_argument(
+        "--processes",
+        type=positive_int,
+        default=1,
+        metavar="P",
+        help="run P worker processes under a supervisor that restarts any that die (default 1)",
+    )
     p.add_argument("--queues", metavar="a,b", help="only these queues (default: all)")
     p.add_argument(
         "--burst", action="store_true", help="exit when no job this worker handles is due"
@@ -129,6 +136,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
     )
     if args.queues is not None and not queues:
         raise UsageError("--queues needs at least one queue name, e.g. --queues emails,reports")
+    if args.processes > 1:
+        return _supervise(args, queue)
     logging.basicConfig(
         level=logging.WARNING if args.quiet else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -155,3 +164,25 @@ def cmd_worker(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 0
+
+
+def _supervise(args: argparse.Namespace, queue: Queue) -> int:
+    """--processes P: the app was imported once here to check it; each child imports it
+    afresh (spawned, never forked with an open connection)."""
+    from ..supervisor import Supervisor
+
+    shutdown = queue.settings.shutdown_timeout
+    queue.close()
+    child = ["--app", args.app, "--concurrency", str(args.concurrency)]
+    if args.queues:
+        child += ["--queues", args.queues]
+    if args.burst:
+        child.append("--burst")
+    if args.quiet:
+        child.append("--quiet")
+    logging.basicConfig(
+        level=logging.WARNING if args.quiet else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    return Supervisor(child, args.processes, shutdown, burst=args.burst).run()
