@@ -82,7 +82,8 @@ def translate(exc: psycopg.Error, where: str) -> DatabaseError:
         )
     if isinstance(exc, pgerr.DiskFull):
         return DatabaseError(
-            f"{where}: the server's disk is full ({msg}); free space and retry — nothing was written"
+            f"{where}: the server's disk is full ({msg}); free space and retry — "
+            "nothing was written"
         )
     if isinstance(exc, pgerr.ReadOnlySqlTransaction):
         return DatabaseError(
@@ -299,7 +300,7 @@ class PostgresBackend(SQLBackend):
                         "use another database, or a schema of its own (options=-csearch_path=…)"
                     )
                 conn.execute(q["create_schema_table"])
-            current = conn.execute(q["schema_version"]).fetchone()[0]
+            current = _scalar(conn.execute(q["schema_version"]))
             if current > SCHEMA_VERSION:
                 raise SchemaVersionError(
                     f"{self.where} has errands schema version {current}, newer than this errands "
@@ -314,7 +315,7 @@ class PostgresBackend(SQLBackend):
 
     def schema_version(self) -> int:
         with self._read() as conn:
-            return int(conn.execute(self.q["schema_version"]).fetchone()[0])
+            return int(_scalar(conn.execute(self.q["schema_version"])))
 
     # -- enqueue: COPY for bulk, NOTIFY for wake-up ----------------------------------------
 
@@ -375,6 +376,12 @@ class PostgresBackend(SQLBackend):
 
 def _configure(conn: psycopg.Connection[Any]) -> None:
     set_json_loads(_text_json, conn)
+
+
+def _scalar(cur: psycopg.Cursor[Any]) -> Any:
+    row = cur.fetchone()
+    assert row is not None  # an aggregate always returns one row
+    return row[0]
 
 
 def _ts(epoch: float) -> datetime:
