@@ -220,7 +220,8 @@ class PostgresBackend(SQLBackend):
             max_size=POOL_MAX,
             kwargs={
                 "autocommit": True,
-                "options": f"-c lock_timeout={lock_ms}",
+                # Added to (not replacing) any options the URL gives, e.g. a search_path.
+                "options": f"{info.get('options') or ''} -c lock_timeout={lock_ms}".strip(),
                 "application_name": info.get("application_name") or "errands",
             },
             configure=_configure,
