@@ -21,21 +21,51 @@ from support import FixedClock
 POSTGRES_ENV = "ERRANDS_TEST_POSTGRES_URL"
 
 
+def postgres_base_url() -> str:
+    """The server for PostgreSQL tests; required in CI, skipped with a reason elsewhere."""
+    url = os.environ.get(POSTGRES_ENV)
+    if not url:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"{POSTGRES_ENV} is not set but CI=true: the PostgreSQL tests must run")
+        pytest.skip(
+            f"PostgreSQL tests need {POSTGRES_ENV} (e.g. postgresql://postgres@127.0.0.1/postgres)"
+        )
+    try:
+        importlib.import_module("psycopg")
+    except ImportError as exc:
+        pytest.skip(f"PostgreSQL tests need the extra: pip install 'errands[postgres]' ({exc})")
+    return url
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """A fresh, migrated PostgreSQL database for this test (cloned from a template)."""
+    from pgtools import fresh_database
+
+    url, drop = fresh_database(postgres_base_url())
+    try:
+        yield url
+    finally:
+        drop()
+
+
+@pytest.fixture
+def pg_empty_url() -> Iterator[str]:
+    """A fresh PostgreSQL database with no schema at all (migration tests)."""
+    from pgtools import fresh_database
+
+    url, drop = fresh_database(postgres_base_url(), migrated=False)
+    try:
+        yield url
+    finally:
+        drop()
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
 def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return str(tmp_path / "jobs.db")
-    url = os.environ.get(POSTGRES_ENV)
-    if not url:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{POSTGRES_ENV} must be set in CI")
-        pytest.skip(f"PostgreSQL tests need {POSTGRES_ENV}=postgresql://...; skipped")
-    try:
-        importlib.import_module("errands.backends.postgres")
-    except ImportError as exc:
-        pytest.skip(f"errands.backends.postgres is not importable yet ({exc}); skipped")
-    # TODO(postgres helper): give each test a fresh database (create one per test from
-    # ERRANDS_TEST_POSTGRES_URL and drop it afterwards) so tests never see each other's jobs.
+    url: str = request.getfixturevalue("pg_url")
     return url
 
 

@@ -289,6 +289,10 @@ class Worker:
             return
         for (_, outcome), ok in zip(outcomes, applied, strict=True):
             self._count(outcome, ok)
+        # A retry may already be due, and a burst decides when to return by claiming: look
+        # again now instead of relying on a wake-up (PostgreSQL only NOTIFYs for enqueues).
+        if self.burst or any(isinstance(o, Failed) and o.retry_at is not None for _, o in outcomes):
+            self._dirty = True
         for slot, _, _ in batch:
             self._held.pop(slot.job.id, None)
 

@@ -1,7 +1,8 @@
 """Loads named queries from ``<dialect>/queries.sql`` and migrations from ``migration_NNNN.sql``.
 
 A query file is a list of blocks, each starting with ``-- name: NAME`` and a one-line comment
-that says what it does. Each dialect's file has the same names.
+that says what it does. Each dialect's file has the same names. Every dialect writes parameters
+as ``:name``; for PostgreSQL they are rewritten once, at load, into psycopg's ``%(name)s``.
 """
 
 from __future__ import annotations
@@ -11,6 +12,22 @@ from functools import cache
 from importlib import resources
 
 _NAME = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
+# One token at a time, leftmost alternative first: a string literal or quoted identifier is kept
+# whole, '::' is a cast (not a parameter), ':name' is a parameter, and a bare '%' must be doubled
+# for psycopg.
+_TOKEN = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|::|:([A-Za-z_]\w*)|%")
+
+
+def to_pyformat(statement: str) -> str:
+    """``:name`` parameters → ``%(name)s``, leaving casts, literals and identifiers alone."""
+
+    def swap(match: re.Match[str]) -> str:
+        token = match.group(0)
+        if match.group(1) is not None:
+            return f"%({match.group(1)})s"
+        return "%%" if token == "%" else token
+
+    return _TOKEN.sub(swap, statement)
 
 
 def parse(text: str) -> dict[str, str]:
@@ -38,7 +55,7 @@ def queries(dialect: str) -> dict[str, str]:
             for name, statement in parse(entry.read_text()).items():
                 if name in merged:
                     raise ValueError(f"{dialect}: query {name!r} is defined in two files")
-                merged[name] = statement
+                merged[name] = to_pyformat(statement) if dialect == "postgres" else statement
     return merged
 
 

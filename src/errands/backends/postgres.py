@@ -1,0 +1,393 @@
+"""The PostgreSQL backend (``pip install 'errands[postgres]'``, psycopg 3).
+
+Every verb is the shared one in ``sqlbase.py`` over the named queries in ``sql/postgres/``; this
+module supplies what differs: pooled autocommit connections with explicit transactions, array
+and timestamp parameters, migrations serialized by an advisory lock, LISTEN/NOTIFY wake-ups and
+a COPY path for bulk enqueue.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+import psycopg
+import psycopg.errors as pgerr
+from psycopg.conninfo import conninfo_to_dict
+from psycopg.pq import TransactionStatus
+from psycopg.rows import tuple_row
+from psycopg.types.json import set_json_loads
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from .. import faults
+from ..errors import ConfigurationError, DatabaseBusyError, DatabaseError, SchemaVersionError
+from ..settings import Settings
+from ..states import Event
+from . import sql
+from .base import NewJob
+from .sqlbase import T_ENQUEUE, SQLBackend
+
+log = logging.getLogger("errands.postgres")
+
+SCHEMA_VERSION = len(sql.migrations("postgres"))
+CHANNEL = "errands_jobs"
+# pg_advisory_xact_lock key for migrations: any constant; it spells "errands" in ASCII.
+MIGRATION_LOCK = 0x65727261_6E6473
+# From this many jobs without unique keys, enqueue_many uses COPY (measured in docs/postgres.md:
+# below it, the pipelined per-row INSERT is as fast and simpler).
+COPY_THRESHOLD = 64
+POOL_MAX = 10
+
+# Statements only this dialect needs (fixed text; the named queries are shared by name).
+_NOTIFY = f"SELECT pg_notify('{CHANNEL}', '')"
+_NEXT_IDS = "SELECT nextval(pg_get_serial_sequence('jobs', 'id')) FROM generate_series(1, %s)"
+_COPY_JOBS = (
+    "COPY jobs (id, queue, type, payload, status, priority, max_attempts, run_at, created_at) "
+    "FROM STDIN"
+)
+_COPY_EVENTS = "COPY job_events (job_id, ts, event, actor, detail) FROM STDIN"
+
+
+def describe(url: str) -> str:
+    """``host:port/dbname`` of a URL, never its password, for messages."""
+    try:
+        info = conninfo_to_dict(url)
+    except psycopg.Error:
+        return "the PostgreSQL server"
+    host = info.get("host") or "localhost"
+    return f"{host}:{info.get('port') or 5432}/{info.get('dbname') or info.get('user') or ''}"
+
+
+def translate(exc: psycopg.Error, where: str) -> DatabaseError:
+    """psycopg's errors as one line that says what to do. Transient ones (lock waits,
+    serialization conflicts, a dropped connection) are DatabaseBusyError: callers retry them."""
+    msg = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    if isinstance(exc, pgerr.LockNotAvailable | pgerr.QueryCanceled):
+        return DatabaseBusyError(
+            f"{where}: a lock stayed held past lock_timeout ({msg}); a long transaction elsewhere "
+            "holds it — shorten it or raise busy_timeout"
+        )
+    if isinstance(exc, pgerr.SerializationFailure | pgerr.DeadlockDetected):
+        return DatabaseBusyError(f"{where}: transaction conflict ({msg}); it is safe to retry")
+    if isinstance(exc, PoolTimeout):
+        return DatabaseBusyError(
+            f"{where}: no pooled connection became free in time ({msg}); the server may be "
+            "down or every connection busy — check the server, or lower concurrency"
+        )
+    if isinstance(exc, pgerr.DiskFull):
+        return DatabaseError(
+            f"{where}: the server's disk is full ({msg}); free space and retry — "
+            "nothing was written"
+        )
+    if isinstance(exc, pgerr.ReadOnlySqlTransaction):
+        return DatabaseError(
+            f"{where} is read-only ({msg}); point errands at the primary, not a standby"
+        )
+    if isinstance(exc, pgerr.InsufficientPrivilege):
+        return DatabaseError(
+            f"{where}: permission denied ({msg}); grant the errands user rights on its tables "
+            "(or CREATE on the schema for the first migration)"
+        )
+    if isinstance(exc, pgerr.UndefinedTable):
+        return DatabaseError(
+            f"{where}: a table is missing ({msg}); was the errands schema dropped? Open a Queue "
+            "on it to migrate, or restore it"
+        )
+    if isinstance(exc, psycopg.OperationalError):
+        return DatabaseBusyError(
+            f"cannot reach PostgreSQL at {where} ({msg}); check the server is running and the "
+            "URL (host, port, user, database) — the operation was not recorded and can be retried"
+        )
+    return DatabaseError(f"PostgreSQL error on {where}: {msg}")
+
+
+def _text_json(data: str | bytes) -> str:
+    # JSON columns come back as text, exactly as on SQLite, so the shared verbs decode them the
+    # same way (a jsonb string "ok" must not arrive already decoded).
+    return data.decode() if isinstance(data, bytes) else data
+
+
+class _Conn:
+    """The shared verbs' view of a connection: execute → a cursor; executemany (pipelined by
+    psycopg). Cursors are plain tuple rows even if the application set another row factory."""
+
+    __slots__ = ("raw",)
+
+    def __init__(self, raw: psycopg.Connection[Any]) -> None:
+        self.raw = raw
+
+    def execute(self, query: str, params: Any = None, /) -> psycopg.Cursor[Any]:
+        cur = self.raw.cursor(row_factory=tuple_row)
+        cur.execute(query, params or None)
+        return cur
+
+    def executemany(self, query: str, params: Any, /) -> psycopg.Cursor[Any]:
+        cur = self.raw.cursor(row_factory=tuple_row)
+        cur.executemany(query, params)
+        return cur
+
+
+class _NotifyListener:
+    """A dedicated connection LISTENing on the jobs channel, in a thread. After a drop it
+    reconnects (with backoff) and signals once, since a NOTIFY sent while it was away is lost;
+    meanwhile the worker's poll_interval still finds the work."""
+
+    WAIT = 0.25  # how often the thread checks whether to stop
+    MAX_BACKOFF = 2.0
+
+    def __init__(self, url: str, where: str, on_change: Callable[[], None]) -> None:
+        self._url = url
+        self._where = where
+        self._on_change = on_change
+        self._stop = threading.Event()
+        self.connected = threading.Event()
+        self.reconnects = 0
+        self._thread = threading.Thread(target=self._run, name="errands-listener", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        backoff = 0.05
+        first = True
+        while not self._stop.is_set():
+            try:
+                with psycopg.connect(
+                    self._url,
+                    autocommit=True,
+                    connect_timeout=5,
+                    application_name="errands-listener",
+                ) as conn:
+                    conn.execute(f"LISTEN {CHANNEL}")
+                    self.connected.set()
+                    if not first:
+                        self.reconnects += 1
+                        self._on_change()
+                    first, backoff = False, 0.05
+                    while not self._stop.is_set():
+                        for _ in conn.notifies(timeout=self.WAIT):
+                            self._on_change()
+            except psycopg.Error as exc:
+                self.connected.clear()
+                if self._stop.is_set():
+                    return
+                log.warning(
+                    "LISTEN connection to %s lost (%s); reconnecting in %.2fs, polling meanwhile",
+                    self._where,
+                    exc,
+                    backoff,
+                )
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, self.MAX_BACKOFF)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=self.WAIT * 4 + 5)
+
+
+class PostgresBackend(SQLBackend):
+    dialect = "postgres"
+    q = sql.queries("postgres")
+
+    def __init__(self, url: str, settings: Settings) -> None:
+        self.url = url
+        self.settings = settings
+        self.where = describe(url)
+        try:
+            info = conninfo_to_dict(url)
+        except psycopg.ProgrammingError as exc:
+            raise ConfigurationError(
+                f"cannot parse the PostgreSQL URL ({exc}); use postgresql://user@host:5432/dbname"
+            ) from exc
+        # Check the server once up front, so a wrong URL fails here with libpq's own reason
+        # rather than as a pool timeout later.
+        try:
+            psycopg.connect(url, connect_timeout=10).close()
+        except psycopg.Error as exc:
+            raise DatabaseError(
+                f"cannot connect to PostgreSQL at {self.where} ({_first_line(exc)}); check the "
+                "server is running and the URL's host, port, user, password and database"
+            ) from exc
+        self.dbname = str(info.get("dbname") or info.get("user") or "")
+        lock_ms = int(settings.busy_timeout * 1000)
+        self._pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
+            url,
+            min_size=1,
+            max_size=POOL_MAX,
+            kwargs={
+                "autocommit": True,
+                # Added to (not replacing) any options the URL gives, e.g. a search_path.
+                "options": f"{info.get('options') or ''} -c lock_timeout={lock_ms}".strip(),
+                "application_name": info.get("application_name") or "errands",
+            },
+            configure=_configure,
+            # A pooled connection the server dropped (restart, pg_terminate_backend) is
+            # replaced on checkout instead of failing the next transaction.
+            check=ConnectionPool.check_connection,
+            timeout=max(settings.busy_timeout, 1.0),
+            name="errands",
+            open=True,
+        )
+
+    # -- connections -----------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _write(self, name: str) -> Iterator[_Conn]:
+        """One transaction on a pooled connection; fault points just before and after commit."""
+        try:
+            with self._pool.connection() as raw, raw.transaction():
+                yield _Conn(raw)
+                faults.point(f"{name}.before_commit")
+        except psycopg.Error as exc:
+            raise translate(exc, self.where) from exc
+        faults.point(f"{name}.after_commit")
+
+    @contextlib.contextmanager
+    def _read(self) -> Iterator[_Conn]:
+        # Autocommit: each statement sees the latest committed snapshot.
+        try:
+            with self._pool.connection() as raw:
+                yield _Conn(raw)
+        except psycopg.Error as exc:
+            raise translate(exc, self.where) from exc
+
+    @contextlib.contextmanager
+    def _user_conn(self, connection: Any) -> Iterator[_Conn]:
+        """The application's own transaction: we write in it and never commit it."""
+        if not isinstance(connection, psycopg.Connection):
+            raise ConfigurationError(
+                f"connection= must be a psycopg.Connection to {self.where} for this Queue, "
+                f"got {type(connection).__name__}"
+            )
+        status = connection.info.transaction_status
+        if status == TransactionStatus.INERROR:
+            raise ConfigurationError(
+                "connection= is in a failed transaction; roll it back before enqueueing"
+            )
+        if connection.autocommit and status == TransactionStatus.IDLE:
+            raise ConfigurationError(
+                "connection= is in autocommit mode outside a transaction, so the job would "
+                "commit on its own; enqueue inside `with conn.transaction():`"
+            )
+        if connection.info.dbname != self.dbname:
+            raise ConfigurationError(
+                f"connection= is open on database {connection.info.dbname!r}, not this Queue's "
+                f"{self.dbname!r}; enqueue in a transaction on the same database"
+            )
+        try:
+            yield _Conn(connection)
+        except psycopg.Error as exc:
+            raise translate(exc, self.where) from exc
+
+    def close(self) -> None:
+        self._pool.close()
+
+    # -- schema ----------------------------------------------------------------------------
+
+    def migrate(self) -> None:
+        """Apply pending migrations in one transaction. An advisory lock serializes processes
+        that start together: the first applies, the rest find nothing to do."""
+        q = self.q
+        with self._write("migrate") as conn:
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+            if conn.execute(q["schema_table_exists"]).fetchone() is None:
+                if conn.execute(q["jobs_table_exists"]).fetchone() is not None:
+                    raise SchemaVersionError(
+                        f"{self.where} already has a 'jobs' table that errands did not create; "
+                        "use another database, or a schema of its own (options=-csearch_path=…)"
+                    )
+                conn.execute(q["create_schema_table"])
+            current = _scalar(conn.execute(q["schema_version"]))
+            if current > SCHEMA_VERSION:
+                raise SchemaVersionError(
+                    f"{self.where} has errands schema version {current}, newer than this errands "
+                    f"supports ({SCHEMA_VERSION}); upgrade errands (pip install -U errands) — "
+                    "nothing was changed"
+                )
+            for version, script in sql.migrations(self.dialect):
+                if version <= current:
+                    continue
+                conn.raw.execute(script.encode())  # no parameters: '%' is literal here
+                conn.execute(q["record_migration"], {"version": version, "now": time.time()})
+
+    def schema_version(self) -> int:
+        with self._read() as conn:
+            return int(_scalar(conn.execute(self.q["schema_version"])))
+
+    # -- enqueue: COPY for bulk, NOTIFY for wake-up ----------------------------------------
+
+    def _insert(self, conn: Any, jobs: Sequence[NewJob], now: float, actor: str) -> list[int]:
+        if len(jobs) >= COPY_THRESHOLD and all(j.unique_key is None for j in jobs):
+            ids = self._copy_jobs(conn, jobs, now, actor)
+        else:
+            ids = super()._insert(conn, jobs, now, actor)
+        if any(j.run_at <= now for j in jobs):
+            # Delivered at commit (or never, on rollback): listeners wake for committed jobs only.
+            conn.execute(_NOTIFY)
+        return ids
+
+    def _copy_jobs(self, conn: _Conn, jobs: Sequence[NewJob], now: float, actor: str) -> list[int]:
+        """Ids drawn from the identity sequence first, so COPY (which returns nothing) can
+        write them and the caller still gets them in order."""
+        cur = conn.raw.cursor(row_factory=tuple_row)
+        ids = sorted(r[0] for r in cur.execute(_NEXT_IDS, (len(jobs),)).fetchall())
+        created = _ts(now)
+        with cur.copy(_COPY_JOBS) as copy:
+            for job_id, j in zip(ids, jobs, strict=True):
+                copy.write_row(
+                    (
+                        job_id,
+                        j.queue,
+                        j.type,
+                        j.payload,
+                        T_ENQUEUE,
+                        j.priority,
+                        j.max_attempts,
+                        _ts(j.run_at),
+                        created,
+                    )
+                )
+        if Event.ENQUEUED in self._audit:
+            with cur.copy(_COPY_EVENTS) as copy:
+                for job_id in ids:
+                    copy.write_row((job_id, created, Event.ENQUEUED.value, actor, None))
+        return ids
+
+    def listen(self, on_change: Callable[[], None]) -> _NotifyListener:
+        return _NotifyListener(self.url, self.where, on_change)
+
+    # -- dialect hooks for SQLBackend ------------------------------------------------------
+
+    def _list(self, values: Sequence[Any]) -> list[Any]:
+        return list(values)
+
+    def _epoch(self, value: Any) -> float | None:
+        if value is None:
+            return None
+        if isinstance(value, datetime):
+            return value.timestamp()
+        if isinstance(value, int | float | Decimal):
+            return float(value)
+        raise TypeError(f"not a timestamp: {value!r}")
+
+
+def _configure(conn: psycopg.Connection[Any]) -> None:
+    set_json_loads(_text_json, conn)
+
+
+def _scalar(cur: psycopg.Cursor[Any]) -> Any:
+    row = cur.fetchone()
+    assert row is not None  # an aggregate always returns one row
+    return row[0]
+
+
+def _ts(epoch: float) -> datetime:
+    return datetime.fromtimestamp(epoch, UTC)
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]

@@ -1,0 +1,216 @@
+-- Named queries for the PostgreSQL backend: the same names, parameters and RETURNING/SELECT
+-- column orders as sql/sqlite/jobs.sql (tests/test_sql_names.py checks the names).
+-- Parameters are :named (rewritten to psycopg's %(name)s at load). Times are bound as float
+-- unix seconds, like on SQLite, and converted here with to_timestamp(), so the shared verbs
+-- never know which dialect they speak to. A parameter whose type PostgreSQL cannot infer from
+-- its context (NULL tests, lists) carries an explicit CAST.
+
+-- name: insert_job
+-- Insert one job; a unique_key already held by an active job inserts nothing.
+INSERT INTO jobs (queue, type, payload, status, priority, max_attempts, run_at, created_at, unique_key)
+VALUES (:queue, :type, :payload, :to_state, :priority, :max_attempts, to_timestamp(:run_at),
+        to_timestamp(:now), :unique_key)
+ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND status IN ('queued', 'running')
+DO NOTHING
+RETURNING id;
+
+-- name: active_job_by_unique_key
+-- The active job holding a unique key.
+SELECT id FROM jobs WHERE unique_key = :unique_key AND status IN ('queued', 'running');
+
+-- name: insert_event
+-- Append one audit event.
+INSERT INTO job_events (job_id, ts, event, actor, detail)
+VALUES (:job_id, to_timestamp(:ts), :event, :actor, :detail);
+
+-- name: claim
+-- Claim up to :limit due jobs of the worker's types and queues, highest priority first.
+-- SKIP LOCKED: concurrent claimers pass over rows another transaction is claiming instead of
+-- waiting for it, so many workers never claim the same attempt and never queue up on a lock.
+WITH due AS (
+    SELECT id FROM jobs
+    WHERE status = 'queued'
+      AND run_at <= to_timestamp(:now)
+      AND type = ANY(CAST(:types AS text[]))
+      AND (CAST(:queues AS text[]) IS NULL OR queue = ANY(CAST(:queues AS text[])))
+    ORDER BY priority DESC, run_at, id
+    LIMIT :limit
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE jobs
+SET status = :to_state,
+    attempts = jobs.attempts + 1,
+    worker_id = :worker_id,
+    started_at = to_timestamp(:now),
+    heartbeat_at = NULL,
+    lease_expires_at = to_timestamp(:now + :lease_seconds),
+    finished_at = NULL
+FROM due
+WHERE jobs.id = due.id
+RETURNING jobs.id, jobs.queue, jobs.type, jobs.payload, jobs.priority, jobs.attempts,
+          jobs.max_attempts, jobs.run_at, jobs.created_at, jobs.cancel_requested;
+
+-- name: insert_attempt
+-- Open the attempt row for a claimed job.
+INSERT INTO job_attempts (job_id, attempt, worker_id, started_at, status)
+VALUES (:job_id, :attempt, :worker_id, to_timestamp(:now), 'running');
+
+-- name: succeed_job
+-- Fenced: record success of the attempt this worker holds.
+UPDATE jobs
+SET status = :to_state, started_at = to_timestamp(:started_at), finished_at = to_timestamp(:now),
+    result = :result, lease_expires_at = NULL, error_code = NULL, error_detail = NULL
+WHERE id = :job_id AND attempts = :attempt AND status = :from_state;
+
+-- name: fail_job
+-- Fenced: final failure (attempts exhausted or not retryable).
+UPDATE jobs
+SET status = :to_state, started_at = to_timestamp(:started_at), finished_at = to_timestamp(:now),
+    lease_expires_at = NULL, error_code = :error_code, error_detail = :error_detail
+WHERE id = :job_id AND attempts = :attempt AND status = :from_state;
+
+-- name: schedule_retry
+-- Fenced: failed attempt with attempts left goes back to queued at a later run_at.
+UPDATE jobs
+SET status = :to_state, started_at = to_timestamp(:started_at), run_at = to_timestamp(:retry_at),
+    lease_expires_at = NULL, error_code = :error_code, error_detail = :error_detail
+WHERE id = :job_id AND attempts = :attempt AND status = :from_state;
+
+-- name: cancel_running_job
+-- Fenced: a running job that saw its cancel request ends cancelled.
+UPDATE jobs
+SET status = :to_state, started_at = to_timestamp(:started_at), finished_at = to_timestamp(:now),
+    lease_expires_at = NULL, error_code = :error_code, error_detail = :error_detail
+WHERE id = :job_id AND attempts = :attempt AND status = :from_state;
+
+-- name: release_job
+-- Fenced: an unstarted prefetched job handed back at shutdown; the attempt is not counted.
+UPDATE jobs
+SET status = :to_state, attempts = attempts - 1, worker_id = NULL, lease_expires_at = NULL
+WHERE id = :job_id AND attempts = :attempt AND status = :from_state;
+
+-- name: delete_attempt
+-- Remove the attempt row of a released (never started) attempt.
+DELETE FROM job_attempts WHERE job_id = :job_id AND attempt = :attempt;
+
+-- name: close_attempt
+-- Close an attempt row with its outcome (started_at is the real start, not the claim).
+UPDATE job_attempts
+SET status = :status, started_at = to_timestamp(:started_at), finished_at = to_timestamp(:now),
+    error_code = :error_code, error_detail = :error_detail, traceback_ref = :traceback_ref
+WHERE job_id = :job_id AND attempt = :attempt;
+
+-- name: lose_attempt
+-- Close an attempt whose lease expired (its worker is gone or stalled).
+UPDATE job_attempts
+SET status = :status, finished_at = to_timestamp(:now), error_code = :error_code,
+    error_detail = :error_detail
+WHERE job_id = :job_id AND attempt = :attempt;
+
+-- name: insert_blob
+-- Store a large text (a full traceback) outside the jobs row.
+INSERT INTO job_blobs (job_id, kind, body, created_at)
+VALUES (:job_id, :kind, :body, to_timestamp(:now))
+RETURNING id;
+
+-- name: get_blob
+-- Read a stored blob by id.
+SELECT body FROM job_blobs WHERE id = :id;
+
+-- name: heartbeat
+-- Fenced: extend the lease of a job this worker still holds.
+UPDATE jobs
+SET heartbeat_at = to_timestamp(:now), lease_expires_at = to_timestamp(:now + :lease_seconds)
+WHERE id = :job_id AND attempts = :attempt AND status = :from_state AND worker_id = :worker_id;
+
+-- name: expired_leases
+-- Running jobs whose lease has expired, oldest first. SKIP LOCKED: two rescuers never wait on
+-- (or double-recover) the same row; the fenced recover_job below is the real guard.
+SELECT id, attempts, max_attempts, worker_id FROM jobs
+WHERE status = 'running' AND lease_expires_at < to_timestamp(:now)
+ORDER BY lease_expires_at LIMIT :limit
+FOR UPDATE SKIP LOCKED;
+
+-- name: recover_job
+-- Fenced: a lost attempt goes back to queued (attempts left) or to failed (exhausted).
+UPDATE jobs
+SET status = :to_state,
+    run_at = CASE WHEN :to_state = 'queued' THEN to_timestamp(:now) ELSE run_at END,
+    finished_at = CASE WHEN :to_state = 'queued' THEN NULL ELSE to_timestamp(:now) END,
+    lease_expires_at = NULL, error_code = :error_code, error_detail = :error_detail
+WHERE id = :job_id AND attempts = :attempt AND status = :from_state;
+
+-- name: retry_job
+-- Manual retry of a failed or cancelled job; it gets at least one more attempt.
+UPDATE jobs
+SET status = :to_state, run_at = to_timestamp(:now), finished_at = NULL, lease_expires_at = NULL,
+    cancel_requested = 0, max_attempts = GREATEST(max_attempts, attempts + 1)
+WHERE id = :job_id AND status = ANY(CAST(:from_states AS text[]))
+RETURNING id;
+
+-- name: cancel_queued_job
+-- Cancel a job that has not started.
+UPDATE jobs
+SET status = :to_state, finished_at = to_timestamp(:now), error_code = :error_code,
+    error_detail = :error_detail
+WHERE id = :job_id AND status = :from_state
+RETURNING id;
+
+-- name: request_cancel
+-- Ask the worker holding a running job to stop it.
+UPDATE jobs SET cancel_requested = 1 WHERE id = :job_id AND status = 'running'
+RETURNING id;
+
+-- name: cancel_requested
+-- Which of these held jobs have a cancel request.
+SELECT id FROM jobs
+WHERE id = ANY(CAST(:job_ids AS bigint[])) AND cancel_requested = 1 AND status = 'running';
+
+-- name: next_due
+-- When the next queued job this worker could run falls due.
+SELECT MIN(run_at) FROM jobs
+WHERE status = 'queued'
+  AND type = ANY(CAST(:types AS text[]))
+  AND (CAST(:queues AS text[]) IS NULL OR queue = ANY(CAST(:queues AS text[])));
+
+-- name: get_job
+-- One job by id.
+SELECT * FROM jobs WHERE id = :id;
+
+-- name: list_jobs
+-- Jobs matching optional filters, newest first, keyset-paginated by id.
+SELECT * FROM jobs
+WHERE (CAST(:status AS text) IS NULL OR status = :status)
+  AND (CAST(:type AS text) IS NULL OR type = :type)
+  AND (CAST(:queue AS text) IS NULL OR queue = :queue)
+  AND (CAST(:error_code AS text) IS NULL OR error_code = :error_code)
+  AND (CAST(:before_id AS bigint) IS NULL OR id < :before_id)
+ORDER BY id DESC
+LIMIT :limit;
+
+-- name: job_attempts
+-- A job's attempts in order.
+SELECT * FROM job_attempts WHERE job_id = :job_id ORDER BY attempt;
+
+-- name: job_events
+-- A job's events in order: its whole history.
+SELECT * FROM job_events WHERE job_id = :job_id ORDER BY id;
+
+-- name: count_by_state
+-- Jobs per state, queue and type.
+SELECT status, queue, type, COUNT(*) AS n FROM jobs GROUP BY status, queue, type;
+
+-- name: upsert_worker
+-- Register (or re-register) a worker.
+INSERT INTO workers (id, hostname, pid, queues, concurrency, started_at, last_seen_at)
+VALUES (:id, :hostname, :pid, :queues, :concurrency, to_timestamp(:now), to_timestamp(:now))
+ON CONFLICT (id) DO UPDATE SET last_seen_at = excluded.last_seen_at, stopped_at = NULL;
+
+-- name: worker_seen
+-- A worker is alive.
+UPDATE workers SET last_seen_at = to_timestamp(:now) WHERE id = :id;
+
+-- name: worker_stopped
+-- A worker stopped cleanly.
+UPDATE workers SET stopped_at = to_timestamp(:now), last_seen_at = to_timestamp(:now)
+WHERE id = :id;

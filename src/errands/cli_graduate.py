@@ -1,0 +1,97 @@
+"""The ``errands graduate`` command. ``register(subparsers)`` adds it to the CLI's parser; the
+parsed arguments carry ``func`` (returns the exit status)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+from .errors import ErrandsError
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "graduate",
+        help="copy this SQLite queue to PostgreSQL (ids kept, verified)",
+        description=(
+            "Copy every job, attempt, event, blob, schedule, worker row and rollup from the "
+            "SQLite queue to PostgreSQL, keeping ids, then verify counts and checksums. Stop "
+            "workers first (see docs/postgres.md). Safe to run again after an interruption."
+        ),
+    )
+    parser.add_argument("--to", required=True, metavar="URL", help="postgresql://user@host/db")
+    parser.add_argument(
+        "--db",
+        default=None,
+        help="the SQLite queue (default: $ERRANDS_DB, else errands.db)",
+    )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="copy into a target that already has errands rows (rows whose ids exist are kept)",
+    )
+    parser.add_argument("--batch-size", type=int, default=5000, help="rows per transaction")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from .graduate import graduate
+
+    if not args.to.startswith(("postgresql://", "postgres://")):
+        print(
+            f"errands graduate: --to must be a postgresql:// URL, got {args.to!r}", file=sys.stderr
+        )
+        return 2
+    source = args.db or os.environ.get("ERRANDS_DB") or "errands.db"
+    last = [0.0]
+
+    def progress(table: str, done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - last[0] >= 0.2 or done >= total:  # a live line, not a scroll of them
+            last[0] = now
+            end = "\n" if done >= total else ""
+            print(f"\r{table:<18} {done:>9}/{total}", end=end, file=sys.stderr, flush=True)
+
+    try:
+        report = graduate(
+            source,
+            args.to,
+            batch_size=args.batch_size,
+            progress=None if args.json else progress,
+            force=args.force,
+        )
+    except ErrandsError as exc:
+        print(f"errands graduate: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        import json
+
+        print(
+            json.dumps(
+                {
+                    "ok": report.ok,
+                    "complete": report.complete,
+                    "resumed": report.resumed,
+                    "seconds": round(report.seconds, 3),
+                    "tables": [
+                        {
+                            "name": t.name,
+                            "source_rows": t.source_rows,
+                            "copied": t.copied,
+                            "skipped": t.skipped,
+                            "target_rows": t.target_rows,
+                            "ok": t.ok,
+                        }
+                        for t in report.tables
+                    ],
+                }
+            )
+        )
+    else:
+        print(report.summary())
+        if report.ok:
+            print(f"point your workers and application at {args.to.split('@')[-1]} now")
+    return 0 if report.ok else 1

@@ -1,0 +1,367 @@
+"""``errands graduate``: move a SQLite queue to PostgreSQL, ids kept, verified.
+
+Every table of the schema is copied in rowid order, in batches that each commit on their own,
+with ``ON CONFLICT DO NOTHING`` and rows already present skipped by key — so an interrupted run
+is simply run again and carries on. The source is read in one SQLite read transaction (a
+consistent snapshot even if something still writes to it). Afterwards the identity sequences
+are moved past the copied ids, and each table is verified by row count and by an
+order-independent checksum over every column, computed the same way on both sides.
+
+A row in ``errands_graduation`` (created in the target by this command, outside the queue's
+schema) remembers which source a target is being filled from, so a rerun into a half-filled
+target is recognised as a resume rather than refused as "not empty".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from . import faults
+from .errors import ErrandsError
+
+# Copy order respects foreign keys (jobs before the rows that reference them). Each table's
+# key is what "already copied" means. maintenance_leases is not copied: leadership is
+# re-elected on the new database within a lease.
+TABLES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("jobs", ("id",)),
+    ("job_attempts", ("id",)),
+    ("job_events", ("id",)),
+    ("job_blobs", ("id",)),
+    ("workers", ("id",)),
+    ("periodic", ("name",)),
+    ("job_stats_hourly", ("hour", "queue", "type", "outcome")),
+)
+IDENTITY_TABLES = ("jobs", "job_attempts", "job_events", "job_blobs")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MASK = (1 << 64) - 1
+
+Progress = Callable[[str, int, int], None]  # (table, rows done, rows in source)
+
+
+class GraduateError(ErrandsError):
+    """Graduation refused or failed verification; the message says what to do."""
+
+
+@dataclass(slots=True)
+class TableReport:
+    name: str
+    source_rows: int = 0
+    copied: int = 0  # inserted by this run
+    skipped: int = 0  # already in the target (an earlier run, or --force into a non-empty one)
+    target_rows: int = 0
+    extra_rows: int = 0  # in the target but not in the source (only with --force)
+    checksum_ok: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.checksum_ok and self.target_rows - self.extra_rows == self.source_rows
+
+
+@dataclass(slots=True)
+class Report:
+    source: str
+    target: str
+    tables: list[TableReport] = field(default_factory=list)
+    complete: bool = False  # False: stopped early (max_batches); run again to carry on
+    resumed: bool = False
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.complete and all(t.ok for t in self.tables)
+
+    def summary(self) -> str:
+        lines = [
+            f"{t.name:<18} source {t.source_rows:>9}  copied {t.copied:>9}  "
+            f"skipped {t.skipped:>9}  "
+            f"{'ok' if t.ok else 'MISMATCH'}"
+            + (f"  (+{t.extra_rows} only in target)" if t.extra_rows else "")
+            for t in self.tables
+        ]
+        verdict = (
+            "verified: every row and checksum matches"
+            if self.ok
+            else "incomplete: run the same command again to carry on"
+            if not self.complete
+            else "verification FAILED"
+        )
+        return "\n".join([*lines, f"{verdict} ({self.seconds:.1f}s)"])
+
+
+def graduate(
+    sqlite_url: str,
+    pg_url: str,
+    *,
+    batch_size: int = 5000,
+    progress: Progress | None = None,
+    force: bool = False,
+    max_batches: int | None = None,
+) -> Report:
+    """Copy every row of the SQLite queue at ``sqlite_url`` into PostgreSQL at ``pg_url``.
+
+    Refuses a target that already holds errands rows unless they come from an earlier,
+    interrupted run from the same source, or ``force`` is given (rows whose keys exist are then
+    left as they are). ``max_batches`` stops after that many batches (for tests and for
+    copying a large queue in slices); the report says whether it completed.
+    """
+    import psycopg
+
+    from .backends.postgres import describe
+    from .backends.sqlite import path_from_url
+    from .queue import Queue
+
+    if batch_size < 1:
+        raise GraduateError(f"batch_size must be >= 1, got {batch_size}")
+    path = path_from_url(sqlite_url)
+    if not os.path.exists(path):
+        raise GraduateError(f"{path} does not exist; give the SQLite queue with --db PATH")
+    started = time.monotonic()
+    source_id = os.path.realpath(path)
+    # Opening each as a Queue checks (and, for the target, creates) the schema.
+    with Queue(path) as src_q, Queue(pg_url) as dst_q:
+        src_version = src_q.backend.schema_version()  # type: ignore[attr-defined]
+        dst_version = dst_q.backend.schema_version()  # type: ignore[attr-defined]
+    if src_version != dst_version:
+        raise GraduateError(
+            f"{path} is at schema version {src_version} but the target at {dst_version}; "
+            "run the same errands version on both (open the older one with it to migrate)"
+        )
+    report = Report(source=path, target=describe(pg_url))
+    src = sqlite3.connect(path, isolation_level=None)
+    try:
+        src.execute("BEGIN")  # one snapshot for the copy and the verification
+        with psycopg.connect(pg_url, autocommit=True) as dst:
+            _json_as_text(dst)
+            report.resumed = _claim_target(dst, source_id, force, report.target)
+            batches = 0
+            for table, key in TABLES:
+                t = TableReport(table)
+                report.tables.append(t)
+                columns = [r[1] for r in src.execute(f"PRAGMA table_info({table})")]
+                types = _target_types(dst, table)
+                missing = set(columns) - set(types)
+                if missing:
+                    raise GraduateError(
+                        f"target table {table} lacks columns {sorted(missing)}; both sides must "
+                        "be migrated by the same errands version"
+                    )
+                (t.source_rows,) = src.execute(f"SELECT count(*) FROM {table}").fetchone()
+                done = _copy_table(
+                    src, dst, t, key, columns, types, batch_size, progress, max_batches, batches
+                )
+                batches = done
+                if max_batches is not None and batches >= max_batches:
+                    report.seconds = time.monotonic() - started
+                    return report
+            _advance_sequences(dst)
+            for t in report.tables:
+                _verify(src, dst, t, dict(TABLES)[t.name])
+            report.complete = True
+            if report.ok:
+                dst.execute(
+                    "UPDATE errands_graduation SET finished_at = now() WHERE source = %s",
+                    (source_id,),
+                )
+    finally:
+        src.close()
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _claim_target(dst: Any, source_id: str, force: bool, where: str) -> bool:
+    """Refuse a non-empty target unless it is our own unfinished work; returns resumed."""
+    dst.execute(
+        "CREATE TABLE IF NOT EXISTS errands_graduation (source text PRIMARY KEY, "
+        "started_at timestamptz NOT NULL DEFAULT now(), finished_at timestamptz)"
+    )
+    ours = dst.execute(
+        "SELECT finished_at FROM errands_graduation WHERE source = %s", (source_id,)
+    ).fetchone()
+    occupied = [
+        table
+        for table, _ in TABLES
+        if dst.execute(f"SELECT EXISTS (SELECT 1 FROM {table})").fetchone()[0]
+    ]
+    if occupied and ours is None and not force:
+        raise GraduateError(
+            f"the target {where} already has rows in {', '.join(occupied)}; graduate into an "
+            "empty database, or pass --force to merge (rows whose ids exist there are kept)"
+        )
+    dst.execute(
+        "INSERT INTO errands_graduation (source) VALUES (%s) ON CONFLICT (source) DO NOTHING",
+        (source_id,),
+    )
+    return bool(occupied) and ours is not None
+
+
+def _target_types(dst: Any, table: str) -> dict[str, str]:
+    rows = dst.execute(
+        "SELECT column_name, data_type FROM information_schema.columns "
+        "WHERE table_schema = current_schema() AND table_name = %s",
+        (table,),
+    ).fetchall()
+    return {name: dtype for name, dtype in rows}
+
+
+def _copy_table(
+    src: sqlite3.Connection,
+    dst: Any,
+    t: TableReport,
+    key: tuple[str, ...],
+    columns: list[str],
+    types: dict[str, str],
+    batch_size: int,
+    progress: Progress | None,
+    max_batches: int | None,
+    batches: int,
+) -> int:
+    """Copy one table in rowid order; returns the batch count so far."""
+    from psycopg import sql
+
+    select = (
+        f"SELECT rowid, {', '.join(columns)} FROM {t.name} WHERE rowid > ? ORDER BY rowid LIMIT ?"
+    )
+    insert = sql.SQL("INSERT INTO {} ({}) VALUES ({}) ON CONFLICT DO NOTHING").format(
+        sql.Identifier(t.name),
+        sql.SQL(", ").join(sql.Identifier(c) for c in columns),
+        sql.SQL(", ").join(sql.Placeholder() for _ in columns),
+    )
+    convert = [_to_target(types[c]) for c in columns]
+    by_id = key == ("id",) and types.get("id") == "bigint"
+    after, done = 0, 0
+    while max_batches is None or batches < max_batches:
+        rows = src.execute(select, (after, batch_size)).fetchall()
+        if not rows:
+            break
+        after = rows[-1][0]
+        values = [tuple(f(v) for f, v in zip(convert, r[1:], strict=True)) for r in rows]
+        if by_id:  # skip what an earlier run already copied without sending it again
+            lo, hi = values[0][0], values[-1][0]
+            present = {
+                r[0]
+                for r in dst.execute(
+                    sql.SQL("SELECT id FROM {} WHERE id BETWEEN %s AND %s").format(
+                        sql.Identifier(t.name)
+                    ),
+                    (lo, hi),
+                )
+            }
+            fresh = [v for v in values if v[0] not in present]
+        else:
+            fresh = values
+        inserted = 0
+        if fresh:
+            with dst.transaction(), dst.cursor() as cur:
+                cur.executemany(insert, fresh)
+                inserted = max(cur.rowcount, 0)
+        t.copied += inserted
+        t.skipped += len(values) - inserted
+        done += len(values)
+        batches += 1
+        if progress is not None:
+            progress(t.name, done, t.source_rows)
+        faults.point(f"graduate.{t.name}.after_batch")
+    return batches
+
+
+def _advance_sequences(dst: Any) -> None:
+    """Identity sequences past the copied ids, so new jobs never reuse one (never backwards)."""
+    for table in IDENTITY_TABLES:
+        dst.execute(
+            f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), m) FROM "
+            f"(SELECT GREATEST(max(id), COALESCE(pg_sequence_last_value("
+            f"pg_get_serial_sequence('{table}', 'id')::regclass), 0)) AS m FROM {table}) s "
+            "WHERE m IS NOT NULL AND m > 0"
+        )
+
+
+def _verify(src: sqlite3.Connection, dst: Any, t: TableReport, key: tuple[str, ...]) -> None:
+    types = _target_types(dst, t.name)
+    columns = [r[1] for r in src.execute(f"PRAGMA table_info({t.name})")]
+    kinds = [types[c] for c in columns]
+    keypos = [columns.index(k) for k in key]
+    src_sum, keys = 0, set()
+    for row in src.execute(f"SELECT {', '.join(columns)} FROM {t.name}"):
+        norm = tuple(_norm_source(kind, v) for kind, v in zip(kinds, row, strict=True))
+        keys.add(tuple(norm[i] for i in keypos))
+        src_sum = (src_sum + _digest(norm)) & _MASK
+    dst_sum, matched, total = 0, 0, 0
+    cols = ", ".join(f'"{c}"' for c in columns)
+    # A server-side cursor streams the table instead of loading it whole.
+    with dst.transaction(), dst.cursor(name=f"errands_verify_{t.name}") as cur:
+        cur.itersize = 5000
+        cur.execute(f"SELECT {cols} FROM {t.name}")
+        for row in cur:
+            total += 1
+            norm = tuple(_norm_target(kind, v) for kind, v in zip(kinds, row, strict=True))
+            if tuple(norm[i] for i in keypos) in keys:
+                matched += 1
+                dst_sum = (dst_sum + _digest(norm)) & _MASK
+    t.target_rows = total
+    t.extra_rows = total - matched
+    t.checksum_ok = matched == len(keys) == t.source_rows and src_sum == dst_sum
+
+
+# -- value conversion and normalization ---------------------------------------------------
+
+
+def _to_target(pg_type: str) -> Callable[[Any], Any]:
+    if pg_type == "timestamp with time zone":
+        return lambda v: None if v is None else datetime.fromtimestamp(v, UTC)
+    return lambda v: v
+
+
+def _micros(dt: datetime) -> int:
+    return (dt - _EPOCH) // timedelta(microseconds=1)
+
+
+def _canonical_json(text: str) -> str:
+    # Decimal for every number, normalized: jsonb may print 1e20 as 100000000000000000000.
+    def number(s: str) -> Decimal:
+        return Decimal(s).normalize()
+
+    value = json.loads(text, parse_float=number, parse_int=number)
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def _norm_source(kind: str, v: Any) -> Any:
+    if v is None:
+        return None
+    if kind == "timestamp with time zone":
+        return _micros(datetime.fromtimestamp(v, UTC))
+    if kind == "jsonb":
+        return _canonical_json(v)
+    if kind == "double precision":
+        return float(v)
+    return v
+
+
+def _norm_target(kind: str, v: Any) -> Any:
+    if v is None:
+        return None
+    if kind == "timestamp with time zone":
+        return _micros(v)
+    if kind == "jsonb":
+        return _canonical_json(v)
+    if kind == "double precision":
+        return float(v)
+    return v
+
+
+def _digest(row: tuple[Any, ...]) -> int:
+    return int.from_bytes(hashlib.blake2b(repr(row).encode(), digest_size=8).digest(), "big")
+
+
+def _json_as_text(conn: Any) -> None:
+    from psycopg.types.json import set_json_loads
+
+    set_json_loads(lambda data: data.decode() if isinstance(data, bytes) else data, conn)

@@ -1,0 +1,217 @@
+"""What only PostgreSQL does: SKIP LOCKED claims across processes, LISTEN/NOTIFY wake-ups that
+survive a dropped connection, recovery after a worker and its sessions are killed, migrations
+raced by several processes, and clear errors for a bad server or connection.
+
+Every wait is a bounded wait for a condition; none asserts how fast something happened.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+import errands
+from errands.errors import DatabaseError
+from errands.worker import Worker
+from pgproc import make_queue
+
+PGPROC = str(Path(__file__).with_name("pgproc.py"))
+
+
+def spawn(*args: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent)}
+    return subprocess.Popen(
+        [sys.executable, PGPROC, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+
+
+def output(proc: subprocess.Popen[str], timeout: float = 60) -> object:
+    out, err = proc.communicate(timeout=timeout)
+    assert proc.returncode == 0, err
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def wait_for(condition: Callable[[], object], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"gave up after {timeout}s waiting for {what}")
+        time.sleep(0.02)
+
+
+def sql(url: str, query: str, *params: object) -> list[tuple[object, ...]]:
+    with psycopg.connect(url, autocommit=True) as conn:
+        cur = conn.execute(query, params or None)
+        return cur.fetchall() if cur.description else []
+
+
+def listener_pids(url: str) -> set[object]:
+    return {
+        r[0]
+        for r in sql(
+            url,
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+            "AND application_name = 'errands-listener'",
+        )
+    }
+
+
+@pytest.fixture
+def running_worker(pg_url: str) -> Iterator[tuple[errands.Queue, Worker]]:
+    """A worker in a thread that would poll only every 30 s: pickup must come from NOTIFY."""
+    q = make_queue(pg_url, poll_interval=30.0)
+    w = Worker(q, concurrency=2, handle_signals=False)
+    thread = threading.Thread(target=w.run, daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: listener_pids(pg_url), 10, "the worker's LISTEN connection")
+        yield q, w
+    finally:
+        w.stop()
+        thread.join(timeout=30)
+        q.close()
+    assert not thread.is_alive()
+
+
+def test_skip_locked_claimers_never_share_an_attempt(pg_url: str) -> None:
+    total = 2000
+    output(spawn("enqueue", pg_url, "note", str(total)))
+    procs = [spawn("claim", pg_url, f"w{n}", "7") for n in range(4)]
+    held = [tuple(pair) for p in procs for pair in output(p)]  # type: ignore[attr-defined]
+    assert len(held) == len(set(held)) == total
+    assert {a for _, a in held} == {1}
+    (attempt_rows,) = sql(pg_url, "SELECT count(*), count(DISTINCT job_id) FROM job_attempts")
+    assert attempt_rows == (total, total)
+
+
+def test_two_worker_processes_drain_a_shared_queue_without_double_claims(pg_url: str) -> None:
+    total = 1500
+    output(spawn("enqueue", pg_url, "note", str(total)))
+    procs = [spawn("worker", pg_url, "60", "burst") for _ in range(2)]
+    done = sum(output(p)["processed"] for p in procs)  # type: ignore[index]
+    assert done == total
+    assert sql(pg_url, "SELECT status, max(attempts), count(*) FROM jobs GROUP BY 1") == [
+        ("succeeded", 1, total)
+    ]
+    assert sql(pg_url, "SELECT count(*) FROM job_attempts") == [(total,)]
+
+
+def test_notify_wakes_an_idle_worker_enqueued_by_another_process(
+    running_worker: tuple[errands.Queue, Worker], pg_url: str
+) -> None:
+    q, _ = running_worker
+    (job_id,) = output(spawn("enqueue", pg_url, "note", "1"))  # type: ignore[misc]
+
+    def done() -> bool:
+        job = q.get(job_id)
+        return job is not None and job.status == "succeeded"
+
+    wait_for(done, 10, "pickup by NOTIFY (poll_interval is 30 s)")
+
+
+def test_listen_connection_reconnects_after_being_terminated(
+    running_worker: tuple[errands.Queue, Worker], pg_url: str
+) -> None:
+    q, _ = running_worker
+    (old,) = listener_pids(pg_url)
+    sql(pg_url, "SELECT pg_terminate_backend(%s)", old)
+    wait_for(lambda: listener_pids(pg_url) - {old}, 15, "the LISTEN connection to come back")
+    (job_id,) = output(spawn("enqueue", pg_url, "note", "1"))  # type: ignore[misc]
+
+    def done() -> bool:
+        job = q.get(job_id)
+        return job is not None and job.status == "succeeded"
+
+    wait_for(done, 10, "pickup by NOTIFY after the reconnect")
+
+
+def test_killed_worker_and_sessions_lose_nothing(pg_url: str) -> None:
+    with make_queue(pg_url) as q:
+        ids = [q.enqueue("slow", {"seconds": 60}) for _ in range(3)]
+        ids += q.enqueue_many([("note", {"n": n}) for n in range(20)])
+    victim = spawn("worker", pg_url, "2", "forever")
+    try:
+
+        def slow_running() -> bool:
+            rows = sql(
+                pg_url, "SELECT count(*) FROM jobs WHERE type = 'slow' AND status = 'running'"
+            )
+            return rows == [(3,)]
+
+        wait_for(slow_running, 30, "the victim worker to start the slow jobs")
+    finally:
+        victim.send_signal(signal.SIGKILL)
+        victim.communicate(timeout=30)
+    sql(
+        pg_url,
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+        "WHERE datname = current_database() AND pid <> pg_backend_pid()",
+    )
+    with errands.Queue(pg_url, lease_seconds=2, poll_interval=0.2) as q:
+
+        @q.task(name="slow")
+        def quick_slow(seconds: float = 0) -> str:  # the rescuer's handler finishes at once
+            return "rescued"
+
+        @q.task
+        def note(n: int = 0) -> int:
+            return n
+
+        w = Worker(q, concurrency=4, handle_signals=False)
+        thread = threading.Thread(target=w.run, daemon=True)
+        thread.start()
+        try:
+
+            def all_done() -> bool:
+                return all((j := q.get(i)) is not None and j.status == "succeeded" for i in ids)
+
+            wait_for(all_done, 60, "every job to be recovered and run")
+        finally:
+            w.stop()
+            thread.join(timeout=30)
+        for job_id in ids[:3]:
+            assert [a.status for a in q.attempts(job_id)] == ["lost", "succeeded"]
+            assert "RECOVERED" in [e.event for e in q.events(job_id)]
+
+
+def test_several_processes_migrating_a_new_database_all_succeed(pg_empty_url: str) -> None:
+    procs = [spawn("enqueue", pg_empty_url, "note", "1") for _ in range(6)]
+    ids = [output(p)[0] for p in procs]  # type: ignore[index]
+    assert len(set(ids)) == 6
+    assert sql(pg_empty_url, "SELECT version FROM errands_migrations") == [(1,)]
+
+
+def test_a_foreign_jobs_table_is_refused(pg_empty_url: str) -> None:
+    sql(pg_empty_url, "CREATE TABLE jobs (x int)")
+    with pytest.raises(errands.SchemaVersionError, match="did not create"):
+        errands.Queue(pg_empty_url)
+
+
+def test_unreachable_server_gets_a_one_line_error() -> None:
+    where = r"cannot connect to PostgreSQL at 127\.0\.0\.1:1/"
+    with pytest.raises(DatabaseError, match=where) as e:
+        errands.Queue("postgresql://postgres@127.0.0.1:1/nope")
+    assert "\n" not in str(e.value) and "check the server is running" in str(e.value)
+
+
+def test_connection_to_another_database_is_refused(pg_url: str) -> None:
+    with (
+        errands.Queue(pg_url) as q,
+        psycopg.connect(pg_url.rsplit("/", 1)[0] + "/postgres") as other,
+    ):
+        with pytest.raises(errands.ConfigurationError, match="same database"):
+            q.enqueue("t", {}, connection=other)
