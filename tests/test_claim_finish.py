@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from datetime import UTC, datetime
 
 import errands
@@ -17,7 +19,7 @@ def test_claim_returns_the_first_job_and_sets_running(
     (job,) = claim(clocked_queue, ["t"], worker_id="w1", lease_seconds=30)
 
     assert (job.id, job.attempt, job.type, job.queue) == (ids[0], 1, "t", "default")
-    assert job.payload == '{"n":0}'
+    assert json.loads(job.payload) == {"n": 0}
     row = clocked_queue.get(ids[0])
     assert row is not None
     assert (row.status, row.attempts, row.worker_id) == ("running", 1, "w1")

@@ -31,6 +31,7 @@ from ..settings import Settings
 from ..states import Event
 from . import sql
 from .base import NewJob
+from .ops import OpsVerbs
 from .sqlbase import T_ENQUEUE, SQLBackend
 
 log = logging.getLogger("errands.postgres")
@@ -189,7 +190,7 @@ class _NotifyListener:
         self._thread.join(timeout=self.WAIT * 4 + 5)
 
 
-class PostgresBackend(SQLBackend):
+class PostgresBackend(OpsVerbs, SQLBackend):
     dialect = "postgres"
     q = sql.queries("postgres")
 

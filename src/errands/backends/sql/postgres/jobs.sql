@@ -50,17 +50,31 @@ WHERE jobs.id = due.id
 RETURNING jobs.id, jobs.queue, jobs.type, jobs.payload, jobs.priority, jobs.attempts,
           jobs.max_attempts, jobs.run_at, jobs.created_at, jobs.cancel_requested;
 
--- name: insert_attempt
--- Open the attempt row for a claimed job.
+-- name: open_attempts
+-- Open the attempt rows of just-claimed jobs (:job_ids is a JSON array).
 INSERT INTO job_attempts (job_id, attempt, worker_id, started_at, status)
-VALUES (:job_id, :attempt, :worker_id, to_timestamp(:now), 'running');
+SELECT id, attempts, worker_id, to_timestamp(:now), :status FROM jobs
+WHERE id IN (SELECT value::bigint FROM jsonb_array_elements_text(CAST(:job_ids AS jsonb)));
 
--- name: succeed_job
--- Fenced: record success of the attempt this worker holds.
+-- name: insert_events
+-- Append many audit events: :rows is a JSON array of [job_id, ts, event, actor, detail].
+INSERT INTO job_events (job_id, ts, event, actor, detail)
+SELECT (e->>0)::bigint, to_timestamp((e->>1)::double precision), e->>2, e->>3,
+       CAST(e->>4 AS jsonb)
+FROM jsonb_array_elements(CAST(:rows AS jsonb)) AS e;
+
+-- name: succeed_jobs
+-- Fenced, batched: record success of many held attempts; returns (id, attempt) applied.
+-- :batch is a JSON array of [job_id, attempt, started_at, result_json_text_or_null].
 UPDATE jobs
-SET status = :to_state, started_at = to_timestamp(:started_at), finished_at = to_timestamp(:now),
-    result = :result, lease_expires_at = NULL, error_code = NULL, error_detail = NULL
-WHERE id = :job_id AND attempts = :attempt AND status = :from_state;
+SET status = :to_state, started_at = to_timestamp(b.started_at),
+    finished_at = to_timestamp(:now), result = CAST(b.result AS jsonb),
+    lease_expires_at = NULL, error_code = NULL, error_detail = NULL
+FROM (SELECT (e->>0)::bigint AS id, (e->>1)::integer AS attempt,
+             (e->>2)::double precision AS started_at, e->>3 AS result
+      FROM jsonb_array_elements(CAST(:batch AS jsonb)) AS e) AS b
+WHERE jobs.id = b.id AND jobs.attempts = b.attempt AND jobs.status = :from_state
+RETURNING jobs.id, jobs.attempts;
 
 -- name: fail_job
 -- Fenced: final failure (attempts exhausted or not retryable).
@@ -93,12 +107,18 @@ WHERE id = :job_id AND attempts = :attempt AND status = :from_state;
 -- Remove the attempt row of a released (never started) attempt.
 DELETE FROM job_attempts WHERE job_id = :job_id AND attempt = :attempt;
 
--- name: close_attempt
--- Close an attempt row with its outcome (started_at is the real start, not the claim).
+-- name: close_attempts
+-- Close attempt rows with their outcomes (started_at is the real start, not the claim).
+-- :batch is a JSON array of [job_id, attempt, status, started_at, error_code, error_detail,
+-- traceback_ref].
 UPDATE job_attempts
-SET status = :status, started_at = to_timestamp(:started_at), finished_at = to_timestamp(:now),
-    error_code = :error_code, error_detail = :error_detail, traceback_ref = :traceback_ref
-WHERE job_id = :job_id AND attempt = :attempt;
+SET status = b.status, started_at = to_timestamp(b.started_at), finished_at = to_timestamp(:now),
+    error_code = b.error_code, error_detail = b.error_detail, traceback_ref = b.traceback_ref
+FROM (SELECT (e->>0)::bigint AS job_id, (e->>1)::integer AS attempt, e->>2 AS status,
+             (e->>3)::double precision AS started_at, e->>4 AS error_code,
+             e->>5 AS error_detail, e->>6 AS traceback_ref
+      FROM jsonb_array_elements(CAST(:batch AS jsonb)) AS e) AS b
+WHERE job_attempts.job_id = b.job_id AND job_attempts.attempt = b.attempt;
 
 -- name: lose_attempt
 -- Close an attempt whose lease expired (its worker is gone or stalled).
@@ -202,9 +222,11 @@ SELECT status, queue, type, COUNT(*) AS n FROM jobs GROUP BY status, queue, type
 
 -- name: upsert_worker
 -- Register (or re-register) a worker.
-INSERT INTO workers (id, hostname, pid, queues, concurrency, started_at, last_seen_at)
-VALUES (:id, :hostname, :pid, :queues, :concurrency, to_timestamp(:now), to_timestamp(:now))
-ON CONFLICT (id) DO UPDATE SET last_seen_at = excluded.last_seen_at, stopped_at = NULL;
+INSERT INTO workers (id, hostname, pid, queues, types, concurrency, started_at, last_seen_at)
+VALUES (:id, :hostname, :pid, :queues, :types, :concurrency, to_timestamp(:now),
+        to_timestamp(:now))
+ON CONFLICT (id) DO UPDATE SET last_seen_at = excluded.last_seen_at, stopped_at = NULL,
+    queues = excluded.queues, types = excluded.types;
 
 -- name: worker_seen
 -- A worker is alive.

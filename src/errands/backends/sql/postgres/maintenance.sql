@@ -1,0 +1,28 @@
+-- Maintenance: leader election and recovery of dead workers' jobs (same names as SQLite).
+
+-- name: try_lead
+-- Take or renew the lease on a maintenance role; a row comes back only if we now hold it.
+INSERT INTO maintenance_leases (name, holder, expires_at)
+VALUES (:name, :holder, to_timestamp(:now + :ttl))
+ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
+WHERE maintenance_leases.holder = excluded.holder
+   OR maintenance_leases.expires_at < to_timestamp(:now)
+RETURNING holder;
+
+-- name: resign
+-- Give up a maintenance role (clean shutdown), so another worker takes it at once.
+DELETE FROM maintenance_leases WHERE name = :name AND holder = :holder;
+
+-- name: host_workers
+-- Workers registered from one host that have not said they stopped.
+SELECT id, pid FROM workers WHERE hostname = :hostname AND stopped_at IS NULL;
+
+-- name: running_of_workers
+-- Running jobs held by any of these workers (:worker_ids is a text array).
+SELECT id, attempts, max_attempts, worker_id FROM jobs
+WHERE status = 'running' AND worker_id = ANY(CAST(:worker_ids AS text[]))
+FOR UPDATE;
+
+-- name: mark_worker_dead
+-- Close the registry row of a worker found dead at startup cleanup.
+UPDATE workers SET stopped_at = to_timestamp(:now) WHERE id = :id AND stopped_at IS NULL;
