@@ -19,7 +19,7 @@ import pytest
 import errands
 from errands import faults
 from errands.backends.base import ClaimRequest
-from errands.cli_graduate import register
+from errands.cli.graduate import register
 from errands.graduate import TABLES, GraduateError, graduate
 
 T0 = 1_800_000_000.0

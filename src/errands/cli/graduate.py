@@ -7,11 +7,13 @@ import argparse
 import os
 import sys
 import time
+from typing import Any
 
-from .errors import ErrandsError
+from ..errors import ErrandsError
+from .common import add_db
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "graduate",
         help="copy this SQLite queue to PostgreSQL (ids kept, verified)",
@@ -22,11 +24,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         ),
     )
     parser.add_argument("--to", required=True, metavar="URL", help="postgresql://user@host/db")
-    parser.add_argument(
-        "--db",
-        default=None,
-        help="the SQLite queue (default: $ERRANDS_DB, else errands.db)",
-    )
+    add_db(parser)
     parser.add_argument(
         "--force",
         action="store_true",
@@ -38,14 +36,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
-    from .graduate import graduate
+    from ..graduate import graduate
 
     if not args.to.startswith(("postgresql://", "postgres://")):
         print(
             f"errands graduate: --to must be a postgresql:// URL, got {args.to!r}", file=sys.stderr
         )
         return 2
-    source = args.db or os.environ.get("ERRANDS_DB") or "errands.db"
+    source = getattr(args, "db", None) or os.environ.get("ERRANDS_DB") or "errands.db"
     last = [0.0]
 
     def progress(table: str, done: int, total: int) -> None:
