@@ -1,31 +1,18 @@
 """Fixtures for the operations tests (stats, prune, periodic, metrics, CLI).
 
 Test modules load it with ``pytest_plugins = ("conftest_ops",)`` and import builders from
-``ops_helpers``. ``db_url`` is parametrized over backends: SQLite only for now; the PostgreSQL
-dialect adds itself here later.
+``ops_helpers``. ``db_url`` and ``clock`` are the shared fixtures of tests/conftest.py, so every
+operations test runs on both backends (sqlite, and postgres on a fresh migrated database).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 import errands
 from ops_helpers import Clock
-
-
-@pytest.fixture(params=["sqlite"])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return str(tmp_path / "jobs.db")
-    raise AssertionError(request.param)  # pragma: no cover
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
 
 
 @pytest.fixture

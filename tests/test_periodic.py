@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -11,7 +10,7 @@ import pytest
 
 import errands
 from errands.periodic import PeriodicScheduler, next_tick, overdue_reason
-from ops_helpers import HOUR, T0, Clock, run_job
+from ops_helpers import HOUR, T0, Clock, run_job, sql_rows
 
 pytest_plugins = ("conftest_ops",)
 
@@ -58,11 +57,7 @@ def test_redeploy_keeps_next_run_and_timing_change_resets(db_url: str, clock: Cl
     with errands.Queue(db_url, clock=clock) as q:
         q.periodic(every=600, name="job")(lambda: None)
         assert _row(q, "job").next_run_at == T0 + 2400  # timing changed: recomputed
-        conn = sqlite3.connect(db_url)
-        try:
-            assert conn.execute("SELECT COUNT(*) FROM periodic").fetchall() == [(1,)]
-        finally:
-            conn.close()
+        assert sql_rows(db_url, "SELECT COUNT(*) FROM periodic") == [(1,)]
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,132 @@
+-- Operations queries (stats, errors, bulk actions, retention, storage) for PostgreSQL: the same
+-- names, parameters and SELECT/RETURNING column order as sql/sqlite/ops.sql. Times are bound as
+-- float unix seconds and converted with to_timestamp(); timestamp columns come back as
+-- timestamptz and the shared verbs turn them into seconds (PostgresBackend._epoch).
+
+-- name: oldest_running
+-- Running jobs, longest without a sign of life first, with their worker's registry row.
+SELECT j.id, j.queue, j.type, j.attempts, j.worker_id,
+       COALESCE(j.heartbeat_at, j.started_at) AS since, j.lease_expires_at,
+       w.last_seen_at, w.stopped_at
+FROM jobs j LEFT JOIN workers w ON w.id = j.worker_id
+WHERE j.status = 'running'
+ORDER BY since, j.id
+LIMIT :limit;
+
+-- name: running_past_lease
+-- How many running jobs are past their lease by more than :grace seconds.
+SELECT COUNT(*) FROM jobs
+WHERE status = 'running' AND lease_expires_at < to_timestamp(:now - :grace);
+
+-- name: oldest_due
+-- The queued job that has been due the longest (uses jobs_queued_run_at).
+SELECT id, queue, type, run_at FROM jobs
+WHERE status = 'queued' AND run_at <= to_timestamp(:now)
+ORDER BY run_at, id
+LIMIT 1;
+
+-- name: retry_histogram
+-- Attempts used by jobs that finished since :since (succeeded, failed or cancelled).
+SELECT attempts, COUNT(*) FROM jobs
+WHERE status IN ('succeeded', 'failed', 'cancelled') AND finished_at >= to_timestamp(:since)
+GROUP BY attempts ORDER BY attempts;
+
+-- name: top_errors
+-- Most frequent error codes (with type) on jobs that failed or are waiting to retry since
+-- :since; last_seen is when the newest of them finished (NULL: still waiting to retry).
+SELECT error_code, type, COUNT(*) AS n, MAX(finished_at) AS last_seen FROM jobs
+WHERE error_code IS NOT NULL AND (finished_at >= to_timestamp(:since) OR finished_at IS NULL)
+GROUP BY error_code, type
+ORDER BY n DESC, error_code, type
+LIMIT :limit;
+
+-- name: finished_since
+-- Jobs that finished since :since, for throughput and wait/run percentiles.
+SELECT queue, type, status, run_at, started_at, finished_at FROM jobs
+WHERE status IN ('succeeded', 'failed', 'cancelled') AND finished_at >= to_timestamp(:since);
+
+-- name: rollups_since
+-- Rolled-up hours starting at or after :since (hour is the hour's start).
+SELECT hour, queue, type, outcome, count, wait_sum, wait_max, run_sum, run_max,
+       wait_hist, run_hist
+FROM job_stats_hourly WHERE hour >= to_timestamp(:since);
+
+-- name: rollup_totals
+-- All-time rolled-up counts per queue, type and outcome (the pruned part of the counters).
+SELECT queue, type, outcome, SUM(count) FROM job_stats_hourly GROUP BY queue, type, outcome;
+
+-- name: queued_types
+-- Queued jobs per queue and type (a range on the index jobs_status_queue_type).
+SELECT queue, type, COUNT(*) FROM jobs WHERE status = 'queued' GROUP BY queue, type
+ORDER BY queue, type;
+
+-- name: workers_seen_since
+-- Workers not stopped and seen at or after :alive_since, newest first.
+SELECT id, hostname, pid, queues, types, concurrency, started_at, last_seen_at FROM workers
+WHERE stopped_at IS NULL AND last_seen_at >= to_timestamp(:alive_since)
+ORDER BY last_seen_at DESC, id;
+
+-- name: ids_matching
+-- Ids of jobs in one state with optional type, queue and error code (bulk retry/cancel).
+SELECT id FROM jobs
+WHERE status = :status
+  AND (CAST(:type AS text) IS NULL OR type = :type)
+  AND (CAST(:queue AS text) IS NULL OR queue = :queue)
+  AND (CAST(:error_code AS text) IS NULL OR error_code = :error_code)
+ORDER BY id;
+
+-- name: prune_count
+-- How many jobs of one terminal state finished before :cutoff (dry run).
+SELECT COUNT(*) FROM jobs WHERE status = :status AND finished_at < to_timestamp(:cutoff);
+
+-- name: prune_batch
+-- Delete up to :limit jobs of one terminal state that finished before :cutoff, oldest first;
+-- attempts, events and blobs go by ON DELETE CASCADE. RETURNING feeds the rollup, written in
+-- the same transaction, so a batch is counted exactly when it is deleted. SKIP LOCKED: a row
+-- another transaction holds (a manual retry of a failed job, a second pruner) is left for the
+-- next run instead of blocking this one or being deleted under it.
+WITH doomed AS (
+    SELECT id FROM jobs
+    WHERE status = :status AND finished_at < to_timestamp(:cutoff)
+    ORDER BY finished_at, id
+    LIMIT :limit
+    FOR UPDATE SKIP LOCKED
+)
+DELETE FROM jobs USING doomed
+WHERE jobs.id = doomed.id
+RETURNING jobs.queue, jobs.type, jobs.status, jobs.run_at, jobs.started_at, jobs.finished_at;
+
+-- name: rollup_get
+-- One rollup row, locked until the prune transaction commits its merge (read-merge-write:
+-- FOR UPDATE makes a concurrent merger of the same hour wait instead of losing an update).
+SELECT count, wait_sum, wait_max, run_sum, run_max, wait_hist, run_hist
+FROM job_stats_hourly
+WHERE hour = to_timestamp(:hour) AND queue = :queue AND type = :type AND outcome = :outcome
+FOR UPDATE;
+
+-- name: rollup_put
+-- Write a merged rollup row.
+INSERT INTO job_stats_hourly
+    (hour, queue, type, outcome, count, wait_sum, wait_max, run_sum, run_max, wait_hist, run_hist)
+VALUES (to_timestamp(:hour), :queue, :type, :outcome, :count, :wait_sum, :wait_max, :run_sum,
+        :run_max, CAST(:wait_hist AS jsonb), CAST(:run_hist AS jsonb))
+ON CONFLICT (hour, queue, type, outcome) DO UPDATE SET
+    count = excluded.count, wait_sum = excluded.wait_sum, wait_max = excluded.wait_max,
+    run_sum = excluded.run_sum, run_max = excluded.run_max,
+    wait_hist = excluded.wait_hist, run_hist = excluded.run_hist;
+
+-- name: wal_checkpoint
+-- No-op: PostgreSQL checkpoints its WAL by itself. Same three columns as SQLite's
+-- PRAGMA wal_checkpoint (busy, log frames, checkpointed frames).
+SELECT 0 AS busy, 0 AS log, 0 AS checkpointed;
+
+-- name: vacuum
+-- Rewrite errands' own tables (never the application's) to give their free space back to the
+-- filesystem. VACUUM FULL takes an exclusive lock on each table while it rewrites it: run it
+-- off-peak, like SQLite's VACUUM. VACUUM cannot run in a transaction block: the shared verb
+-- runs it on an autocommit connection (_read).
+VACUUM FULL jobs, job_attempts, job_events, job_blobs, job_stats_hourly;
+
+-- name: db_size
+-- Bytes used by the database; free space inside the files has no cheap exact figure here.
+SELECT pg_database_size(current_database()), CAST(NULL AS bigint);

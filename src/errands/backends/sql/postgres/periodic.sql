@@ -1,0 +1,50 @@
+-- Periodic schedules for PostgreSQL: the same names, parameters and column order as
+-- sql/sqlite/periodic.sql. Times are bound as float unix seconds (to_timestamp), except
+-- :expected, which is next_run_at exactly as list_periodic read it (a timestamptz).
+
+-- name: upsert_periodic
+-- Register a schedule; next_run_at is kept unless the timing (cron, interval, zone) changed,
+-- so redeploying the same code never moves or repeats a tick.
+INSERT INTO periodic (name, cron, interval_seconds, timezone, type, payload, queue,
+                      next_run_at, catch_up, grace_seconds)
+VALUES (:name, :cron, :interval_seconds, :timezone, :type, CAST(:payload AS jsonb), :queue,
+        to_timestamp(:next_run_at), :catch_up, :grace_seconds)
+ON CONFLICT (name) DO UPDATE SET
+    next_run_at = CASE
+        WHEN periodic.cron IS DISTINCT FROM excluded.cron
+          OR periodic.interval_seconds IS DISTINCT FROM excluded.interval_seconds
+          OR periodic.timezone IS DISTINCT FROM excluded.timezone
+          OR periodic.next_run_at IS NULL
+        THEN excluded.next_run_at ELSE periodic.next_run_at END,
+    cron = excluded.cron, interval_seconds = excluded.interval_seconds,
+    timezone = excluded.timezone, type = excluded.type, payload = excluded.payload,
+    queue = excluded.queue, catch_up = excluded.catch_up, grace_seconds = excluded.grace_seconds;
+
+-- name: list_periodic
+-- Every schedule; last_succeeded_at is the newer of the stored value and the newest succeeded
+-- job of its type still in the table (jobs_succeeded_type makes that a lookup). GREATEST skips
+-- NULLs; NULL when neither exists.
+SELECT p.name, p.cron, p.interval_seconds, p.timezone, p.type, p.payload, p.queue,
+       p.last_enqueued_at, p.next_run_at,
+       GREATEST(p.last_succeeded_at,
+                (SELECT MAX(j.finished_at) FROM jobs j
+                 WHERE j.status = 'succeeded' AND j.type = p.type)) AS last_succeeded_at,
+       p.catch_up, p.grace_seconds, p.last_succeeded_at AS stored_succeeded_at
+FROM periodic p ORDER BY p.name;
+
+-- name: advance_periodic
+-- Compare-and-set: move next_run_at from the value the scheduler read to the next tick.
+-- Exactly one scheduler wins a tick; the winner inserts the job in the same transaction.
+-- :expected is the timestamptz read back (not a float through to_timestamp, which could land
+-- a microsecond off). A concurrent scheduler waits on the row lock, then re-checks the WHERE on
+-- the winner's committed row (READ COMMITTED), finds next_run_at moved and updates nothing.
+UPDATE periodic SET next_run_at = to_timestamp(:next_run_at),
+    last_enqueued_at = CASE WHEN :enqueued = 1 THEN to_timestamp(:now) ELSE last_enqueued_at END
+WHERE name = :name AND next_run_at = CAST(:expected AS timestamptz)
+RETURNING name;
+
+-- name: record_periodic_success
+-- Persist the newest success of a schedule's type so it outlives pruning of that job.
+UPDATE periodic SET last_succeeded_at = to_timestamp(:succeeded_at)
+WHERE name = :name
+  AND (last_succeeded_at IS NULL OR last_succeeded_at < to_timestamp(:succeeded_at));
