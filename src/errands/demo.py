@@ -27,7 +27,14 @@ from .states import State
 from .worker import Worker
 
 DEMO_TYPES = frozenset(
-    {"resize_image", "sync_inventory", "charge_card", "fetch_feed", "send_reminder"}
+    {
+        "resize_image",
+        "sync_inventory",
+        "charge_card",
+        "fetch_feed",
+        "send_reminder",
+        "inventory_report",
+    }
 )
 # Scheduled jobs are due within 3 s; past this something is wrong, so stop and say so.
 MAX_SECONDS = 30.0
@@ -91,6 +98,12 @@ def build_queue(path: str) -> Queue:
     @q.task(queue="emails")
     def send_reminder(user_id: int) -> str:
         return f"reminded user {user_id}"
+
+    # Periodic: the elected worker's scheduler enqueues it once per second-tick, exactly once
+    # however many workers run (see `errands periodic`).
+    @q.periodic(every=1.0)
+    def inventory_report() -> dict[str, Any]:
+        return {"generated_at": round(time.time(), 3)}
 
     return q
 
@@ -209,6 +222,7 @@ def summarize(q: Queue, path: str, out: TextIO) -> None:
     if flaky:
         print(f"  {cmd} show {flaky.id}        # failed, then succeeded on retry", file=out)
     print(f"  {cmd} stats", file=out)
+    print(f"  {cmd} periodic", file=out)
     print(f"  {cmd} retry {failed[0].id if failed else 'ID'}", file=out)
     print(f'  sqlite3 {path} "SELECT status, count(*) FROM jobs GROUP BY status"', file=out)
 
@@ -235,7 +249,7 @@ def run_demo(path: str, *, jobs: int = 300, out: TextIO | None = None) -> int:
         print(
             "Tasks: resize_image (fast), sync_inventory (flaky: fails, then succeeds on retry),\n"
             "       charge_card (always fails: PAYMENT:CARD_DECLINED), fetch_feed (async def),\n"
-            "       send_reminder (scheduled 1-3 s ahead)",
+            "       send_reminder (scheduled 1-3 s ahead), inventory_report (periodic, every 1 s)",
             file=stream,
         )
         scheduled, cancelled = enqueue_sample(q, jobs)
