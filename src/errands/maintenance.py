@@ -1,5 +1,9 @@
-"""Maintenance services (rescue now; prune and the periodic scheduler plug in the same way),
-run by one elected leader among all workers.
+"""Maintenance services — the rescuer, the periodic scheduler, the pruner — each run by one
+elected worker among all workers of a database.
+
+Leadership is per service (a ``maintenance_leases`` row named after it), so a worker only
+competes for the services it has: one built without periodic schedules never wins the
+scheduler's role and starves them.
 
 Each service has a ``run_once(now)`` that does one bounded pass and reports what it did, so
 tests drive it with a chosen ``now`` and production runs it on a timer in the worker.
@@ -16,7 +20,6 @@ from .errors import DatabaseError
 
 log = logging.getLogger("errands.maintenance")
 
-LEADER_ROLE = "maintenance"
 # Sweeps at least this often, whatever the lease: recovery is lease + sweep + 1 s at worst.
 MAX_SWEEP = 5.0
 
@@ -49,7 +52,7 @@ class Rescuer:
 
 
 class Maintenance:
-    """Holds (or waits for) the leader lease and runs due services while leading."""
+    """Holds (or waits for) the leader lease of each service and runs the ones it leads."""
 
     def __init__(
         self, backend: Backend, holder: str, services: Sequence[Service], ttl: float
@@ -58,7 +61,7 @@ class Maintenance:
         self.holder = holder
         self.services = list(services)
         self.ttl = ttl
-        self.leading = False
+        self.leading: dict[str, bool] = {s.name: False for s in self.services}
         self._next_lead = 0.0
         self._next_run = {s.name: 0.0 for s in self.services}
         self.reports: dict[str, Any] = {}
@@ -68,29 +71,35 @@ class Maintenance:
         return min([self.ttl / 3, *(s.interval for s in self.services)])
 
     def tick(self, now: float) -> float:
-        """Renew or seek leadership when due, run due services; return when to call again."""
+        """Renew or seek leadership when due, run the due services we lead; return when to
+        call again."""
         if now >= self._next_lead:
-            try:
-                self.leading = self.backend.try_lead(LEADER_ROLE, self.holder, self.ttl, now)
-            except DatabaseError as exc:
-                log.warning("leader election postponed: %s", exc)
+            for service in self.services:
+                try:
+                    self.leading[service.name] = self.backend.try_lead(
+                        service.name, self.holder, self.ttl, now
+                    )
+                except DatabaseError as exc:
+                    log.warning("leader election for %s postponed: %s", service.name, exc)
             self._next_lead = now + self.renew_every
-        if not self.leading:
-            return self._next_lead
+        due = [self._next_lead]
         for service in self.services:
-            if now < self._next_run[service.name]:
+            if not self.leading[service.name]:
                 continue
-            try:
-                self.reports[service.name] = service.run_once(now)
-            except DatabaseError as exc:
-                log.warning("%s postponed: %s", service.name, exc)
-            self._next_run[service.name] = now + service.interval
-        return min(self._next_lead, *self._next_run.values())
+            if now >= self._next_run[service.name]:
+                try:
+                    self.reports[service.name] = service.run_once(now)
+                except DatabaseError as exc:
+                    log.warning("%s postponed: %s", service.name, exc)
+                self._next_run[service.name] = now + service.interval
+            due.append(self._next_run[service.name])
+        return min(due)
 
     def stop(self) -> None:
-        if self.leading:
-            try:
-                self.backend.resign(LEADER_ROLE, self.holder)
-            except DatabaseError:
-                pass  # the lease simply expires
-            self.leading = False
+        for name, leading in self.leading.items():
+            if leading:
+                try:
+                    self.backend.resign(name, self.holder)
+                except DatabaseError:
+                    pass  # the lease simply expires
+                self.leading[name] = False

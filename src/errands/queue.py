@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
@@ -42,7 +43,7 @@ class Queue:
 
     def __init__(
         self,
-        url: str = "errands.db",
+        url: str | os.PathLike[str] = "errands.db",
         *,
         durability: str = "full",
         lease_seconds: Duration = 60.0,
@@ -56,7 +57,7 @@ class Queue:
         allow_network_filesystem: bool = False,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self.url = url
+        self.url = url = os.fspath(url)
         self.settings = Settings.build(
             durability=durability,
             lease_seconds=lease_seconds,
@@ -154,6 +155,25 @@ class Queue:
 
         return register(fn) if fn is not None else register
 
+    @overload
+    def periodic(self, fn: F, /) -> Task[Any, Any]: ...
+    @overload
+    def periodic(
+        self,
+        fn: None = None,
+        /,
+        *,
+        cron: str | None = None,
+        every: Duration | None = None,
+        name: str | None = None,
+        queue: str = DEFAULT_QUEUE,
+        payload: Mapping[str, Any] | None = None,
+        timezone: str = "UTC",
+        catch_up: str = "skip",
+        grace: Duration | None = None,
+        **task_options: Any,
+    ) -> Callable[[F], Task[Any, Any]]: ...
+
     def periodic(
         self,
         fn: F | None = None,
@@ -168,7 +188,7 @@ class Queue:
         catch_up: str = "skip",
         grace: Duration | None = None,
         **task_options: Any,
-    ) -> Any:
+    ) -> Task[Any, Any] | Callable[[F], Task[Any, Any]]:
         """Register a task that runs on a schedule: ``cron="0 9 * * *"`` (in ``timezone``) or
         ``every=`` seconds/timedelta. Each tick enqueues exactly once however many schedulers
         run; ``catch_up`` ("skip" or "once") says what happens to ticks missed while none ran;

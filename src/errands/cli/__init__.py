@@ -33,7 +33,7 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="errands",
-        description="errands: a durable, observable job queue in one SQLite file. "
+        description="errands: a durable, observable job queue in one SQLite file or PostgreSQL. "
         "Run `errands demo` to see it work, `errands COMMAND --help` for a command's options.",
         epilog="Exit status: 0 ok, 1 a failure to act on (printed as 'errands: …'), 2 bad usage.",
     )
