@@ -217,6 +217,11 @@ class Worker:
                 next_beat = now + s.heartbeat_seconds
             if now >= next_maintenance:
                 next_maintenance = self._maintenance.tick(now)
+                if self.burst and self._maintenance.leading:
+                    # A service may just have made jobs due (the rescuer requeued some): a
+                    # burst must look again before deciding nothing is left.
+                    self._dirty = True
+                    claimed_nothing = False
             if self._held and now >= next_cancel_check:
                 self._check_cancels()
                 next_cancel_check = now + CANCEL_CHECK_INTERVAL
