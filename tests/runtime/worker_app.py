@@ -199,14 +199,17 @@ def run_worker(args: argparse.Namespace) -> int:
 
 
 def run_producer(args: argparse.Namespace) -> int:
+    until = time.monotonic() + args.seconds
     with errands.Queue(args.db, busy_timeout=args.busy_timeout) as q:
-        for seq in range(args.start, args.start + args.count):
+        seq = args.start
+        while seq < args.start + args.count or time.monotonic() < until:
             try:
                 job_id = q.enqueue(args.type, {"seq": seq, "ms": random.uniform(0, 5)})
             except errands.DatabaseBusyError as exc:
-                print(f"BUSY {seq} {exc}", flush=True)
-                continue
-            print(f"OK {job_id} {seq}", flush=True)
+                print(f"BUSY {seq} {time.time()} {exc}", flush=True)
+            else:
+                print(f"OK {job_id} {seq}", flush=True)
+            seq += 1
             if args.pause:
                 time.sleep(args.pause)
     return 0
@@ -230,6 +233,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--start", type=int, default=0)
     parser.add_argument("--type", default="ledger_job")
     parser.add_argument("--pause", type=float, default=0.0)
+    parser.add_argument("--seconds", type=float, default=0.0, help="produce for this long")
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO,
