@@ -222,8 +222,11 @@ class Worker:
                     # burst must look again before deciding nothing is left.
                     self._dirty = True
                     claimed_nothing = False
-            if self._held and now >= next_cancel_check:
-                self._check_cancels()
+            if now >= next_cancel_check:
+                # Advanced even when nothing is held: a deadline left in the past would make
+                # the wait below return at once, and an idle worker would spin.
+                if self._held:
+                    self._check_cancels()
                 next_cancel_check = now + CANCEL_CHECK_INTERVAL
             self._check_timeouts(now)
 
