@@ -29,6 +29,19 @@ FAULT_EXIT = 86  # errands.faults.FAULT_EXIT_CODE
 KILL_EXIT = 87  # worker_app: a handler that killed its own process
 
 
+HERE = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The long versions run only when asked for (``-m slow``): CI runs the fast ones."""
+    if "slow" in (config.getoption("markexpr") or ""):
+        return
+    skip = pytest.mark.skip(reason="long version: run with -m slow")
+    for item in items:
+        if "slow" in item.keywords and HERE in item.path.parents:
+            item.add_marker(skip)
+
+
 @pytest.fixture(params=["sqlite"])
 def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
@@ -85,6 +98,21 @@ def write_lock(url: str) -> Iterator[None]:
         conn.execute("BEGIN IMMEDIATE")
         yield
         conn.execute("ROLLBACK")
+    finally:
+        conn.close()
+
+
+def write_lock_free(url: str) -> bool:
+    """Whether a writer could take the write lock right now (always True off SQLite)."""
+    if not is_sqlite(url):
+        return True
+    conn = sqlite3.connect(sqlite_path(url), timeout=0.2, isolation_level=None)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("ROLLBACK")
+        return True
+    except sqlite3.OperationalError:
+        return False
     finally:
         conn.close()
 

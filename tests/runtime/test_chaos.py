@@ -10,6 +10,7 @@ import random
 import signal
 import time
 from collections import Counter
+from typing import Any
 
 import pytest
 
@@ -25,6 +26,7 @@ from .conftest import (
     starts,
     status_counts,
     wait_for,
+    worker_pids,
 )
 
 WORKERS = 3
@@ -62,9 +64,9 @@ def run_chaos(
     batches = max(1, int(chaos_seconds / kill_every))
     per_batch = -(-jobs // batches)
     seq = 0
-    kills = 0
+    kills = working_kills = 0
     t0 = time.monotonic()
-    next_kill = t0 + kill_every
+    tick = t0
     while seq < jobs or time.monotonic() - t0 < chaos_seconds:
         if seq < jobs:
             n = min(per_batch, jobs - seq)
@@ -74,17 +76,25 @@ def run_chaos(
             for job_id, (_, payload) in zip(queue.enqueue_many(items), items, strict=True):
                 ids[job_id] = payload["seq"]
             seq += n
-        time.sleep(max(0.0, next_kill - time.monotonic()))
-        next_kill += kill_every
-        victim = rng.randrange(WORKERS)
+        # One kill per tick, at a random moment of it: right after a batch lands the workers
+        # are busy, at the end of the tick they may be idle; both should be hit.
+        time.sleep(max(0.0, tick + rng.uniform(0, kill_every) - time.monotonic()))
+        # Prefer a worker that has registered (is claiming and running jobs): a process
+        # killed while still importing tests nothing.
+        working = worker_pids(cluster.db_url)
+        candidates = [i for i, p in enumerate(workers) if p.pid in working] or list(range(WORKERS))
+        victim = rng.choice(candidates)
         proc = workers[victim]
         if proc.alive():
             proc.signal(signal.SIGKILL)
             killed_at[proc.pid] = time.monotonic()
             proc.popen.wait(10)
             kills += 1
+            working_kills += proc.pid in working
         workers[victim] = cluster.worker(*args)
         sample_dead_owners()
+        tick += kill_every
+        time.sleep(max(0.0, tick - time.monotonic()))
 
     chaos_end = time.monotonic()
     for i, proc in enumerate(workers):  # every worker alive for the drain
@@ -111,6 +121,11 @@ def run_chaos(
     lost = [j for j in ids if states.get(j) != "succeeded" or per_job[j] == 0]
     unexpected = [e for e in executions if ids.get(e["job"]) != e["seq"]]
     duplicates = sum(n - 1 for n in per_job.values())
+    # A job runs again only because the worker that ran it before was killed.
+    by_job: dict[int, list[dict[str, Any]]] = {}
+    for e in sorted(executions, key=lambda e: e["t"]):
+        by_job.setdefault(e["job"], []).append(e)
+    unexplained = [e for runs in by_job.values() for e in runs[:-1] if e["pid"] not in killed_at]
     bound = kills * (CONCURRENCY + MAX_PREFETCH)
     figures(
         capsys,
@@ -118,6 +133,7 @@ def run_chaos(
         jobs=len(ids),
         executions=len(executions),
         kills=kills,
+        kills_of_registered_workers=working_kills,
         duplicates=duplicates,
         duplicate_bound=bound,
         chaos_seconds=round(chaos_end - t0, 1),
@@ -128,6 +144,7 @@ def run_chaos(
     assert unexpected == [], f"unexpected executions: {unexpected[:10]}"
     assert set(states) == set(ids), "jobs appeared that nobody enqueued"
     assert duplicates <= bound
+    assert unexplained == [], f"re-run although its worker lived: {unexplained[:10]}"
     assert overdue == [], overdue[:10]
     assert kills >= chaos_seconds / kill_every / 2
 
