@@ -64,6 +64,18 @@ def sqlite_path(url: str) -> str:
     return url[len("sqlite:///") :] if url.startswith("sqlite:///") else url
 
 
+def app_connection(url: str, busy_timeout: float) -> tuple[Any, str]:
+    """The application's own connection to the queue's database (a transaction opens on the
+    first statement), and its INSERT into side_effects in that driver's placeholder style."""
+    if url.startswith(("postgres://", "postgresql://")):
+        import psycopg
+
+        insert = "INSERT INTO side_effects (job_id, attempt, seq) VALUES (%s, %s, %s)"
+        return psycopg.connect(url), insert
+    insert = "INSERT INTO side_effects (job_id, attempt, seq) VALUES (?, ?, ?)"
+    return sqlite3.connect(sqlite_path(url), timeout=busy_timeout), insert
+
+
 def build(args: argparse.Namespace) -> errands.Queue:
     q = errands.Queue(
         args.db,
@@ -148,12 +160,9 @@ def build(args: argparse.Namespace) -> errands.Queue:
         """Writes a row of its own and completes the job in the same transaction; on its
         first ``crash_attempts`` attempts the process dies before COMMIT."""
         ledger.record(ctx, seq, "start")
-        conn = sqlite3.connect(sqlite_path(args.db), timeout=args.busy_timeout)
+        conn, insert = app_connection(args.db, args.busy_timeout)
         try:
-            conn.execute(
-                "INSERT INTO side_effects (job_id, attempt, seq) VALUES (?, ?, ?)",
-                (ctx.job_id, ctx.attempt, seq),
-            )
+            conn.execute(insert, (ctx.job_id, ctx.attempt, seq))
             ctx.complete(connection=conn, result={"seq": seq})
             if ctx.attempt <= crash_attempts:
                 ledger.record(ctx, seq, "crash")
