@@ -161,6 +161,8 @@ class Proc:
         try:
             return self.popen.wait(timeout)
         except subprocess.TimeoutExpired:
+            os.kill(self.pid, signal.SIGUSR1)  # worker_app dumps every thread's stack
+            time.sleep(0.5)
             raise AssertionError(
                 f"process {self.pid} still running after {timeout}s; stderr:\n{self.stderr()}"
             ) from None

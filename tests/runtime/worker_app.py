@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import faulthandler
 import json
 import logging
 import os
 import random
+import signal
 import sqlite3
 import sys
 import threading
@@ -244,6 +246,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--pause", type=float, default=0.0)
     parser.add_argument("--seconds", type=float, default=0.0, help="produce for this long")
     args = parser.parse_args(argv)
+    faulthandler.register(signal.SIGUSR1)  # the tests ask a stuck worker for its stacks
     logging.basicConfig(
         level=logging.INFO,
         stream=sys.stderr,
