@@ -611,7 +611,10 @@ class Worker:
         else:
             log.info("%s: finishing running jobs, then stopping", signal.Signals(signum).name)
             self._stopping = True
-        self._wake.set()
+        # No self._wake.set() here: the handler runs on the main thread between bytecodes,
+        # possibly while that thread holds the Event's (non-reentrant) lock inside
+        # _wake.wait(), and set() would deadlock every thread. Only flags are set; the control
+        # loop waits at most 1 s (50 ms during shutdown), so it sees them promptly.
 
 
 def _pid_alive(pid: int) -> bool:
