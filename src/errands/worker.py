@@ -225,8 +225,16 @@ class Worker:
                 next_beat = now + s.heartbeat_seconds
             if now >= next_maintenance:
                 next_maintenance = self._maintenance.tick(now)
-            if self._held and now >= next_cancel_check:
-                self._check_cancels()
+                if self.burst and self._maintenance.leading:
+                    # A service may just have made jobs due (the rescuer requeued some): a
+                    # burst must look again before deciding nothing is left.
+                    self._dirty = True
+                    claimed_nothing = False
+            if now >= next_cancel_check:
+                # Advanced even when nothing is held: a deadline left in the past would make
+                # the wait below return at once, and an idle worker would spin.
+                if self._held:
+                    self._check_cancels()
                 next_cancel_check = now + CANCEL_CHECK_INTERVAL
             self._check_timeouts(now)
 
@@ -641,7 +649,10 @@ class Worker:
         else:
             log.info("%s: finishing running jobs, then stopping", signal.Signals(signum).name)
             self._stopping = True
-        self._wake.set()
+        # No self._wake.set() here: the handler runs on the main thread between bytecodes,
+        # possibly while that thread holds the Event's (non-reentrant) lock inside
+        # _wake.wait(), and set() would deadlock every thread. Only flags are set; the control
+        # loop waits at most 1 s (50 ms during shutdown), so it sees them promptly.
 
 
 def _pid_alive(pid: int) -> bool:

@@ -1,0 +1,259 @@
+"""A real worker (or producer) process for the runtime fault tests.
+
+    python worker_app.py worker  --db URL --ledger DIR [--concurrency N] [--lease S] …
+    python worker_app.py produce --db URL --count N [--type T]
+
+Every handler appends one JSON line per step of each execution (job id, attempt, seq, pid,
+phase, time) to this process's own ledger file with flush + fsync, so the parent can count
+executions after a SIGKILL. ``worker`` prints a JSON summary line on stdout when it returns;
+``produce`` prints ``OK <id>`` after each acknowledged enqueue and ``BUSY <message>`` when the
+database stayed locked past the busy timeout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import faulthandler
+import json
+import logging
+import os
+import random
+import signal
+import sqlite3
+import sys
+import threading
+import time
+from typing import Any
+
+import errands
+from errands.context import JobContext
+from errands.worker import Worker
+
+KILL_EXIT = 87  # a handler that kills its own process exits with this status
+
+
+class Ledger:
+    """One append-only file per process; one write() per line so a SIGKILL cannot tear it."""
+
+    def __init__(self, directory: str | None) -> None:
+        self._fd = -1
+        self._lock = threading.Lock()
+        if directory:
+            os.makedirs(directory, exist_ok=True)
+            path = os.path.join(directory, f"{os.getpid()}.jsonl")
+            self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+
+    def record(self, ctx: JobContext, seq: int, phase: str, **extra: Any) -> None:
+        if self._fd < 0:
+            return
+        row = {
+            "job": ctx.job_id,
+            "attempt": ctx.attempt,
+            "seq": seq,
+            "pid": os.getpid(),
+            "phase": phase,
+            "t": time.time(),
+            **extra,
+        }
+        line = (json.dumps(row) + "\n").encode()
+        with self._lock:
+            os.write(self._fd, line)
+            os.fsync(self._fd)
+
+
+def sqlite_path(url: str) -> str:
+    return url[len("sqlite:///") :] if url.startswith("sqlite:///") else url
+
+
+def app_connection(url: str, busy_timeout: float) -> tuple[Any, str]:
+    """The application's own connection to the queue's database (a transaction opens on the
+    first statement), and its INSERT into side_effects in that driver's placeholder style."""
+    if url.startswith(("postgres://", "postgresql://")):
+        import psycopg
+
+        insert = "INSERT INTO side_effects (job_id, attempt, seq) VALUES (%s, %s, %s)"
+        return psycopg.connect(url), insert
+    insert = "INSERT INTO side_effects (job_id, attempt, seq) VALUES (?, ?, ?)"
+    return sqlite3.connect(sqlite_path(url), timeout=busy_timeout), insert
+
+
+def build(args: argparse.Namespace) -> errands.Queue:
+    q = errands.Queue(
+        args.db,
+        lease_seconds=args.lease,
+        heartbeat_seconds=args.heartbeat,
+        poll_interval=args.poll,
+        shutdown_timeout=args.shutdown_timeout,
+        busy_timeout=args.busy_timeout,
+    )
+    ledger = Ledger(args.ledger)
+    quick = errands.fixed(0.05)
+
+    @q.task(backoff=quick)
+    def ledger_job(ctx: JobContext, seq: int, ms: float = 0.0) -> int:
+        """The chaos job: record the execution, then work for ``ms`` milliseconds."""
+        ledger.record(ctx, seq, "start")
+        time.sleep(ms / 1000)
+        return seq
+
+    @q.task(backoff=quick)
+    def slow_job(ctx: JobContext, seq: int, seconds: float, slow_attempts: int = 1) -> int:
+        """Sleeps ``seconds`` on its first ``slow_attempts`` attempts, then is quick."""
+        ledger.record(ctx, seq, "start")
+        if ctx.attempt <= slow_attempts:
+            time.sleep(seconds)
+        ledger.record(ctx, seq, "end")
+        return seq
+
+    @q.task(backoff=quick, max_attempts=3)
+    def zombie_job(ctx: JobContext, seq: int, sleep: float, fail: bool) -> int:
+        """Attempt 1 is the one the test freezes with SIGSTOP: after waking it renews its lease
+        (recording whether that changed a row) and then succeeds or fails for good."""
+        ledger.record(ctx, seq, "start")
+        if ctx.attempt > 1:
+            return seq
+        time.sleep(sleep)
+        ledger.record(ctx, seq, "heartbeat", ok=ctx.heartbeat())
+        if fail:
+            raise errands.JobError("ZOMBIE:FAIL", "the stale attempt fails", retry=False)
+        return seq
+
+    @q.task(backoff=quick, max_attempts=2, timeout=0.5)
+    def sync_timeout_job(ctx: JobContext, seq: int, seconds: float, slow_attempts: int = 99) -> int:
+        ledger.record(ctx, seq, "start")
+        if ctx.attempt <= slow_attempts:
+            time.sleep(seconds)
+        ledger.record(ctx, seq, "end")
+        return seq
+
+    @q.task(backoff=quick, max_attempts=2, timeout=0.5)
+    async def async_timeout_job(ctx: JobContext, seq: int, seconds: float) -> int:
+        ledger.record(ctx, seq, "start")
+        try:
+            await asyncio.sleep(seconds)
+        except asyncio.CancelledError:
+            ledger.record(ctx, seq, "cancelled")
+            raise
+        ledger.record(ctx, seq, "end")
+        return seq
+
+    @q.task(backoff=quick)
+    def cancellable_job(ctx: JobContext, seq: int) -> str:
+        ledger.record(ctx, seq, "start")
+        deadline = time.monotonic() + 30
+        while not ctx.cancelled and time.monotonic() < deadline:
+            time.sleep(0.02)
+        ledger.record(ctx, seq, "saw_cancel" if ctx.cancelled else "gave_up")
+        return "stopped"
+
+    @q.task(backoff=quick)
+    async def cancellable_async_job(ctx: JobContext, seq: int) -> str:
+        ledger.record(ctx, seq, "start")
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            ledger.record(ctx, seq, "cancelled")
+            raise
+        return "slept"
+
+    @q.task(backoff=quick, max_attempts=3)
+    def txn_job(ctx: JobContext, seq: int, crash_attempts: int = 0) -> None:
+        """Writes a row of its own and completes the job in the same transaction; on its
+        first ``crash_attempts`` attempts the process dies before COMMIT."""
+        ledger.record(ctx, seq, "start")
+        conn, insert = app_connection(args.db, args.busy_timeout)
+        try:
+            conn.execute(insert, (ctx.job_id, ctx.attempt, seq))
+            ctx.complete(connection=conn, result={"seq": seq})
+            if ctx.attempt <= crash_attempts:
+                ledger.record(ctx, seq, "crash")
+                os._exit(KILL_EXIT)
+            conn.commit()
+        finally:
+            conn.close()
+        ledger.record(ctx, seq, "committed")
+
+    @q.task(backoff=quick, max_attempts=3)
+    def killer_job(ctx: JobContext, seq: int) -> None:
+        """Kills its worker process every time it runs."""
+        ledger.record(ctx, seq, "start")
+        os._exit(KILL_EXIT)
+
+    return q
+
+
+def run_worker(args: argparse.Namespace) -> int:
+    with build(args) as q:
+        worker = Worker(
+            q,
+            concurrency=args.concurrency,
+            burst=args.burst,
+            max_prefetch=args.max_prefetch,
+            queues=args.queues.split(",") if args.queues else None,
+        )
+        summary = worker.run()
+        out = {
+            "worker_id": summary.worker_id,
+            "claimed": summary.claimed,
+            "succeeded": summary.succeeded,
+            "failed": summary.failed,
+            "retried": summary.retried,
+            "cancelled": summary.cancelled,
+            "released": summary.released,
+            "refused": summary.refused,
+            "rescued": summary.rescued,
+            "interrupted": summary.interrupted,
+        }
+        print(json.dumps(out), flush=True)
+    return 0
+
+
+def run_producer(args: argparse.Namespace) -> int:
+    until = time.monotonic() + args.seconds
+    with errands.Queue(args.db, busy_timeout=args.busy_timeout) as q:
+        seq = args.start
+        while seq < args.start + args.count or time.monotonic() < until:
+            try:
+                job_id = q.enqueue(args.type, {"seq": seq, "ms": random.uniform(0, 5)})
+            except errands.DatabaseBusyError as exc:
+                print(f"BUSY {seq} {time.time()} {exc}", flush=True)
+            else:
+                print(f"OK {job_id} {seq}", flush=True)
+            seq += 1
+            if args.pause:
+                time.sleep(args.pause)
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("role", choices=["worker", "produce"])
+    parser.add_argument("--db", required=True)
+    parser.add_argument("--ledger")
+    parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--max-prefetch", type=int, default=8)
+    parser.add_argument("--queues")
+    parser.add_argument("--lease", type=float, default=2.0)
+    parser.add_argument("--heartbeat", type=float, default=0.5)
+    parser.add_argument("--poll", type=float, default=0.5)
+    parser.add_argument("--shutdown-timeout", type=float, default=30.0)
+    parser.add_argument("--busy-timeout", type=float, default=5.0)
+    parser.add_argument("--burst", action="store_true")
+    parser.add_argument("--count", type=int, default=0)
+    parser.add_argument("--start", type=int, default=0)
+    parser.add_argument("--type", default="ledger_job")
+    parser.add_argument("--pause", type=float, default=0.0)
+    parser.add_argument("--seconds", type=float, default=0.0, help="produce for this long")
+    args = parser.parse_args(argv)
+    faulthandler.register(signal.SIGUSR1)  # the tests ask a stuck worker for its stacks
+    logging.basicConfig(
+        level=logging.INFO,
+        stream=sys.stderr,
+        format="%(levelname)s %(process)d %(name)s: %(message)s",
+    )
+    return run_worker(args) if args.role == "worker" else run_producer(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
