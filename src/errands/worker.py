@@ -225,7 +225,7 @@ class Worker:
                 next_beat = now + s.heartbeat_seconds
             if now >= next_maintenance:
                 next_maintenance = self._maintenance.tick(now)
-                if self.burst and self._maintenance.leading:
+                if self.burst and any(self._maintenance.leading.values()):
                     # A service may just have made jobs due (the rescuer requeued some): a
                     # burst must look again before deciding nothing is left.
                     self._dirty = True
