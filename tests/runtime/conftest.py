@@ -42,13 +42,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
-@pytest.fixture(params=["sqlite"])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'jobs.db'}"
-    raise NotImplementedError(request.param)
-
-
 def is_sqlite(url: str) -> bool:
     return not url.startswith(("postgres://", "postgresql://"))
 
@@ -77,6 +70,21 @@ def rows(url: str, query: str) -> list[tuple[Any, ...]]:
     """Run a parameterless query written in SQL both backends accept."""
     with raw_connection(url) as conn:
         return [tuple(r) for r in conn.execute(query).fetchall()]
+
+
+def snapshot_rows(url: str, *queries: str) -> list[list[tuple[Any, ...]]]:
+    """Run several queries in ONE read snapshot, so a check across tables never mixes two
+    moments of a running system (SQLite: a deferred read transaction; PostgreSQL:
+    REPEATABLE READ)."""
+    with raw_connection(url) as conn:
+        if is_sqlite(url):
+            conn.execute("BEGIN")
+        else:
+            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        try:
+            return [[tuple(r) for r in conn.execute(q).fetchall()] for q in queries]
+        finally:
+            conn.execute("ROLLBACK")
 
 
 def assert_integrity(url: str) -> None:
@@ -304,18 +312,18 @@ def event_names(q: errands.Queue, job_id: int) -> list[str]:
 def assert_consistent(url: str) -> dict[int, str]:
     """Check that every job's row, attempt rows and events tell the same story, so nothing
     was half-applied. Returns each job's status."""
-    jobs = rows(url, "SELECT id, status, attempts, worker_id, lease_expires_at FROM jobs")
-    attempts: dict[int, list[tuple[int, str, Any, Any]]] = defaultdict(list)
-    for job_id, n, status, finished, code in rows(
+    jobs, attempt_rows, event_rows = snapshot_rows(
         url,
+        "SELECT id, status, attempts, worker_id, lease_expires_at FROM jobs",
         "SELECT job_id, attempt, status, finished_at, error_code FROM job_attempts "
         "ORDER BY job_id, attempt",
-    ):
+        "SELECT job_id, event, detail FROM job_events ORDER BY id",
+    )
+    attempts: dict[int, list[tuple[int, str, Any, Any]]] = defaultdict(list)
+    for job_id, n, status, finished, code in attempt_rows:
         attempts[job_id].append((n, status, finished, code))
     events: dict[int, list[tuple[str, dict[str, Any]]]] = defaultdict(list)
-    for job_id, event, info in rows(
-        url, "SELECT job_id, event, detail FROM job_events ORDER BY id"
-    ):
+    for job_id, event, info in event_rows:
         events[job_id].append((event, _detail(info)))
 
     problems: list[str] = []

@@ -300,7 +300,8 @@ def test_job_that_kills_its_worker_ends_failed(cluster: Cluster, queue: errands.
 
 
 def leader_pids(url: str) -> list[int]:
-    holders = rows(url, "SELECT holder FROM maintenance_leases")
+    """Holders of the rescuer's role (each maintenance service has its own leader row)."""
+    holders = rows(url, "SELECT holder FROM maintenance_leases WHERE name = 'rescue'")
     return [int(str(h).rsplit(":", 2)[1]) for (h,) in holders]
 
 
