@@ -68,3 +68,16 @@ def test_a_lapsed_leader_is_replaced_after_its_lease(
     clock.advance(25)  # a's lease (30 s) has run out
     b.tick(clock.now)
     assert b.leading["rescue"]
+
+
+def test_startup_cleanup_releases_a_dead_leaders_roles(
+    make_queue: Callable[..., errands.Queue], clock: FixedClock
+) -> None:
+    q = make_queue(clock=clock)
+    dead = Maintenance(q.backend, "host:1:dead", q.services(), ttl=600)
+    dead.tick(clock.now)
+    assert all(dead.leading.values())
+    q.backend.recover_workers(["host:1:dead"], clock.now)
+    heir = Maintenance(q.backend, "host:2:heir", q.services(), ttl=600)
+    heir.tick(clock.now)  # no need to wait out the dead leader's 600 s leases
+    assert all(heir.leading.values())

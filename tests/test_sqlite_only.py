@@ -297,3 +297,16 @@ def test_two_worker_processes_drain_one_file_with_no_job_run_twice(
     assert sql_rows(sqlite_path, "SELECT COUNT(*) FROM job_attempts") == [(total,)]
     summaries = [json.loads(out) for out, _ in outputs]
     assert sum(s["ok"] for s in summaries) == total
+
+
+def test_opening_an_up_to_date_queue_needs_no_write_lock(sqlite_path: str) -> None:
+    errands.Queue(sqlite_path).close()  # create and migrate
+    holder = sqlite3.connect(sqlite_path, isolation_level=None)
+    try:
+        holder.execute("BEGIN IMMEDIATE")  # a long transaction elsewhere holds the lock
+        q = errands.Queue(sqlite_path, busy_timeout=0.2)
+        assert q.stats()["counts"]["queued"] == 0
+        q.close()
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()

@@ -391,10 +391,17 @@ class Worker:
             )
 
     def beat_one(self, ctx: JobContext) -> bool:
-        """ctx.heartbeat(): extend one lease now, from the handler's thread."""
-        (ok,) = self.backend.heartbeat(
-            self.id, [(ctx.job_id, ctx.attempt)], self.settings.lease_seconds, self.clock()
-        )
+        """ctx.heartbeat(): extend one lease now, from the handler's thread. A database too
+        busy to answer is not a lost lease: the handler hears False only once the lease has
+        really run out by our own reckoning."""
+        now = self.clock()
+        try:
+            (ok,) = self.backend.heartbeat(
+                self.id, [(ctx.job_id, ctx.attempt)], self.settings.lease_seconds, now
+            )
+        except DatabaseError as exc:
+            log.warning("ctx.heartbeat() for job %d failed: %s", ctx.job_id, exc)
+            return now - self._last_renewal < self.settings.lease_seconds
         if not ok:
             self._lose(ctx.job_id)
         return ok

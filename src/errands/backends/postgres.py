@@ -193,6 +193,7 @@ class _NotifyListener:
 class PostgresBackend(OpsVerbs, SQLBackend):
     dialect = "postgres"
     q = sql.queries("postgres")
+    schema_target = SCHEMA_VERSION
 
     def __init__(self, url: str, settings: Settings) -> None:
         self.url = url
@@ -293,6 +294,8 @@ class PostgresBackend(OpsVerbs, SQLBackend):
         """Apply pending migrations in one transaction. An advisory lock serializes processes
         that start together: the first applies, the rest find nothing to do."""
         q = self.q
+        if self._schema_is_current():
+            return  # the common case: no lock needed to open a queue
         with self._write("migrate") as conn:
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
             if conn.execute(q["schema_table_exists"]).fetchone() is None:

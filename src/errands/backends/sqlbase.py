@@ -81,6 +81,7 @@ class SQLBackend:
     dialect: str
     q: dict[str, str]
     settings: Settings
+    schema_target: int  # the schema version this errands writes
 
     # -- dialect hooks ---------------------------------------------------------------------
 
@@ -105,6 +106,15 @@ class SQLBackend:
 
     def listen(self, on_change: Callable[[], None]) -> Listener:
         raise NotImplementedError
+
+    def _schema_is_current(self) -> bool:
+        """Opening a queue whose schema is up to date needs only a read: no write lock, so a
+        worker can start while a long transaction holds the database."""
+        with self._read() as conn:
+            if conn.execute(self.q["schema_table_exists"], {}).fetchone() is None:
+                return False
+            version = conn.execute(self.q["schema_version"], {}).fetchone()[0]
+        return bool(version == self.schema_target)
 
     @property
     def _audit(self) -> frozenset[Event]:
@@ -422,6 +432,8 @@ class SQLBackend:
             report = self._recover(conn, rows, "startup_cleanup", now)
             for wid in worker_ids:
                 conn.execute(self.q["mark_worker_dead"], {"id": wid, "now": now})
+                # A dead leader's roles go at once, not when its leases lapse.
+                conn.execute(self.q["release_leases_of"], {"holder": wid})
         return report
 
     def _recover(self, conn: Conn, rows: list[Any], reason: str, now: float) -> RescueReport:

@@ -145,6 +145,7 @@ class _DataVersionListener:
 class SQLiteBackend(OpsVerbs, SQLBackend):
     dialect = "sqlite"
     q = sql.queries("sqlite")
+    schema_target = SCHEMA_VERSION
 
     def __init__(self, url: str, settings: Settings) -> None:
         if sqlite3.sqlite_version_info < MIN_SQLITE:
@@ -265,6 +266,8 @@ class SQLiteBackend(OpsVerbs, SQLBackend):
         """Apply pending migrations in one transaction; safe when many processes race here
         (BEGIN IMMEDIATE serializes them: the first applies, the rest find nothing to do)."""
         q = self.q
+        if self._schema_is_current():
+            return  # the common case: no write lock needed to open a queue
         with self._write("migrate") as conn:
             if conn.execute(q["schema_table_exists"], {}).fetchone() is None:
                 if conn.execute(q["jobs_table_exists"], {}).fetchone() is not None:

@@ -26,3 +26,7 @@ FOR UPDATE;
 -- name: mark_worker_dead
 -- Close the registry row of a worker found dead at startup cleanup.
 UPDATE workers SET stopped_at = to_timestamp(:now) WHERE id = :id AND stopped_at IS NULL;
+
+-- name: release_leases_of
+-- Drop every maintenance role held by a worker found dead (startup cleanup).
+DELETE FROM maintenance_leases WHERE holder = :holder;
