@@ -31,6 +31,9 @@ def freeze_outside_transaction(cluster: Cluster, proc: Proc) -> None:
     test is about. If the lock turns out to be held, thaw it briefly and try again."""
     for _ in range(50):
         proc.signal(signal.SIGSTOP)
+        # kill() returns before the target has stopped: on a busy machine it may run on for a
+        # moment (and begin a write transaction), so look at the lock only once it is stopped.
+        wait_for(lambda: _stopped(proc.pid), 5, f"worker {proc.pid} to stop", every=0.001)
         if write_lock_free(cluster.db_url):
             return
         proc.signal(signal.SIGCONT)
@@ -38,10 +41,24 @@ def freeze_outside_transaction(cluster: Cluster, proc: Proc) -> None:
     raise AssertionError(f"worker {proc.pid} held the write lock at every attempt to freeze it")
 
 
+def _stopped(pid: int) -> bool:
+    with open(f"/proc/{pid}/stat") as f:
+        state = f.read().rsplit(")", 1)[1].split()[0]
+    return state in ("T", "t")
+
+
+def _stopped(pid: int) -> bool:
+    with open(f"/proc/{pid}/stat") as f:
+        state = f.read().rsplit(")", 1)[1].split()[0]
+    return state in ("T", "t")
+
+
 def one_round(cluster: Cluster, queue: errands.Queue, seq: int, rng: random.Random) -> None:
     fail = rng.random() < 0.5
     sleep = rng.uniform(0.05, 0.6)
-    job_id = queue.enqueue("zombie_job", {"seq": seq, "sleep": sleep, "fail": fail})
+    gate = cluster.root / f"gate-{seq}"
+    payload = {"seq": seq, "sleep": sleep, "fail": fail, "gate": str(gate)}
+    job_id = queue.enqueue("zombie_job", payload)
     stale = cluster.worker("--concurrency", "1")
 
     def stale_started() -> bool:
@@ -56,6 +73,7 @@ def one_round(cluster: Cluster, queue: errands.Queue, seq: int, rng: random.Rand
         return job is not None and job.status == "succeeded"
 
     wait_for(finished_by_fresh, 30, f"job {job_id} to be rescued and finished by another worker")
+    gate.touch()  # only now may the stale attempt go on
     stale.signal(signal.SIGCONT)
 
     # The stale attempt wakes up, renews (refused), then reports success or failure (refused).

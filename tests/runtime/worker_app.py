@@ -107,13 +107,18 @@ def build(args: argparse.Namespace) -> errands.Queue:
         return seq
 
     @q.task(backoff=quick, max_attempts=3)
-    def zombie_job(ctx: JobContext, seq: int, sleep: float, fail: bool) -> int:
+    def zombie_job(ctx: JobContext, seq: int, sleep: float, fail: bool, gate: str = "") -> int:
         """Attempt 1 is the one the test freezes with SIGSTOP: after waking it renews its lease
-        (recording whether that changed a row) and then succeeds or fails for good."""
+        (recording whether that changed a row) and then succeeds or fails for good. With a
+        ``gate`` file it also waits for the test to create it: wall-clock sleep runs on while
+        the process is frozen, so without a gate the attempt could finish in any moment the
+        test lets it run before the freeze holds."""
         ledger.record(ctx, seq, "start")
         if ctx.attempt > 1:
             return seq
         time.sleep(sleep)
+        while gate and not os.path.exists(gate):
+            time.sleep(0.005)
         ledger.record(ctx, seq, "heartbeat", ok=ctx.heartbeat())
         if fail:
             raise errands.JobError("ZOMBIE:FAIL", "the stale attempt fails", retry=False)
