@@ -216,6 +216,11 @@ class PostgresBackend(OpsVerbs, SQLBackend):
             ) from exc
         self.dbname = str(info.get("dbname") or info.get("user") or "")
         lock_ms = int(settings.busy_timeout * 1000)
+        # errands' own transactions last milliseconds. One left open longer belongs to a
+        # worker that froze or hung mid-write: the server ends that session, so its row locks
+        # (a claimed job, a leader row) cannot stall every other worker — a stale worker is
+        # fenced anyway. Never applied to the application's connection= transactions.
+        idle_ms = int(max(settings.lease_seconds, 1.0) * 1000)
         self._pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
             url,
             min_size=1,
@@ -223,7 +228,10 @@ class PostgresBackend(OpsVerbs, SQLBackend):
             kwargs={
                 "autocommit": True,
                 # Added to (not replacing) any options the URL gives, e.g. a search_path.
-                "options": f"{info.get('options') or ''} -c lock_timeout={lock_ms}".strip(),
+                "options": (
+                    f"{info.get('options') or ''} -c lock_timeout={lock_ms} "
+                    f"-c idle_in_transaction_session_timeout={idle_ms}"
+                ).strip(),
                 "application_name": info.get("application_name") or "errands",
             },
             configure=_configure,
