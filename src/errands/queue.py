@@ -475,6 +475,7 @@ class Queue:
         queues: Sequence[str] | None = None,
         burst: bool = False,
         handle_signals: bool = True,
+        recycle_on_timeout: bool = False,
     ) -> Any:
         """Run jobs until stopped (SIGTERM/SIGINT), or with ``burst=True`` until no job this
         worker handles is due and none is running. Returns a summary of what it did."""
@@ -486,6 +487,7 @@ class Queue:
             queues=queues,
             burst=burst,
             handle_signals=handle_signals,
+            recycle_on_timeout=recycle_on_timeout,
         ).run()
 
 

@@ -9,6 +9,7 @@ leases recover whatever was running).
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import subprocess
 import sys
@@ -20,6 +21,10 @@ from types import FrameType
 log = logging.getLogger("errands.supervisor")
 
 RESTART_BACKOFF_MAX = 30.0
+# A child exits with this after a sync handler overran its timeout (a thread cannot be
+# killed, a process can): it is replaced at once, not counted as a crash.
+RECYCLE_EXIT = 75
+SUPERVISED_ENV = "ERRANDS_SUPERVISED"
 HEALTHY_AFTER = 60.0  # a child that ran this long restarts with no delay
 
 
@@ -51,7 +56,10 @@ class Supervisor:
         self.restarts = 0
 
     def _start(self, child: _Child) -> None:
-        child.proc = subprocess.Popen([sys.executable, "-m", "errands", "worker", *self.child_args])
+        child.proc = subprocess.Popen(
+            [sys.executable, "-m", "errands", "worker", *self.child_args],
+            env={**os.environ, SUPERVISED_ENV: "1"},
+        )
         child.started = time.monotonic()
         log.info("worker process %d started (pid %d)", child.slot, child.proc.pid)
 
@@ -82,6 +90,15 @@ class Supervisor:
                 code = child.proc.returncode
                 if self.burst and code == 0:
                     child.done, child.proc = True, None
+                    continue
+                if code == RECYCLE_EXIT:
+                    log.info(
+                        "worker process %d recycled (a sync handler overran its timeout)",
+                        child.slot,
+                    )
+                    child.proc, child.restart_at = None, now
+                    self.restarts += 1
+                    self._start(child)
                     continue
                 ran = now - child.started
                 child.failures = 0 if ran >= HEALTHY_AFTER else child.failures + 1
@@ -119,4 +136,6 @@ class Supervisor:
             time.sleep(0.05)
         for p in live:
             p.wait()
-        return 0 if all(p.returncode == 0 for p in live) and not self._kill else 1
+        # -SIGTERM: a child still starting up (no handler installed yet) had nothing running.
+        clean = all(p.returncode in (0, -signal.SIGTERM) for p in live)
+        return 0 if clean and not self._kill else 1

@@ -85,6 +85,7 @@ class WorkerSummary:
     refused: int = 0  # outcomes the fence refused: the lease had been recovered
     rescued: int = 0
     db_errors: int = 0  # busy timeouts and other database errors survived
+    recycled: bool = False  # stopped to be replaced: a sync handler overran its timeout
     interrupted: bool = False
     outcomes: dict[str, int] = field(default_factory=dict)
 
@@ -108,6 +109,7 @@ class Worker:
         handle_signals: bool = True,
         max_prefetch: int = 200,
         worker_id: str | None = None,
+        recycle_on_timeout: bool = False,
     ) -> None:
         if concurrency < 1:
             raise ConfigurationError(f"concurrency must be >= 1, got {concurrency}")
@@ -128,6 +130,7 @@ class Worker:
         self.burst = burst
         self.handle_signals = handle_signals
         self.max_prefetch = max_prefetch
+        self.recycle_on_timeout = recycle_on_timeout
         self.id = worker_id or make_worker_id()
         self.summary = WorkerSummary(self.id)
 
@@ -474,7 +477,18 @@ class Worker:
                     now - slot.started_at,
                 )
             )
-            self._spawn_runner()
+            if self.recycle_on_timeout:
+                # Under the supervisor, killing the stuck thread is possible after all: stop
+                # gracefully and exit so a fresh process takes this one's place.
+                log.warning(
+                    "job %d ran past its timeout in a thread that cannot be interrupted; "
+                    "this worker process will exit so the supervisor replaces it",
+                    slot.job.id,
+                )
+                self.summary.recycled = True
+                self._stopping = True
+            else:
+                self._spawn_runner()
 
     # -- running handlers ------------------------------------------------------------------
 

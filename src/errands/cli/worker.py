@@ -18,6 +18,7 @@ import traceback
 from typing import Any
 
 from ..queue import Queue
+from ..supervisor import RECYCLE_EXIT, SUPERVISED_ENV
 from . import output
 from .common import CommandFailed, UsageError, add_db, add_json, is_sqlite
 from .jobs import positive_int
@@ -151,7 +152,12 @@ def cmd_worker(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     try:
-        summary = queue.run_worker(concurrency=args.concurrency, queues=queues, burst=args.burst)
+        summary = queue.run_worker(
+            concurrency=args.concurrency,
+            queues=queues,
+            burst=args.burst,
+            recycle_on_timeout=os.environ.get(SUPERVISED_ENV) == "1",
+        )
     finally:
         queue.close()
     if args.json:
@@ -163,7 +169,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
             f"{summary.released} released",
             file=sys.stderr,
         )
-    return 0
+    return RECYCLE_EXIT if summary.recycled else 0
 
 
 def _supervise(args: argparse.Namespace, queue: Queue) -> int:
