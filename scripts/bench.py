@@ -81,6 +81,7 @@ def record(r: dict[str, Any]) -> str:
         ("raw_insert", "raw sqlite3 insert, bare table, 1 tx/row"),
         ("raw_job_insert", "raw sqlite3 insert into errands' `jobs` table, 1 tx/row"),
         ("enqueue", "`q.enqueue` one by one"),
+        ("enqueue_without_enqueued_event", "`q.enqueue`, audit without `ENQUEUED`"),
         ("enqueue_many", "`q.enqueue_many` (one tx)"),
         ("process", "process no-op jobs (`run_worker(burst=True)`)"),
     ):

@@ -516,7 +516,9 @@ class Worker:
                 return  # abandoned after a timeout: its outcome was already recorded
             slot.state = DONE
         self._done.append((slot, outcome, self.clock() - slot.started_at))
-        self._wake.set()
+        # is_set() takes no lock: only the first of a burst of finishing jobs pays for set().
+        if not self._wake.is_set():
+            self._wake.set()
 
     def _start_runners(self) -> None:
         if any(not t.is_async for t in self.q.tasks.values()):
