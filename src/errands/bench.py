@@ -28,6 +28,7 @@ import time
 from typing import Any
 
 from . import __version__
+from .backends.sqlite import filesystem_type
 from .cli import output
 from .queue import Queue
 from .states import DEFAULT_AUDIT, Event
@@ -159,20 +160,7 @@ def latency(path: str, n: int, durability: str, *, same_queue: bool) -> dict[str
 
 
 def filesystem_of(path: str) -> str:
-    real = os.path.realpath(path)
-    best, kind = "", "unknown"
-    try:
-        with open("/proc/mounts") as mounts:
-            for line in mounts:
-                parts = line.split()
-                if len(parts) >= 3 and (
-                    real == parts[1] or real.startswith(parts[1].rstrip("/") + "/")
-                ):
-                    if len(parts[1]) >= len(best):
-                        best, kind = parts[1], parts[2]
-    except OSError:
-        pass
-    return kind
+    return filesystem_type(path) or "unknown"
 
 
 def measure(

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -26,7 +25,7 @@ from psycopg.types.json import set_json_loads
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from .. import faults
-from ..errors import ConfigurationError, DatabaseBusyError, DatabaseError, SchemaVersionError
+from ..errors import ConfigurationError, DatabaseBusyError, DatabaseError
 from ..settings import Settings
 from ..states import Event
 from . import sql
@@ -194,6 +193,7 @@ class PostgresBackend(OpsVerbs, SQLBackend):
     dialect = "postgres"
     q = sql.queries("postgres")
     schema_target = SCHEMA_VERSION
+    other_jobs_table_hint = "use another database, or a schema of its own (options=-csearch_path=…)"
 
     def __init__(self, url: str, settings: Settings) -> None:
         self.url = url
@@ -298,39 +298,13 @@ class PostgresBackend(OpsVerbs, SQLBackend):
 
     # -- schema ----------------------------------------------------------------------------
 
-    def migrate(self) -> None:
-        """Apply pending migrations in one transaction. An advisory lock serializes processes
-        that start together: the first applies, the rest find nothing to do."""
-        q = self.q
-        if self._schema_is_current():
-            return  # the common case: no lock needed to open a queue
-        with self._write("migrate") as conn:
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
-            if conn.execute(q["schema_table_exists"]).fetchone() is None:
-                if conn.execute(q["jobs_table_exists"]).fetchone() is not None:
-                    raise SchemaVersionError(
-                        f"{self.where} already has a 'jobs' table that errands did not create; "
-                        "use another database, or a schema of its own (options=-csearch_path=…)"
-                    )
-                conn.execute(q["create_schema_table"])
-            current = _scalar(conn.execute(q["schema_version"]))
-            if current > SCHEMA_VERSION:
-                raise SchemaVersionError(
-                    f"{self.where} has errands schema version {current}, newer than this errands "
-                    f"supports ({SCHEMA_VERSION}); upgrade errands (pip install -U errands) — "
-                    "nothing was changed"
-                )
-            for version, script in sql.migrations(self.dialect):
-                if version <= current:
-                    continue
-                conn.raw.execute(script.encode())  # no parameters: '%' is literal here
-                conn.execute(q["record_migration"], {"version": version, "now": time.time()})
+    def _serialize_migrations(self, conn: Any) -> None:
+        # Processes starting together queue up here; the first migrates, the rest find
+        # nothing to do.
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
 
-    def schema_version(self) -> int:
-        with self._read() as conn:
-            return int(_scalar(conn.execute(self.q["schema_version"])))
-
-    # -- enqueue: COPY for bulk, NOTIFY for wake-up ----------------------------------------
+    def _run_script(self, conn: Any, script: str) -> None:
+        conn.raw.execute(script.encode())  # no parameters: '%' is literal here
 
     def _insert(self, conn: Any, jobs: Sequence[NewJob], now: float, actor: str) -> list[int]:
         if len(jobs) >= COPY_THRESHOLD and all(j.unique_key is None for j in jobs):
@@ -389,12 +363,6 @@ class PostgresBackend(OpsVerbs, SQLBackend):
 
 def _configure(conn: psycopg.Connection[Any]) -> None:
     set_json_loads(_text_json, conn)
-
-
-def _scalar(cur: psycopg.Cursor[Any]) -> Any:
-    row = cur.fetchone()
-    assert row is not None  # an aggregate always returns one row
-    return row[0]
 
 
 def _ts(epoch: float) -> datetime:

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
+from ..errors import SchemaVersionError
 from ..records import Attempt, EventRecord, Job, to_datetime
 from ..settings import Settings
 from ..states import AttemptStatus, Event, single_source, transition
+from . import sql as sql_files
 from .base import (
     Cancelled,
     CancelReport,
@@ -106,6 +109,54 @@ class SQLBackend:
 
     def listen(self, on_change: Callable[[], None]) -> Listener:
         raise NotImplementedError
+
+    # -- schema ----------------------------------------------------------------------------
+
+    where: str  # how messages name the database: a file path, or host:port/dbname
+    other_jobs_table_hint: str = "use another database for errands"
+
+    def _serialize_migrations(self, conn: Conn) -> None:
+        """Make concurrent migrators queue up (SQLite's BEGIN IMMEDIATE already does)."""
+
+    def _run_script(self, conn: Conn, script: str) -> None:
+        raise NotImplementedError
+
+    def _after_migration(self, conn: Conn, version: int) -> None:
+        """Anything a dialect records beside errands_migrations (SQLite: user_version)."""
+
+    def migrate(self) -> None:
+        """Apply pending migrations in one transaction; safe when many processes race here
+        (the first applies them, the rest find nothing to do). A database written by a newer
+        errands, or holding a ``jobs`` table errands did not create, is refused untouched."""
+        q = self.q
+        if self._schema_is_current():
+            return  # the common case: opening a queue needs no write lock
+        with self._write("migrate") as conn:
+            self._serialize_migrations(conn)
+            if conn.execute(q["schema_table_exists"], {}).fetchone() is None:
+                if conn.execute(q["jobs_table_exists"], {}).fetchone() is not None:
+                    raise SchemaVersionError(
+                        f"{self.where} already has a 'jobs' table that errands did not create; "
+                        f"{self.other_jobs_table_hint}"
+                    )
+                conn.execute(q["create_schema_table"], {})
+            current = int(conn.execute(q["schema_version"], {}).fetchone()[0])
+            if current > self.schema_target:
+                raise SchemaVersionError(
+                    f"{self.where} has errands schema version {current}, newer than this errands "
+                    f"supports ({self.schema_target}); upgrade errands (pip install -U errands) "
+                    "— nothing was changed"
+                )
+            for version, script in sql_files.migrations(self.dialect):
+                if version <= current:
+                    continue
+                self._run_script(conn, script)
+                conn.execute(q["record_migration"], {"version": version, "now": time.time()})
+                self._after_migration(conn, version)
+
+    def schema_version(self) -> int:
+        with self._read() as conn:
+            return int(conn.execute(self.q["schema_version"], {}).fetchone()[0])
 
     def _schema_is_current(self) -> bool:
         """Opening a queue whose schema is up to date needs only a read: no write lock, so a

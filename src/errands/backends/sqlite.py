@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from .. import faults
-from ..errors import ConfigurationError, DatabaseBusyError, DatabaseError, SchemaVersionError
+from ..errors import ConfigurationError, DatabaseBusyError, DatabaseError
 from ..settings import Settings
 from . import sql
 from .ops import OpsVerbs
@@ -90,10 +90,10 @@ def translate(exc: sqlite3.Error, path: str) -> DatabaseError:
     return DatabaseError(text)
 
 
-def _is_network_fs(path: str) -> str | None:
-    directory = os.path.dirname(os.path.abspath(path)) or "."
-    real = os.path.realpath(directory)
-    best, best_type = "", ""
+def filesystem_type(path: str) -> str | None:
+    """The type of the filesystem holding ``path`` (from /proc/mounts), or None if unknown."""
+    real = os.path.realpath(path)
+    best, best_type = "", None
     try:
         with open("/proc/mounts") as mounts:
             for line in mounts:
@@ -105,7 +105,12 @@ def _is_network_fs(path: str) -> str | None:
                         best, best_type = parts[1], parts[2]
     except OSError:
         return None  # not Linux: nothing to check against
-    return best_type if best_type in _NETWORK_FS else None
+    return best_type
+
+
+def _is_network_fs(path: str) -> str | None:
+    fs = filesystem_type(os.path.dirname(os.path.abspath(path)) or ".")
+    return fs if fs in _NETWORK_FS else None
 
 
 class _DataVersionListener:
@@ -146,6 +151,7 @@ class SQLiteBackend(OpsVerbs, SQLBackend):
     dialect = "sqlite"
     q = sql.queries("sqlite")
     schema_target = SCHEMA_VERSION
+    other_jobs_table_hint = "use another file, or another database for errands"
 
     def __init__(self, url: str, settings: Settings) -> None:
         if sqlite3.sqlite_version_info < MIN_SQLITE:
@@ -153,7 +159,7 @@ class SQLiteBackend(OpsVerbs, SQLBackend):
                 f"SQLite {sqlite3.sqlite_version} is too old: errands needs 3.35 or newer "
                 "(for RETURNING); upgrade Python or install pysqlite3 with a newer SQLite"
             )
-        self.path = path_from_url(url)
+        self.path = self.where = path_from_url(url)
         self.settings = settings
         fs = _is_network_fs(self.path)
         if fs and not settings.allow_network_filesystem:
@@ -262,39 +268,13 @@ class SQLiteBackend(OpsVerbs, SQLBackend):
 
     # -- schema ----------------------------------------------------------------------------
 
-    def migrate(self) -> None:
-        """Apply pending migrations in one transaction; safe when many processes race here
-        (BEGIN IMMEDIATE serializes them: the first applies, the rest find nothing to do)."""
-        q = self.q
-        if self._schema_is_current():
-            return  # the common case: no write lock needed to open a queue
-        with self._write("migrate") as conn:
-            if conn.execute(q["schema_table_exists"], {}).fetchone() is None:
-                if conn.execute(q["jobs_table_exists"], {}).fetchone() is not None:
-                    raise SchemaVersionError(
-                        f"{self.path} already has a 'jobs' table that errands did not create; "
-                        "use another file, or another database for errands"
-                    )
-                conn.execute(q["create_schema_table"], {})
-            current = conn.execute(q["schema_version"], {}).fetchone()[0]
-            if current > SCHEMA_VERSION:
-                raise SchemaVersionError(
-                    f"{self.path} has errands schema version {current}, newer than this errands "
-                    f"supports ({SCHEMA_VERSION}); upgrade errands (pip install -U errands) — "
-                    "nothing was changed"
-                )
-            for version, script in sql.migrations(self.dialect):
-                if version <= current:
-                    continue
-                for statement in _statements(script):
-                    conn.execute(statement)
-                conn.execute(q["record_migration"], {"version": version, "now": time.time()})
-                # Also in the header, so `sqlite3 app.db 'PRAGMA user_version'` tells it.
-                conn.execute(f"PRAGMA user_version = {int(version)}")
+    def _run_script(self, conn: Any, script: str) -> None:
+        for statement in _statements(script):
+            conn.execute(statement)
 
-    def schema_version(self) -> int:
-        with self._read() as conn:
-            return int(conn.execute(self.q["schema_version"], {}).fetchone()[0])
+    def _after_migration(self, conn: Any, version: int) -> None:
+        # Also in the header, so `sqlite3 app.db 'PRAGMA user_version'` tells it.
+        conn.execute(f"PRAGMA user_version = {int(version)}")
 
     # -- dialect hooks for SQLBackend ------------------------------------------------------
 
