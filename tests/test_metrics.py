@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 import errands
+from errands.backends.base import ClaimRequest, WorkerInfo
 from errands.metrics import MAX_SERIES, OTHER, render_metrics
 from ops_helpers import DAY, T0, Clock, enqueue, is_postgres, run_job
 
@@ -83,3 +84,34 @@ def test_periodic_overdue_metric(q: errands.Queue, clock: Clock) -> None:
     clock.now = T0 + 3600
     overdue = _samples(_families(q)["errands_periodic_overdue"])
     assert overdue == {(("name", "beat"),): 1.0}
+
+
+def _total(fams: dict[str, Any], name: str) -> float:
+    (sample,) = [s for s in fams[name].samples if s.name == name + "_total"]
+    return float(sample.value)
+
+
+def test_worker_counters_are_summed_over_every_worker(q: errands.Queue) -> None:
+    info = WorkerInfo("h:1:a", "h", 1, None, 1)
+    q.backend.register_worker(info, T0)
+    q.backend.register_worker(WorkerInfo("h:2:b", "h", 2, None, 1), T0)
+    q.backend.worker_seen("h:1:a", T0, {"refused": 2, "rescued": 3, "db_errors": 1})
+    q.backend.worker_stopped("h:2:b", T0 + 1, {"refused": 1, "rescued": 0, "db_errors": 4})
+    q.backend.worker_seen("h:1:a", T0 + 2)  # no counters: the last ones are kept
+    fams = _families(q)
+    assert _total(fams, "errands_fencing_refusals") == 3
+    assert _total(fams, "errands_jobs_rescued") == 3
+    assert _total(fams, "errands_database_errors") == 5
+
+
+def test_a_rescue_by_a_real_worker_is_counted(q: errands.Queue) -> None:
+    @q.task
+    def ok() -> None:
+        return None
+
+    job_id = enqueue(q, "ok", at=T0 - 120)
+    request = ClaimRequest("elsewhere:9:gone", ["ok"], None, 1, 5.0)
+    assert [j.id for j in q.backend.claim(request, T0 - 60)] == [job_id]  # lease long expired
+    q.run_worker(burst=True, handle_signals=False)
+    assert q.get(job_id).status == "succeeded"  # type: ignore[union-attr]
+    assert _total(_families(q), "errands_jobs_rescued") == 1

@@ -39,9 +39,11 @@ class Rescuer:
     def __init__(self, backend: Backend, lease_seconds: float) -> None:
         self.backend = backend
         self.interval = min(lease_seconds / 2, MAX_SWEEP)
+        self.total = 0  # jobs recovered by this rescuer, for the worker's counters
 
     def run_once(self, now: float) -> RescueReport:
         report = self.backend.rescue(now)
+        self.total += len(report.recovered) + len(report.exhausted)
         if report.recovered or report.exhausted:
             log.info(
                 "recovered %d job(s) whose lease expired (%d had no attempts left)",

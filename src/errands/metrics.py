@@ -129,6 +129,19 @@ class ErrandsCollector:
                 hist.add_metric([queue], list(zip(bounds, cum, strict=True)), total)
             yield hist
 
+        # What only workers see, summed over every worker's registry row.
+        seen = b.worker_counters()
+        for key, name, doc in (
+            (
+                "rescued",
+                "errands_jobs_rescued",
+                "Jobs recovered after a lost lease or dead worker.",
+            ),
+            ("refused", "errands_fencing_refusals", "Stale outcomes the fence refused."),
+            ("db_errors", "errands_database_errors", "Busy timeouts and database errors survived."),
+        ):
+            yield core.CounterMetricFamily(name, doc, value=seen.get(key, 0))
+
         due = b.oldest_due(now)
         yield core.GaugeMetricFamily(
             "errands_oldest_due_wait_seconds",

@@ -355,7 +355,7 @@ class Worker:
         ]
         try:
             ok = self.backend.heartbeat(self.id, held, self.settings.lease_seconds, now)
-            self.backend.worker_seen(self.id, now)
+            self.backend.worker_seen(self.id, now, self._counters())
         except DatabaseError as exc:
             self._db_trouble("heartbeat failed", exc)
             if now - self._last_renewal >= self.settings.lease_seconds and not self._renewal_lost:
@@ -374,6 +374,17 @@ class Worker:
         for (job_id, _), alive in zip(held, ok, strict=True):
             if not alive:
                 self._lose(job_id)
+
+    def _counters(self) -> dict[str, int]:
+        """Totals only this worker sees, kept on its registry row for /metrics."""
+        rescued = self.summary.rescued + sum(
+            getattr(service, "total", 0) for service in self._maintenance.services
+        )
+        return {
+            "refused": self.summary.refused,
+            "rescued": rescued,
+            "db_errors": self.summary.db_errors,
+        }
 
     def _startup_cleanup(self, now: float) -> None:
         """Recover at once the jobs of this host's workers whose process is gone."""
@@ -635,7 +646,7 @@ class Worker:
             self._close_loop(self._loop)
         self._maintenance.stop()
         try:
-            self.backend.worker_stopped(self.id, self.clock())
+            self.backend.worker_stopped(self.id, self.clock(), self._counters())
         except DatabaseError as exc:
             log.warning("could not mark worker stopped: %s", exc)
 

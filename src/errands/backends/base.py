@@ -6,7 +6,7 @@ them with its own named queries. Times are float unix seconds; JSON columns trav
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -213,8 +213,13 @@ class Backend(Protocol):
 
     # workers registry
     def register_worker(self, info: WorkerInfo, now: float) -> None: ...
-    def worker_seen(self, worker_id: str, now: float) -> None: ...
-    def worker_stopped(self, worker_id: str, now: float) -> None: ...
+    def worker_seen(
+        self, worker_id: str, now: float, counters: Mapping[str, int] | None = None
+    ) -> None: ...
+    def worker_stopped(
+        self, worker_id: str, now: float, counters: Mapping[str, int] | None = None
+    ) -> None: ...
+    def worker_counters(self) -> dict[str, int]: ...
 
     # operations (backends/ops.py: OpsVerbs)
     def ops_stats(

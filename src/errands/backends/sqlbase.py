@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from ..errors import SchemaVersionError
@@ -645,13 +645,33 @@ class SQLBackend:
         with self._write("register_worker") as conn:
             conn.execute(self.q["upsert_worker"], params)
 
-    def worker_seen(self, worker_id: str, now: float) -> None:
+    def worker_seen(
+        self, worker_id: str, now: float, counters: Mapping[str, int] | None = None
+    ) -> None:
+        params = {"id": worker_id, "now": now, "counters": _counters(counters)}
         with self._write("worker_seen") as conn:
-            conn.execute(self.q["worker_seen"], {"id": worker_id, "now": now})
+            conn.execute(self.q["worker_seen"], params)
 
-    def worker_stopped(self, worker_id: str, now: float) -> None:
+    def worker_stopped(
+        self, worker_id: str, now: float, counters: Mapping[str, int] | None = None
+    ) -> None:
+        params = {"id": worker_id, "now": now, "counters": _counters(counters)}
         with self._write("worker_stopped") as conn:
-            conn.execute(self.q["worker_stopped"], {"id": worker_id, "now": now})
+            conn.execute(self.q["worker_stopped"], params)
+
+    def worker_counters(self) -> dict[str, int]:
+        """What every worker ever registered here has counted, summed."""
+        totals: dict[str, int] = {}
+        with self._read() as conn:
+            rows = conn.execute(self.q["worker_counters"], {}).fetchall()
+        for (text,) in rows:
+            for key, value in json.loads(text).items():
+                totals[key] = totals.get(key, 0) + int(value)
+        return totals
+
+
+def _counters(counters: Mapping[str, int] | None) -> str | None:
+    return None if counters is None else json.dumps(dict(counters), sort_keys=True)
 
 
 def _dumps(value: Any) -> str:

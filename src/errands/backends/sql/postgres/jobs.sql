@@ -230,9 +230,16 @@ ON CONFLICT (id) DO UPDATE SET last_seen_at = excluded.last_seen_at, stopped_at 
 
 -- name: worker_seen
 -- A worker is alive.
-UPDATE workers SET last_seen_at = to_timestamp(:now) WHERE id = :id;
+UPDATE workers SET last_seen_at = to_timestamp(:now),
+    counters = COALESCE(CAST(:counters AS text), counters)
+WHERE id = :id;
 
 -- name: worker_stopped
 -- A worker stopped cleanly.
-UPDATE workers SET stopped_at = to_timestamp(:now), last_seen_at = to_timestamp(:now)
+UPDATE workers SET stopped_at = to_timestamp(:now), last_seen_at = to_timestamp(:now),
+    counters = COALESCE(CAST(:counters AS text), counters)
 WHERE id = :id;
+
+-- name: worker_counters
+-- Every worker's running totals (JSON), stopped workers included, for counters in /metrics.
+SELECT counters FROM workers WHERE counters IS NOT NULL;

@@ -92,6 +92,7 @@ CREATE TABLE workers (
     pid          integer     NOT NULL,
     queues       text,
     types        text,
+    counters     text,
     concurrency  integer     NOT NULL,
     started_at   timestamptz NOT NULL,
     last_seen_at timestamptz NOT NULL,

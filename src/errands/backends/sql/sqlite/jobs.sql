@@ -217,8 +217,13 @@ ON CONFLICT (id) DO UPDATE SET last_seen_at = excluded.last_seen_at, stopped_at 
 
 -- name: worker_seen
 -- A worker is alive.
-UPDATE workers SET last_seen_at = :now WHERE id = :id;
+UPDATE workers SET last_seen_at = :now, counters = COALESCE(:counters, counters) WHERE id = :id;
 
 -- name: worker_stopped
 -- A worker stopped cleanly.
-UPDATE workers SET stopped_at = :now, last_seen_at = :now WHERE id = :id;
+UPDATE workers SET stopped_at = :now, last_seen_at = :now, counters = COALESCE(:counters, counters)
+WHERE id = :id;
+
+-- name: worker_counters
+-- Every worker's running totals (JSON), stopped workers included, for counters in /metrics.
+SELECT counters FROM workers WHERE counters IS NOT NULL;

@@ -92,6 +92,9 @@ CREATE TABLE workers (
     -- the job types it handles (comma-separated), so stats can name queued types that no
     -- live worker will ever claim
     types        TEXT,
+    -- the worker's running totals as JSON ({"refused": …, "rescued": …, "db_errors": …}),
+    -- written with each heartbeat so /metrics can count what only workers see
+    counters     TEXT,
     concurrency  INTEGER NOT NULL,
     started_at   REAL    NOT NULL,
     last_seen_at REAL    NOT NULL,
