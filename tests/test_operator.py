@@ -134,3 +134,11 @@ def test_stats_counts_every_state(queue: errands.Queue) -> None:
     queue.cancel(a)
     counts = queue.stats()["counts"]
     assert counts == {"queued": 1, "running": 0, "succeeded": 0, "failed": 0, "cancelled": 1}
+
+
+def test_urls_are_printed_without_their_password() -> None:
+    from errands.backends import redact
+
+    assert redact("postgresql://app:s3cret@db:5432/app") == "postgresql://app:***@db:5432/app"
+    assert redact("postgresql://app@db/app") == "postgresql://app@db/app"
+    assert redact("jobs.db") == "jobs.db"

@@ -10,7 +10,7 @@ from typing import Any, TypeVar, overload
 
 from . import payload as payload_json
 from . import periodic
-from .backends import open_backend
+from .backends import open_backend, redact
 from .backends.base import CancelReport, JobFilter, NewJob, PruneProgress, PruneReport
 from .backoff import Backoff
 from .errors import (
@@ -84,7 +84,12 @@ class Queue:
         self.backend.migrate()
 
     def __repr__(self) -> str:
-        return f"<errands.Queue {self.url!r} tasks={sorted(self.tasks)}>"
+        return f"<errands.Queue {self.display_url!r} tasks={sorted(self.tasks)}>"
+
+    @property
+    def display_url(self) -> str:
+        """The database URL with any password hidden, for messages and logs."""
+        return redact(self.url)
 
     def __enter__(self) -> Queue:
         return self

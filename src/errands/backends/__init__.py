@@ -7,6 +7,16 @@ from ..settings import Settings
 from .base import Backend
 
 
+def redact(url: str) -> str:
+    """A database URL fit to print or log: any password replaced by ***."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or "@" not in rest:
+        return url
+    creds, at, host = rest.rpartition("@")
+    user, colon, _ = creds.partition(":")
+    return f"{scheme}://{user}{':***' if colon else ''}{at}{host}"
+
+
 def open_backend(url: str, settings: Settings) -> Backend:
     if url.startswith(("postgresql://", "postgres://")):
         try:
@@ -29,4 +39,4 @@ def open_backend(url: str, settings: Settings) -> Backend:
     return SQLiteBackend(url, settings)
 
 
-__all__ = ["Backend", "open_backend"]
+__all__ = ["Backend", "open_backend", "redact"]

@@ -132,7 +132,7 @@ def _stats(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(stats, indent=2))
         else:
-            print(render_stats(stats, q.url))
+            print(render_stats(stats, q.display_url))
     return OK
 
 

@@ -17,6 +17,7 @@ import sys
 import traceback
 from typing import Any
 
+from ..backends import redact
 from ..queue import Queue
 from ..supervisor import RECYCLE_EXIT, SUPERVISED_ENV
 from . import output
@@ -129,7 +130,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
     db = getattr(args, "db", None)
     if db and not _same_db(db, queue.url):
         raise UsageError(
-            f"--db {db} differs from the database of {args.app}'s Queue ({queue.url}); the "
+            f"--db {redact(db)} differs from the database of {args.app}'s Queue "
+            f"({queue.display_url}); the "
             "worker uses the app's Queue — drop --db or build the Queue from the right URL"
         )
     queues = (
@@ -146,7 +148,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     )
     if not args.quiet:
         print(
-            f"errands worker: {queue.url}, tasks {', '.join(sorted(queue.tasks)) or '-'}, "
+            f"errands worker: {queue.display_url}, tasks {', '.join(sorted(queue.tasks)) or '-'}, "
             f"queues {', '.join(queues) if queues else 'all'}, concurrency {args.concurrency}"
             + (", burst" if args.burst else ""),
             file=sys.stderr,
