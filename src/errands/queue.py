@@ -23,7 +23,7 @@ from .errors import (
 from .maintenance import Rescuer, Service
 from .periodic import PeriodicScheduler, Schedule
 from .records import Attempt, EventRecord, Job, to_epoch
-from .retention import Pruner
+from .retention import SERVICE_MAX_BATCHES, Pruner
 from .settings import Duration, Retention, Settings, seconds
 from .states import Event, State
 from .tasks import DEFAULT_QUEUE, Task, TaskOptions
@@ -78,7 +78,7 @@ class Queue:
         self._service_factories: list[Callable[[Queue], Service | None]] = [
             lambda q: Rescuer(q.backend, q.settings.lease_seconds),
             lambda q: PeriodicScheduler(q) if q.schedules else None,
-            lambda q: Pruner(q),
+            lambda q: Pruner(q.backend, q.settings.retention, max_batches=SERVICE_MAX_BATCHES),
         ]
         self.backend = open_backend(url, self.settings)
         self.backend.migrate()
@@ -422,13 +422,14 @@ class Queue:
     ) -> PruneReport:
         """Delete finished jobs past ``retention`` (rolled up first), ``batch_size`` rows per
         transaction; rerunnable and interruptible (``should_stop``). See errands.retention."""
-        return self.backend.prune(
-            self.clock() if now is None else now,
-            dry_run=dry_run,
+        pruner = Pruner(
+            self.backend,
+            self.settings.retention,
             batch_size=batch_size,
             progress=progress,
             should_stop=should_stop,
         )
+        return pruner.run_once(self.clock() if now is None else now, dry_run=dry_run)
 
     def vacuum(self) -> dict[str, int | None]:
         """Shrink the database file (locks it while it runs: off-peak)."""
