@@ -77,7 +77,11 @@ class Queue:
         # Maintenance services the elected worker runs (rescue; prune and periodic add theirs).
         self._service_factories: list[Callable[[Queue], Service | None]] = [
             lambda q: Rescuer(q.backend, q.settings.lease_seconds),
-            lambda q: PeriodicScheduler(q) if q.schedules else None,
+            lambda q: (
+                PeriodicScheduler(q.backend, q.schedules, q.tasks, clock=q.clock)
+                if q.schedules
+                else None
+            ),
             lambda q: Pruner(q.backend, q.settings.retention, max_batches=SERVICE_MAX_BATCHES),
         ]
         self.backend = open_backend(url, self.settings)
