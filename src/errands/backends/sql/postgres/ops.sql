@@ -15,7 +15,7 @@ LIMIT :limit;
 
 -- name: running_past_lease
 -- How many running jobs are past their lease by more than :grace seconds.
-SELECT COUNT(*) FROM jobs
+SELECT COUNT(*) AS n FROM jobs
 WHERE status = 'running' AND lease_expires_at < to_timestamp(:now - :grace);
 
 -- name: oldest_due
@@ -27,7 +27,7 @@ LIMIT 1;
 
 -- name: retry_histogram
 -- Attempts used by jobs that finished since :since (succeeded, failed or cancelled).
-SELECT attempts, COUNT(*) FROM jobs
+SELECT attempts, COUNT(*) AS n FROM jobs
 WHERE status IN ('succeeded', 'failed', 'cancelled') AND finished_at >= to_timestamp(:since)
 GROUP BY attempts ORDER BY attempts;
 
@@ -53,11 +53,11 @@ FROM job_stats_hourly WHERE hour >= to_timestamp(:since);
 
 -- name: rollup_totals
 -- All-time rolled-up counts per queue, type and outcome (the pruned part of the counters).
-SELECT queue, type, outcome, SUM(count) FROM job_stats_hourly GROUP BY queue, type, outcome;
+SELECT queue, type, outcome, SUM(count) AS n FROM job_stats_hourly GROUP BY queue, type, outcome;
 
 -- name: queued_types
 -- Queued jobs per queue and type (a range on the index jobs_status_queue_type).
-SELECT queue, type, COUNT(*) FROM jobs WHERE status = 'queued' GROUP BY queue, type
+SELECT queue, type, COUNT(*) AS n FROM jobs WHERE status = 'queued' GROUP BY queue, type
 ORDER BY queue, type;
 
 -- name: workers_seen_since
@@ -77,7 +77,7 @@ ORDER BY id;
 
 -- name: prune_count
 -- How many jobs of one terminal state finished before :cutoff (dry run).
-SELECT COUNT(*) FROM jobs WHERE status = :status AND finished_at < to_timestamp(:cutoff);
+SELECT COUNT(*) AS n FROM jobs WHERE status = :status AND finished_at < to_timestamp(:cutoff);
 
 -- name: prune_batch
 -- Delete up to :limit jobs of one terminal state that finished before :cutoff, oldest first;
@@ -129,4 +129,4 @@ VACUUM FULL jobs, job_attempts, job_events, job_blobs, job_stats_hourly;
 
 -- name: db_size
 -- Bytes used by the database; free space inside the files has no cheap exact figure here.
-SELECT pg_database_size(current_database()), CAST(NULL AS bigint);
+SELECT pg_database_size(current_database()) AS bytes, CAST(NULL AS bigint) AS free_bytes;

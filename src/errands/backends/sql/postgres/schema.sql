@@ -4,11 +4,11 @@
 
 -- name: schema_table_exists
 -- Whether errands has created its migrations table here.
-SELECT 1 FROM pg_tables WHERE schemaname = current_schema() AND tablename = 'errands_migrations';
+SELECT 1 AS present FROM pg_tables WHERE schemaname = current_schema() AND tablename = 'errands_migrations';
 
 -- name: jobs_table_exists
 -- Whether some other 'jobs' table already exists (not ours: refuse to touch it).
-SELECT 1 FROM pg_tables WHERE schemaname = current_schema() AND tablename = 'jobs';
+SELECT 1 AS present FROM pg_tables WHERE schemaname = current_schema() AND tablename = 'jobs';
 
 -- name: create_schema_table
 -- The migrations table: one row per applied schema version.
@@ -16,7 +16,7 @@ CREATE TABLE errands_migrations (version integer PRIMARY KEY, applied_at timesta
 
 -- name: schema_version
 -- The newest applied schema version (0 for a new database).
-SELECT COALESCE(MAX(version), 0) FROM errands_migrations;
+SELECT COALESCE(MAX(version), 0) AS version FROM errands_migrations;
 
 -- name: record_migration
 -- Record an applied schema version.

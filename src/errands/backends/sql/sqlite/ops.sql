@@ -14,7 +14,7 @@ LIMIT :limit;
 
 -- name: running_past_lease
 -- How many running jobs are past their lease by more than :grace seconds.
-SELECT COUNT(*) FROM jobs
+SELECT COUNT(*) AS n FROM jobs
 WHERE status = 'running' AND lease_expires_at < :now - :grace;
 
 -- name: oldest_due
@@ -26,7 +26,7 @@ LIMIT 1;
 
 -- name: retry_histogram
 -- Attempts used by jobs that finished since :since (succeeded, failed or cancelled).
-SELECT attempts, COUNT(*) FROM jobs
+SELECT attempts, COUNT(*) AS n FROM jobs
 WHERE status IN ('succeeded', 'failed', 'cancelled') AND finished_at >= :since
 GROUP BY attempts ORDER BY attempts;
 
@@ -52,11 +52,11 @@ FROM job_stats_hourly WHERE hour >= :since;
 
 -- name: rollup_totals
 -- All-time rolled-up counts per queue, type and outcome (the pruned part of the counters).
-SELECT queue, type, outcome, SUM(count) FROM job_stats_hourly GROUP BY queue, type, outcome;
+SELECT queue, type, outcome, SUM(count) AS n FROM job_stats_hourly GROUP BY queue, type, outcome;
 
 -- name: queued_types
 -- Queued jobs per queue and type (a range on the covering index jobs_status_queue_type).
-SELECT queue, type, COUNT(*) FROM jobs WHERE status = 'queued' GROUP BY queue, type
+SELECT queue, type, COUNT(*) AS n FROM jobs WHERE status = 'queued' GROUP BY queue, type
 ORDER BY queue, type;
 
 -- name: workers_seen_since
@@ -76,7 +76,7 @@ ORDER BY id;
 
 -- name: prune_count
 -- How many jobs of one terminal state finished before :cutoff (dry run).
-SELECT COUNT(*) FROM jobs WHERE status = :status AND finished_at < :cutoff;
+SELECT COUNT(*) AS n FROM jobs WHERE status = :status AND finished_at < :cutoff;
 
 -- name: prune_batch
 -- Delete up to :limit jobs of one terminal state that finished before :cutoff, oldest first;
@@ -115,5 +115,5 @@ VACUUM;
 
 -- name: db_size
 -- Bytes used by the database file (pages in use and free).
-SELECT page_count * page_size, freelist_count * page_size
+SELECT page_count * page_size AS bytes, freelist_count * page_size AS free_bytes
 FROM pragma_page_count(), pragma_page_size(), pragma_freelist_count();

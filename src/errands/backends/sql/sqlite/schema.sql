@@ -2,11 +2,11 @@
 
 -- name: schema_table_exists
 -- Whether errands has created its migrations table here.
-SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'errands_migrations';
+SELECT 1 AS present FROM sqlite_master WHERE type = 'table' AND name = 'errands_migrations';
 
 -- name: jobs_table_exists
 -- Whether some other 'jobs' table already exists (not ours: refuse to touch it).
-SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'jobs';
+SELECT 1 AS present FROM sqlite_master WHERE type = 'table' AND name = 'jobs';
 
 -- name: create_schema_table
 -- The migrations table: one row per applied schema version.
@@ -14,7 +14,7 @@ CREATE TABLE errands_migrations (version INTEGER PRIMARY KEY, applied_at REAL NO
 
 -- name: schema_version
 -- The newest applied schema version (0 for a new database).
-SELECT COALESCE(MAX(version), 0) FROM errands_migrations;
+SELECT COALESCE(MAX(version), 0) AS version FROM errands_migrations;
 
 -- name: record_migration
 -- Record an applied schema version.
