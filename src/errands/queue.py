@@ -74,16 +74,6 @@ class Queue:
         self.tasks: dict[str, Task[Any, Any]] = {}
         self.schedules: dict[str, Schedule] = {}
         self._wakers: set[Callable[[], None]] = set()
-        # Maintenance services the elected worker runs (rescue; prune and periodic add theirs).
-        self._service_factories: list[Callable[[Queue], Service | None]] = [
-            lambda q: Rescuer(q.backend, q.settings.lease_seconds),
-            lambda q: (
-                PeriodicScheduler(q.backend, q.schedules, q.tasks, clock=q.clock)
-                if q.schedules
-                else None
-            ),
-            lambda q: Pruner(q.backend, q.settings.retention, max_batches=SERVICE_MAX_BATCHES),
-        ]
         self.backend = open_backend(url, self.settings)
         self.backend.migrate()
 
@@ -468,13 +458,18 @@ class Queue:
             raise JobNotFoundError(f"no job with id {job_id}; list jobs with `errands jobs`")
         return job
 
-    def add_service(self, factory: Callable[[Queue], Service | None]) -> None:
-        """Have the elected worker also run this maintenance service (None: not needed)."""
-        self._service_factories.append(factory)
-
     def services(self) -> list[Service]:
-        """The maintenance services a worker's leader runs: rescue, periodic, prune."""
-        return [s for make in self._service_factories if (s := make(self)) is not None]
+        """The maintenance services a worker's leader runs: rescue, periodic, prune — each
+        given only what it uses."""
+        services: list[Service] = [Rescuer(self.backend, self.settings.lease_seconds)]
+        if self.schedules:
+            services.append(
+                PeriodicScheduler(self.backend, self.schedules, self.tasks, clock=self.clock)
+            )
+        services.append(
+            Pruner(self.backend, self.settings.retention, max_batches=SERVICE_MAX_BATCHES)
+        )
+        return services
 
     # -- running ---------------------------------------------------------------------------
 
