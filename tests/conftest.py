@@ -70,11 +70,6 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 @pytest.fixture
-def is_sqlite(db_url: str) -> bool:
-    return not db_url.startswith(("postgresql://", "postgres://"))
-
-
-@pytest.fixture
 def sqlite_path(tmp_path: Path) -> str:
     """For the SQLite-only tests: a fresh file path, no backend parametrization."""
     return str(tmp_path / "jobs.db")
