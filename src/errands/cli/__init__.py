@@ -15,7 +15,7 @@ from typing import Any
 
 from .. import __version__
 from ..errors import ErrandsError
-from . import graduate, jobs, ops, output, worker
+from . import dashboard, graduate, jobs, ops, output, worker
 from .common import UsageError, add_db, add_json
 from .jobs import positive_int
 
@@ -44,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     jobs.register(sub)
     ops.register(sub)
     graduate.register(sub)
+    dashboard.register(sub)
     _register_tools(sub)
     return parser
 
