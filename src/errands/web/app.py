@@ -127,12 +127,12 @@ ROUTES: tuple[Endpoint, ...] = (
     ),
     _e("/jobs/{job_id:int}/retry", pages.retry, "POST", "retry", "protected", "mutation", False),
     _e("/jobs/{job_id:int}/cancel", pages.cancel, "POST", "cancel", "protected", "mutation", False),
-    _e("/bulk", pages.bulk_confirm, "GET", "bulk", "protected", "read", False),
+    _e("/bulk/confirm", pages.bulk_confirm, "GET", "bulk", "protected", "read", False),
     _e("/bulk", pages.bulk_run, "POST", "bulk_post", "protected", "mutation", False),
     _e("/failures", pages.failures, "GET", "failures", "protected", "read", False),
     _e("/periodic", pages.periodic, "GET", "periodic", "protected", "read", False),
     _e("/workers", pages.workers, "GET", "workers", "protected", "read", False),
-    _e("/prune", pages.prune_confirm, "GET", "prune", "protected", "read", False),
+    _e("/prune/confirm", pages.prune_confirm, "GET", "prune", "protected", "read", False),
     _e("/prune", pages.prune_run, "POST", "prune_post", "protected", "mutation", False),
 )
 # Mounted sub-apps, classified like routes: the static files hold no data (CSS and the script).
