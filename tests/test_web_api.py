@@ -12,7 +12,7 @@ import errands
 from errands.web import create_app
 from errands.web.params import MAX_LIMIT
 from ops_helpers import DAY, HOUR, T0, Clock, run_job
-from web_helpers import populate, statuses
+from web_helpers import populate
 
 JSON = {"content-type": "application/json"}
 
@@ -43,7 +43,7 @@ def test_list_filters(world: Any) -> None:
 
 
 def test_cursor_pagination_walks_every_job_once(world: Any) -> None:
-    q, c, ids = world
+    _, c, ids = world
     seen: list[int] = []
     cursor = None
     pages = 0

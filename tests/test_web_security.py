@@ -4,9 +4,9 @@ headers, body limits, escaping and an injection corpus — on both backends."""
 from __future__ import annotations
 
 import re
-from urllib.parse import quote
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from starlette.routing import Mount, Route

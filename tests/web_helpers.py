@@ -28,7 +28,3 @@ def populate(q: errands.Queue) -> dict[str, Any]:
     q.run_worker(burst=True, concurrency=2, handle_signals=False)
     queued = [q.enqueue("remind", {"n": i}, delay=3600) for i in range(2)]
     return {"ok": ok, "failed": failed, "queued": queued}
-
-
-def statuses(q: errands.Queue) -> dict[int, str]:
-    return {j.id: j.status for j in q.jobs(limit=1000)}
