@@ -17,7 +17,8 @@ HEADERS = [
     (b"content-security-policy", CSP.encode()),
     (b"x-content-type-options", b"nosniff"),
     (b"x-frame-options", b"DENY"),
-    (b"referrer-policy", b"no-referrer"),
+    # not no-referrer: with it Chromium sends "Origin: null" on form posts, failing the check
+    (b"referrer-policy", b"same-origin"),
     (b"cache-control", b"no-store"),
 ]
 MAX_BODY = 64 * 1024  # forms and JSON bodies here are a few hundred bytes
