@@ -79,8 +79,11 @@ def _register_tools(sub: Any) -> None:
         "from a terminal it stays up with a worker until Ctrl-C)",
     )
     p.add_argument(
-        "--port", type=int, default=8000, metavar="N", help="dashboard port (default 8000, "
-        "else any free one)"
+        "--port",
+        type=int,
+        default=8000,
+        metavar="N",
+        help="dashboard port (default 8000, else any free one)",
     )
     p.set_defaults(func=_cmd_demo)
 

@@ -8,7 +8,7 @@
 - **CSRF.** HTML forms carry a token derived from the session (an HMAC of the session id);
   JSON API mutations must be requests a cross-site form cannot send (``Content-Type:
   application/json`` or an ``X-Requested-With`` header). Every mutation whose ``Origin``
-  header is present must name the dashboard's own origin.
+  header is present must name the dashboard's own host.
 
 Sessions are stateless: the cookie is ``<random id>.<HMAC(key, id)>``. The key is derived from
 the token (so sessions survive a restart and work across processes, and changing the token
@@ -104,11 +104,16 @@ class Guard:
 
 
 def same_origin(request: Request) -> bool:
-    """True when the request has no ``Origin`` header or it names this server's origin."""
+    """True when the request has no ``Origin`` header or it names this server's host and port.
+
+    The scheme is not compared: behind a TLS-terminating proxy the app may see ``http`` while
+    the browser says ``https``. A cross-site page cannot make a browser send another site's
+    host as its Origin, so the host alone decides."""
     origin = request.headers.get("origin")
     if origin is None:
         return True
-    return origin == f"{request.url.scheme}://{request.url.netloc}"
+    _, sep, netloc = origin.partition("://")
+    return bool(sep) and netloc.lower() == request.url.netloc.lower()
 
 
 def non_simple(request: Request) -> bool:
