@@ -171,6 +171,15 @@ def _scenario(db_url: str, browser: Any, world: dict[str, Any], q: errands.Queue
             SCREENSHOT.parent.mkdir(exist_ok=True)
             page.screenshot(path=str(SCREENSHOT), full_page=True)
 
+        # Live: a job enqueued now shows up without a reload (the page refetches every 5 s).
+        assert page.locator(".card-queued .n").inner_text() == "0"
+        q.enqueue("resize", {"n": 99}, delay=3600)
+        page.wait_for_function(
+            "document.querySelector('.card-queued .n').textContent.trim() === '1'",
+            timeout=20_000,
+        )
+        assert page.locator("#live-status").inner_text().startswith("live: updated")
+
         # Filtering the list.
         page.goto(base + "jobs")
         page.select_option("select[name=status]", "failed")
