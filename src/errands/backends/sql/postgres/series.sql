@@ -4,7 +4,7 @@
 -- Finished jobs per hour and outcome since :since: rows still in the table, bucketed by the
 -- hour they finished in (from the epoch, not date_trunc, which follows the session's time
 -- zone), plus the rolled-up hours of pruned rows (job_stats_hourly).
-SELECT hour, outcome, SUM(n) FROM (
+SELECT hour, outcome, SUM(n) AS n FROM (
     SELECT to_timestamp(floor(extract(epoch FROM finished_at) / 3600) * 3600) AS hour,
            status AS outcome, COUNT(*) AS n
     FROM jobs

@@ -3,7 +3,7 @@
 -- name: hourly_outcomes
 -- Finished jobs per hour and outcome since :since: rows still in the table, bucketed by the
 -- hour they finished in, plus the rolled-up hours of pruned rows (job_stats_hourly).
-SELECT hour, outcome, SUM(n) FROM (
+SELECT hour, outcome, SUM(n) AS n FROM (
     SELECT CAST(finished_at / 3600 AS INTEGER) * 3600.0 AS hour, status AS outcome, COUNT(*) AS n
     FROM jobs
     WHERE status IN ('succeeded', 'failed', 'cancelled') AND finished_at >= :since
