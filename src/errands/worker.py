@@ -685,7 +685,7 @@ class Worker:
             loop = asyncio.new_event_loop()
             self._sem = asyncio.Semaphore(self.concurrency)
             self._loop_thread = threading.Thread(
-                target=loop.run_forever, name="errands-async", daemon=True
+                target=_run_loop, args=(loop,), name="errands-async", daemon=True
             )
             self._loop_thread.start()
             self._loop = loop
@@ -783,13 +783,12 @@ class Worker:
         thread: threading.Thread | None,
         wait: float = 5.0,
     ) -> None:
-        """Stop the async handlers' loop and close it: an unclosed loop leaks its selector and
-        self-pipe sockets (ResourceWarning) every time a worker with async tasks returns."""
+        """Stop the async handlers' loop; its thread then closes it (an unclosed loop leaks
+        its selector and self-pipe sockets: a ResourceWarning every time a worker with async
+        tasks returns). A loop a handler still blocks closes whenever that handler returns."""
         loop.call_soon_threadsafe(loop.stop)
         if thread is not None:
             thread.join(timeout=wait)
-        if not loop.is_running():  # a handler blocking the loop: leave it to the daemon thread
-            loop.close()
 
     # -- signals ---------------------------------------------------------------------------
 
@@ -828,6 +827,15 @@ class Worker:
         # possibly while that thread holds the Event's (non-reentrant) lock inside
         # _wake.wait(), and set() would deadlock every thread. Only flags are set; the control
         # loop waits at most 1 s (50 ms during shutdown), so it sees them promptly.
+
+
+def _run_loop(loop: asyncio.AbstractEventLoop) -> None:
+    # The thread closes its own loop once stopped: a loop replaced because a handler blocked
+    # it stops only when that handler returns, long after the worker stopped waiting for it.
+    try:
+        loop.run_forever()
+    finally:
+        loop.close()
 
 
 def _one_line(exc: BaseException) -> str:
