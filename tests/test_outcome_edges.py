@@ -158,7 +158,11 @@ def test_an_unstorable_error_message_is_sanitized_and_hurts_no_neighbour(
 
     job = q.get(culprit)
     assert job is not None
-    assert (job.status, job.error_code, job.error_detail) == ("failed", "INTERNAL:ValueError", detail)
+    assert (job.status, job.error_code, job.error_detail) == (
+        "failed",
+        "INTERNAL:ValueError",
+        detail,
+    )
     (attempt,) = q.attempts(culprit)
     assert attempt.error_detail == detail
     tb = q.traceback(attempt)
@@ -396,4 +400,3 @@ def test_payload_rule_is_the_same_for_results(queue: errands.Queue) -> None:
             "INVALID_OUTPUT:RESULT",
         )
         assert job.error_detail is not None and word in job.error_detail
-

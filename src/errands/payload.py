@@ -115,6 +115,12 @@ def _bad_text(value: Any, what: str, path: str) -> PayloadError | None:
     return None
 
 
+def unstorable_text_in(value: Any, what: str) -> PayloadError | None:
+    """The first NUL character or lone surrogate in the strings and keys of a decoded JSON
+    value, as an error naming its path (``errands graduate`` checks old rows with it)."""
+    return _bad_text(value, what, "")
+
+
 def encode(
     value: Any,
     *,
