@@ -400,3 +400,22 @@ def test_payload_rule_is_the_same_for_results(queue: errands.Queue) -> None:
             "INVALID_OUTPUT:RESULT",
         )
         assert job.error_detail is not None and word in job.error_detail
+
+
+def test_every_error_code_errands_writes_is_documented() -> None:
+    """docs/states.md lists each code errands itself writes (the demo's own codes aside)."""
+    import re
+
+    root = Path(__file__).parents[1]
+    written = set()
+    for path in (root / "src" / "errands").rglob("*.py"):
+        if path.name == "demo.py":
+            continue
+        written |= set(re.findall(r'"([A-Z][A-Z_]+:[A-Z][A-Za-z_]+)"', path.read_text()))
+    documented = set(
+        re.findall(
+            r"^\| `([A-Z_]+:[A-Z_<>a-zA-Z]+)`", (root / "docs" / "states.md").read_text(), re.M
+        )
+    )
+    assert {"HANDLER:BASE_EXCEPTION", "INVALID_OUTPUT:RESULT", "INVALID_OUTPUT:ERROR"} <= written
+    assert written <= documented, written - documented
