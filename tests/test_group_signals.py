@@ -96,10 +96,15 @@ def test_a_second_signal_to_the_supervisor_still_stops_at_once(tmp_path: Path, d
         try:
             _running(q, job_id, tmp_path)
             os.killpg(sup.pid, signal.SIGTERM)  # graceful, everywhere
+            # Two signals that arrive before the handler runs merge into one (the kernel
+            # keeps one pending signal per kind): wait until the supervisor acted on the first.
             wait_for(
-                lambda: "finishing running jobs" in (tmp_path / "supervisor.err").read_text(),
+                lambda: (
+                    "stopping 2 worker process(es) gracefully"
+                    in (tmp_path / "supervisor.err").read_text()
+                ),
                 timeout=30,
-                what="the children to begin their graceful stop",
+                what="the supervisor to begin its graceful stop",
             )
             sup.send_signal(signal.SIGTERM)  # a person insists
             code = _finish(sup, timeout=60)

@@ -134,6 +134,10 @@ class Supervisor:
 
     def _stop_all(self) -> int:
         live = [c.proc for c in self.children if c.proc is not None]
+        log.info(
+            "stopping %d worker process(es) gracefully; a second signal stops them at once",
+            len(live),
+        )
         for proc in live:
             proc.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + self.shutdown_timeout + 5

@@ -546,8 +546,12 @@ class Worker:
                 slot.async_task.get_loop().call_soon_threadsafe(slot.async_task.cancel)
 
     def _next_deadline(self) -> float:
+        # An async job's own loop enforces its deadline; the control thread looks only once
+        # the grace is over (waking at the deadline itself would spin until the loop acts).
         deadlines = [
-            s.deadline for s in self._held.values() if s.deadline is not None and s.state == STARTED
+            s.deadline + (ASYNC_WEDGE_GRACE if s.task.is_async else 0.0)
+            for s in self._held.values()
+            if s.deadline is not None and s.state == STARTED
         ]
         return min(deadlines, default=float("inf"))
 
@@ -560,7 +564,7 @@ class Worker:
         for slot in list(self._held.values()):
             if slot.deadline is None or slot.deadline > mono:
                 continue
-            wedged = slot.async_task is not None
+            wedged = slot.task.is_async
             if wedged and slot.deadline + ASYNC_WEDGE_GRACE > mono:
                 continue
             with self._lock:
