@@ -486,7 +486,11 @@ class Queue:
         supervised: bool = False,
     ) -> Any:
         """Run jobs until stopped (SIGTERM/SIGINT), or with ``burst=True`` until no job this
-        worker handles is due and none is running. Returns a summary of what it did."""
+        worker handles is due and none is running. Returns a summary of what it did.
+
+        ``recycle_on_timeout`` and ``supervised`` are set by ``errands worker --processes``
+        for its children: exit (status 75) after a sync handler overran its timeout; ignore
+        SIGINT and repeated SIGTERMs, leaving "stop now" to the supervisor."""
         from .worker import Worker
 
         return Worker(
