@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 import errands
+import support
 from support import FixedClock
 
 POSTGRES_ENV = "ERRANDS_TEST_POSTGRES_URL"
@@ -67,6 +68,11 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         return str(tmp_path / "jobs.db")
     url: str = request.getfixturevalue("pg_url")
     return url
+
+
+@pytest.fixture
+def is_sqlite(db_url: str) -> bool:
+    return support.is_sqlite(db_url)
 
 
 @pytest.fixture
