@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any, TypeVar, overload
 
 from . import payload as payload_json
-from . import periodic
+from . import periodic, stats
 from .backends import open_backend, redact
 from .backends.base import CancelReport, JobFilter, NewJob, PruneProgress, PruneReport
 from .backoff import Backoff
@@ -396,7 +396,8 @@ class Queue:
         ``by_queue_type``, ``oldest_running`` (with worker liveness), ``oldest_due``,
         ``retries`` and ``top_errors`` over ``window``, ``last_hour`` throughput and wait/run
         p50/p95, ``unhandled_types``, ``periodic_overdue`` and live ``workers``."""
-        return self.backend.ops_stats(
+        return stats.collect(
+            self.backend,
             self.clock() if now is None else now,
             alive_seconds=self.settings.lease_seconds,
             window=seconds(window, "window"),
