@@ -37,7 +37,8 @@ SQLITE = {
 WITH RECURSIVE seq(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM seq WHERE i < :n),
 r AS (SELECT i, (abs(random()) % 1000000) / 1e6 AS u1, (abs(random()) % 1000000) / 1e6 AS u2,
              (abs(random()) % 1000000) / 1e6 AS u3 FROM seq),
-f AS (SELECT i, :now - 3595.0 * (:n - i) / :n - 5.0 * u1 AS fin, 2.0 * u2 * u2 * u2 AS run, 0.5 * u3 * u3 AS wait,
+f AS (SELECT i, :now - 3595.0 * (:n - i) / :n - 5.0 * u1 AS fin,
+             2.0 * u2 * u2 * u2 AS run, 0.5 * u3 * u3 AS wait,
              CASE WHEN i % 100 < 95 THEN 'succeeded' WHEN i % 100 < 99 THEN 'failed'
                   ELSE 'cancelled' END AS status FROM r)
 INSERT INTO jobs (id, queue, type, payload, status, attempts, max_attempts, run_at, created_at,
@@ -72,7 +73,8 @@ POSTGRES = {
     "jobs": """
 WITH r AS (SELECT i, random() AS u1, random() AS u2, random() AS u3
            FROM generate_series(1, %(n)s) AS i),
-f AS (SELECT i, %(now)s - 3595.0 * (%(n)s - i) / %(n)s - 5.0 * u1 AS fin, 2.0 * u2 * u2 * u2 AS run, 0.5 * u3 * u3 AS wait,
+f AS (SELECT i, %(now)s - 3595.0 * (%(n)s - i) / %(n)s - 5.0 * u1 AS fin,
+             2.0 * u2 * u2 * u2 AS run, 0.5 * u3 * u3 AS wait,
              CASE WHEN i %% 100 < 95 THEN 'succeeded' WHEN i %% 100 < 99 THEN 'failed'
                   ELSE 'cancelled' END AS status FROM r)
 INSERT INTO jobs (id, queue, type, payload, status, attempts, max_attempts, run_at, created_at,
@@ -157,6 +159,25 @@ def measure(db: str, repeat: int) -> dict[str, tuple[float, float]]:
     return out
 
 
+def claim_finish(db: str, jobs: int, batch: int) -> float:
+    """Seconds to claim and finish ``jobs`` no-op jobs, ``batch`` per claim and per outcome
+    batch, through the backend verbs a worker uses (what the triggers add cost to)."""
+    from errands.backends.base import ClaimRequest, NewJob, Succeeded
+
+    with errands.Queue(db) as q:
+        b = q.backend
+        now = time.time()
+        b.enqueue([NewJob("noop", "{}", "default", 0, now, 5) for _ in range(jobs)], now, "api")
+        t = time.perf_counter()
+        while True:
+            held = b.claim(ClaimRequest("bench", ["noop"], None, batch, 60.0), time.time())
+            if not held:
+                break
+            now = time.time()
+            b.finish([Succeeded(j.id, j.attempt, now, None) for j in held], "bench", now)
+        return time.perf_counter() - t
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--db", required=True, help="SQLite path or postgresql:// URL")
@@ -164,7 +185,22 @@ def main() -> None:
     ap.add_argument("--queued", type=int, default=20_000)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--build-only", action="store_true")
+    ap.add_argument(
+        "--claim-finish",
+        type=int,
+        metavar="N",
+        help="instead: time claiming and finishing N no-op jobs on --db (an empty database)",
+    )
+    ap.add_argument("--batch", type=int, default=50, help="jobs per claim (--claim-finish)")
     args = ap.parse_args()
+    if args.claim_finish:
+        took = claim_finish(args.db, args.claim_finish, args.batch)
+        rate = args.claim_finish / took
+        print(
+            f"claim+finish {args.claim_finish:,} jobs, {args.batch}/batch: "
+            f"{took:.2f}s, {rate:,.0f}/s"
+        )
+        return
     if not build(args.db, args.finished, args.queued):
         print("database already holds jobs: measuring it as it is")
     if args.build_only:

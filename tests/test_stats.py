@@ -369,3 +369,32 @@ def test_stats_queries_never_scan_the_finished_rows(q: errands.Queue, name: str)
         if node["Node Type"] == "Bitmap Index Scan" or (index_scan and relation in CHECKED):
             bounded = "Index Cond" in node or node.get("Index Name") in BOUNDED_INDEXES
             assert bounded, f"{name}: full index scan {json.dumps(node)}"
+
+
+def test_prune_forgets_minutes_past_eight_days(db_url: str, clock: Clock) -> None:
+    with errands.Queue(db_url, clock=clock) as q:
+        run_job(q, "old", run_at=T0 - 9 * DAY, started=T0 - 9 * DAY, finished=T0 - 9 * DAY + 1)
+        run_job(q, "new", run_at=T0 - 100, started=T0 - 90, finished=T0 - 80)
+        cutoff = T0 - 8 * DAY
+        at = f"to_timestamp({cutoff})" if is_postgres(db_url) else str(cutoff)
+        kept = f"SELECT COUNT(*) FROM job_stats_minutely WHERE minute < {at}"
+        assert sql_rows(db_url, kept) != [(0,)]
+        assert q.prune().total == 0  # both within retention: only the figures are tidied
+        assert sql_rows(db_url, kept) == [(0,)]
+        # A window longer than the minutes kept counts the rows still in the table instead.
+        assert q.stats(window=10 * DAY)["retries"]["histogram"] == {"1": 2}
+        assert q.stats(window=DAY)["retries"]["histogram"] == {"1": 1}
+
+
+def test_a_lost_attempt_has_no_run_time(q: errands.Queue) -> None:
+    # The rescuer closes a lost attempt when it notices, not when the handler stopped: only
+    # the attempt that reached an outcome counts as run time.
+    enqueue(q, "a", at=T0 - 1000)
+    claim(q, "a", at=T0 - 900, lease=60)
+    assert q.backend.rescue(T0 - 700).recovered
+    j = claim(q, "a", at=T0 - 600)
+    assert q.backend.finish([Succeeded(j.id, j.attempt, T0 - 600, None)], "w1", T0 - 590)
+    hour = q.stats()["last_hour"]
+    assert hour["processed"] == 1 and hour["run_p95"] == binned(10.0, 10.0)
+    runs = [r for r in q.backend.window_rows(T0 - HOUR) if r.measure == "run"]
+    assert [(r.count, r.total) for r in runs] == [(1, 10.0)]
