@@ -398,3 +398,20 @@ def test_a_lost_attempt_has_no_run_time(q: errands.Queue) -> None:
     assert hour["processed"] == 1 and hour["run_p95"] == binned(10.0, 10.0)
     runs = [r for r in q.backend.window_rows(T0 - HOUR) if r.measure == "run"]
     assert [(r.count, r.total) for r in runs] == [(1, 10.0)]
+
+
+def test_prune_folds_the_counter_shards(db_url: str, clock: Clock) -> None:
+    # PostgreSQL: each connection counts into its own shard (no waits between workers); prune
+    # folds them into shard 0 and every figure stays the same. SQLite: shard 0 all along.
+    with errands.Queue(db_url, clock=clock) as q:
+        run_job(q, "a", run_at=T0 - 1000, started=T0 - 990, finished=T0 - 980)
+        run_job(q, "b", run_at=T0 - 1000, started=T0 - 990, finished=T0 - 970, outcome="failed")
+        before = q.stats()
+        shards = "SELECT COUNT(*) FROM {} WHERE shard <> 0"
+        if is_postgres(db_url):
+            assert sql_rows(db_url, shards.format("job_counts")) != [(0,)]
+        q.prune()
+        after = q.stats()
+        for table in ("job_counts", "job_stats_minutely"):
+            assert sql_rows(db_url, shards.format(table)) == [(0,)]
+        assert (after["counts"], after["last_hour"]) == (before["counts"], before["last_hour"])

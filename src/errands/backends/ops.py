@@ -218,14 +218,15 @@ class OpsVerbs:
         return report
 
     def _tidy_figures(self, now: float) -> None:
-        """Drop minute figures older than ``rollup.MINUTES_KEPT`` and fold the counter shards
-        of PostgreSQL backends that are gone into shard 0 (SQLite: shard 0 only), so readers
-        sum few rows. Each is one short transaction."""
+        """Drop minute figures older than ``rollup.MINUTES_KEPT`` and fold PostgreSQL's
+        per-connection counter shards into shard 0 (SQLite: shard 0 only), so readers sum few
+        rows. Each is one short transaction that never waits on a worker's."""
         cutoff = {"cutoff": rollup.minute_of(now - rollup.MINUTES_KEPT)}
+        before = {"before": rollup.minute_of(now) - 2 * rollup.MINUTE}
         for name, params in (
             ("forget_minutes", cutoff),
             ("fold_count_shards", {}),
-            ("fold_minute_shards", {}),
+            ("fold_minute_shards", before),
         ):
             with self._write("prune") as conn:
                 conn.execute(self.q[name], params)

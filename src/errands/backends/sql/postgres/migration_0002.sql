@@ -4,8 +4,8 @@
 --
 -- Concurrency: each backend writes only rows of its own shard (pg_backend_pid()), so workers
 -- finishing jobs of the same queue in the same minute never wait on (or deadlock over) each
--- other's counter rows; readers sum the shards, and prune folds the shards of backends that
--- are gone into shard 0.
+-- other's counter rows; readers sum the shards, and prune folds them into shard 0 with
+-- SKIP LOCKED (ops.sql: fold_count_shards), never waiting on a worker.
 
 CREATE TABLE job_stats_bounds (
     bucket integer          PRIMARY KEY,

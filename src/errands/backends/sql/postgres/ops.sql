@@ -71,28 +71,36 @@ WHERE measure IN ('succeeded', 'failed', 'cancelled', 'wait', 'run')
   AND minute < to_timestamp(:cutoff);
 
 -- name: fold_count_shards
--- Fold the job_counts shards of backends that are gone into shard 0. A live backend's shard
--- is left alone, so this never waits on (or deadlocks with) a worker's transaction.
+-- Fold the job_counts rows of every writer's shard into shard 0, so readers sum few rows.
+-- SKIP LOCKED: a row a worker's open transaction holds is left for the next run, so this never
+-- waits on a worker (and cannot deadlock with one); shard 0 rows are taken in key order.
 WITH gone AS (
-    DELETE FROM job_counts
-    WHERE shard <> 0 AND shard NOT IN (SELECT pid FROM pg_stat_activity WHERE pid IS NOT NULL)
+    DELETE FROM job_counts WHERE ctid IN (
+        SELECT ctid FROM job_counts WHERE shard <> 0 FOR UPDATE SKIP LOCKED
+    )
     RETURNING status, queue, type, n
 )
 INSERT INTO job_counts AS c (status, queue, type, shard, n)
-SELECT status, queue, type, 0, SUM(n) FROM gone GROUP BY status, queue, type
+SELECT status, queue, type, 0, SUM(n) FROM gone
+GROUP BY status, queue, type ORDER BY status, queue, type
 ON CONFLICT (status, queue, type, shard) DO UPDATE SET n = c.n + EXCLUDED.n;
 
 -- name: fold_minute_shards
--- As fold_count_shards, for job_stats_minutely.
+-- As fold_count_shards, for the job_stats_minutely rows of minutes before :before (writers
+-- only add to the current minute).
 WITH gone AS (
-    DELETE FROM job_stats_minutely
-    WHERE shard <> 0 AND shard NOT IN (SELECT pid FROM pg_stat_activity WHERE pid IS NOT NULL)
+    DELETE FROM job_stats_minutely WHERE ctid IN (
+        SELECT ctid FROM job_stats_minutely
+        WHERE measure IN ('succeeded', 'failed', 'cancelled', 'wait', 'run')
+          AND minute < to_timestamp(:before) AND shard <> 0
+        FOR UPDATE SKIP LOCKED
+    )
     RETURNING measure, minute, queue, bucket, count, total, maximum
 )
 INSERT INTO job_stats_minutely AS m
     (measure, minute, queue, bucket, shard, count, total, maximum)
 SELECT measure, minute, queue, bucket, 0, SUM(count), SUM(total), MAX(maximum) FROM gone
-GROUP BY measure, minute, queue, bucket
+GROUP BY measure, minute, queue, bucket ORDER BY measure, minute, queue, bucket
 ON CONFLICT (measure, minute, queue, bucket, shard) DO UPDATE SET
     count = m.count + EXCLUDED.count, total = m.total + EXCLUDED.total,
     maximum = GREATEST(m.maximum, EXCLUDED.maximum);

@@ -67,7 +67,7 @@ DELETE FROM job_stats_minutely
 WHERE measure IN ('succeeded', 'failed', 'cancelled', 'wait', 'run') AND minute < :cutoff;
 
 -- name: fold_count_shards
--- PostgreSQL folds the counter shards of backends that are gone; SQLite writes shard 0 only.
+-- PostgreSQL folds its writers' counter shards into shard 0; SQLite writes shard 0 only.
 SELECT 0;
 
 -- name: fold_minute_shards
