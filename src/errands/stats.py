@@ -123,10 +123,10 @@ def collect(
     """The five questions as one JSON-ready object (see docs/operations.md)."""
     rows = backend.state_counts()
     workers = backend.live_workers(now, alive_seconds)
-    unhandled = [
-        {"queue": queue, "type": jtype, "queued": n}
-        for queue, jtype, n in backend.queued_types()
-        if not any(_handles(w, queue, jtype) for w in workers)
+    unhandled = [  # the queued rows of the counts: no second pass over the queued jobs
+        {"queue": r.queue, "type": r.type, "queued": r.count}
+        for r in sorted(rows, key=lambda r: (r.queue, r.type))
+        if r.status == State.QUEUED.value and not any(_handles(w, r.queue, r.type) for w in workers)
     ]
     overdue = []
     for p in backend.list_periodic():
