@@ -37,83 +37,163 @@ CREATE TABLE job_stats_minutely (
     PRIMARY KEY (measure, minute, queue, bucket, shard)
 );
 
--- One figure into this backend's shard of a minute row.
-CREATE FUNCTION errands_minute_add(
-    p_measure text, p_at timestamptz, p_queue text, p_bucket integer, p_value double precision
-) RETURNS void LANGUAGE sql AS $$
-    INSERT INTO job_stats_minutely AS m (measure, minute, queue, bucket, shard, count, total,
-                                         maximum)
-    VALUES (p_measure, date_trunc('minute', p_at), p_queue, p_bucket, pg_backend_pid(), 1,
-            COALESCE(p_value, 0), COALESCE(p_value, 0))
-    ON CONFLICT (measure, minute, queue, bucket, shard) DO UPDATE SET
-        count = m.count + 1, total = m.total + EXCLUDED.total,
-        maximum = GREATEST(m.maximum, EXCLUDED.maximum);
-$$;
-
 CREATE FUNCTION errands_bucket(p_value double precision) RETURNS integer LANGUAGE sql STABLE AS $$
     SELECT COUNT(*)::integer FROM job_stats_bounds WHERE upper < p_value;
 $$;
 
-CREATE FUNCTION errands_jobs_counted() RETURNS trigger LANGUAGE plpgsql AS $$
-DECLARE
-    w double precision;
+-- Statement-level triggers with transition tables: one upsert per key per statement — a
+-- worker's batch of outcomes is one UPDATE — rather than several per row (row-level triggers
+-- made the claim/finish path about 3x slower, measured), taken in key order.
+CREATE FUNCTION errands_jobs_changed() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    IF TG_OP <> 'INSERT' AND OLD.status IN ('succeeded', 'failed', 'cancelled') THEN
+    IF TG_OP = 'UPDATE' THEN
+        WITH moved AS (
+            SELECT o.status AS old_status, n.status, n.queue, n.type, n.attempts, n.run_at,
+                   n.started_at, n.finished_at
+            FROM new_rows AS n JOIN old_rows AS o ON o.id = n.id
+            WHERE o.status IS DISTINCT FROM n.status
+              AND (o.status IN ('succeeded', 'failed', 'cancelled')
+                   OR n.status IN ('succeeded', 'failed', 'cancelled'))
+        ), counted AS (
+            INSERT INTO job_counts AS c (status, queue, type, shard, n)
+            SELECT status, queue, type, pg_backend_pid(), SUM(d) FROM (
+                SELECT status, queue, type, 1 AS d FROM moved
+                WHERE status IN ('succeeded', 'failed', 'cancelled') AND finished_at IS NOT NULL
+                UNION ALL
+                SELECT old_status, queue, type, -1 FROM moved
+                WHERE old_status IN ('succeeded', 'failed', 'cancelled')
+            ) AS d
+            GROUP BY status, queue, type ORDER BY status, queue, type
+            ON CONFLICT (status, queue, type, shard) DO UPDATE SET n = c.n + EXCLUDED.n
+        )  -- a data-modifying WITH runs to completion, referenced or not
+        INSERT INTO job_stats_minutely AS m
+            (measure, minute, queue, bucket, shard, count, total, maximum)
+        SELECT measure, minute, queue, bucket, pg_backend_pid(), COUNT(*), SUM(v), MAX(v)
+        FROM (
+            SELECT status AS measure, date_trunc('minute', finished_at) AS minute, queue,
+                   attempts AS bucket, 0::float8 AS v
+            FROM moved
+            WHERE status IN ('succeeded', 'failed', 'cancelled') AND finished_at IS NOT NULL
+            UNION ALL
+            SELECT 'wait', date_trunc('minute', finished_at), queue, errands_bucket(w), w
+            FROM (SELECT finished_at, queue,
+                         GREATEST(EXTRACT(EPOCH FROM started_at) - EXTRACT(EPOCH FROM run_at),
+                                  0)::float8 AS w
+                  FROM moved
+                  WHERE status IN ('succeeded', 'failed', 'cancelled')
+                    AND finished_at IS NOT NULL AND started_at IS NOT NULL) AS waits
+        ) AS f
+        GROUP BY measure, minute, queue, bucket ORDER BY measure, minute, queue, bucket
+        ON CONFLICT (measure, minute, queue, bucket, shard) DO UPDATE SET
+            count = m.count + EXCLUDED.count, total = m.total + EXCLUDED.total,
+            maximum = GREATEST(m.maximum, EXCLUDED.maximum);
+    ELSIF TG_OP = 'INSERT' THEN
+        WITH moved AS (
+            SELECT NULL::text AS old_status, n.status, n.queue, n.type, n.attempts, n.run_at,
+                   n.started_at, n.finished_at
+            FROM new_rows AS n WHERE n.status IN ('succeeded', 'failed', 'cancelled')
+        ), counted AS (
+            INSERT INTO job_counts AS c (status, queue, type, shard, n)
+            SELECT status, queue, type, pg_backend_pid(), SUM(d) FROM (
+                SELECT status, queue, type, 1 AS d FROM moved
+                WHERE status IN ('succeeded', 'failed', 'cancelled') AND finished_at IS NOT NULL
+                UNION ALL
+                SELECT old_status, queue, type, -1 FROM moved
+                WHERE old_status IN ('succeeded', 'failed', 'cancelled')
+            ) AS d
+            GROUP BY status, queue, type ORDER BY status, queue, type
+            ON CONFLICT (status, queue, type, shard) DO UPDATE SET n = c.n + EXCLUDED.n
+        )  -- a data-modifying WITH runs to completion, referenced or not
+        INSERT INTO job_stats_minutely AS m
+            (measure, minute, queue, bucket, shard, count, total, maximum)
+        SELECT measure, minute, queue, bucket, pg_backend_pid(), COUNT(*), SUM(v), MAX(v)
+        FROM (
+            SELECT status AS measure, date_trunc('minute', finished_at) AS minute, queue,
+                   attempts AS bucket, 0::float8 AS v
+            FROM moved
+            WHERE status IN ('succeeded', 'failed', 'cancelled') AND finished_at IS NOT NULL
+            UNION ALL
+            SELECT 'wait', date_trunc('minute', finished_at), queue, errands_bucket(w), w
+            FROM (SELECT finished_at, queue,
+                         GREATEST(EXTRACT(EPOCH FROM started_at) - EXTRACT(EPOCH FROM run_at),
+                                  0)::float8 AS w
+                  FROM moved
+                  WHERE status IN ('succeeded', 'failed', 'cancelled')
+                    AND finished_at IS NOT NULL AND started_at IS NOT NULL) AS waits
+        ) AS f
+        GROUP BY measure, minute, queue, bucket ORDER BY measure, minute, queue, bucket
+        ON CONFLICT (measure, minute, queue, bucket, shard) DO UPDATE SET
+            count = m.count + EXCLUDED.count, total = m.total + EXCLUDED.total,
+            maximum = GREATEST(m.maximum, EXCLUDED.maximum);
+    ELSE
         INSERT INTO job_counts AS c (status, queue, type, shard, n)
-        VALUES (OLD.status, OLD.queue, OLD.type, pg_backend_pid(), -1)
-        ON CONFLICT (status, queue, type, shard) DO UPDATE SET n = c.n - 1;
-    END IF;
-    IF TG_OP <> 'DELETE' AND NEW.status IN ('succeeded', 'failed', 'cancelled')
-       AND NEW.finished_at IS NOT NULL THEN
-        INSERT INTO job_counts AS c (status, queue, type, shard, n)
-        VALUES (NEW.status, NEW.queue, NEW.type, pg_backend_pid(), 1)
-        ON CONFLICT (status, queue, type, shard) DO UPDATE SET n = c.n + 1;
-        PERFORM errands_minute_add(NEW.status, NEW.finished_at, NEW.queue, NEW.attempts, NULL);
-        IF NEW.started_at IS NOT NULL THEN
-            w := GREATEST(EXTRACT(EPOCH FROM NEW.started_at) - EXTRACT(EPOCH FROM NEW.run_at), 0);
-            PERFORM errands_minute_add('wait', NEW.finished_at, NEW.queue, errands_bucket(w), w);
-        END IF;
+        SELECT o.status, o.queue, o.type, pg_backend_pid(), -COUNT(*) FROM old_rows AS o
+        WHERE o.status IN ('succeeded', 'failed', 'cancelled')
+        GROUP BY o.status, o.queue, o.type ORDER BY o.status, o.queue, o.type
+        ON CONFLICT (status, queue, type, shard) DO UPDATE SET n = c.n + EXCLUDED.n;
     END IF;
     RETURN NULL;
 END;
 $$;
 
-CREATE FUNCTION errands_attempts_counted() RETURNS trigger LANGUAGE plpgsql AS $$
-DECLARE
-    r double precision;
+CREATE FUNCTION errands_attempts_changed() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    r := GREATEST(EXTRACT(EPOCH FROM NEW.finished_at) - EXTRACT(EPOCH FROM NEW.started_at), 0);
-    PERFORM errands_minute_add('run', NEW.finished_at, j.queue, errands_bucket(r), r)
-    FROM jobs AS j WHERE j.id = NEW.job_id;
+    IF TG_OP = 'UPDATE' THEN
+        INSERT INTO job_stats_minutely AS m
+            (measure, minute, queue, bucket, shard, count, total, maximum)
+        SELECT 'run', minute, queue, errands_bucket(r), pg_backend_pid(), COUNT(*), SUM(r), MAX(r)
+        FROM (SELECT date_trunc('minute', n.finished_at) AS minute, j.queue,
+                     GREATEST(EXTRACT(EPOCH FROM n.finished_at)
+                              - EXTRACT(EPOCH FROM n.started_at), 0)::float8 AS r
+              FROM new_rows AS n JOIN old_rows AS o ON o.id = n.id
+              JOIN jobs AS j ON j.id = n.job_id
+              WHERE o.finished_at IS NULL AND n.finished_at IS NOT NULL
+                AND n.status IN ('succeeded', 'failed', 'cancelled')) AS a
+        GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4
+        ON CONFLICT (measure, minute, queue, bucket, shard) DO UPDATE SET
+            count = m.count + EXCLUDED.count, total = m.total + EXCLUDED.total,
+            maximum = GREATEST(m.maximum, EXCLUDED.maximum);
+    ELSE
+        INSERT INTO job_stats_minutely AS m
+            (measure, minute, queue, bucket, shard, count, total, maximum)
+        SELECT 'run', minute, queue, errands_bucket(r), pg_backend_pid(), COUNT(*), SUM(r), MAX(r)
+        FROM (SELECT date_trunc('minute', n.finished_at) AS minute, j.queue,
+                     GREATEST(EXTRACT(EPOCH FROM n.finished_at)
+                              - EXTRACT(EPOCH FROM n.started_at), 0)::float8 AS r
+              FROM new_rows AS n JOIN jobs AS j ON j.id = n.job_id
+              WHERE n.finished_at IS NOT NULL
+                AND n.status IN ('succeeded', 'failed', 'cancelled')) AS a
+        GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4
+        ON CONFLICT (measure, minute, queue, bucket, shard) DO UPDATE SET
+            count = m.count + EXCLUDED.count, total = m.total + EXCLUDED.total,
+            maximum = GREATEST(m.maximum, EXCLUDED.maximum);
+    END IF;
     RETURN NULL;
 END;
 $$;
 
--- WHEN clauses are checked in C: claims, heartbeats and retries of active jobs never call
--- the functions.
-CREATE TRIGGER jobs_finished_insert AFTER INSERT ON jobs FOR EACH ROW
-WHEN (NEW.status IN ('succeeded', 'failed', 'cancelled'))
-EXECUTE FUNCTION errands_jobs_counted();
+-- Transition tables rule out column lists (UPDATE OF status) and WHEN: every UPDATE statement
+-- on jobs calls the function, which finds nothing to do unless a row entered or left a final
+-- state (a claim or heartbeat: one small join of its own rows).
+CREATE TRIGGER jobs_finished_insert AFTER INSERT ON jobs
+REFERENCING NEW TABLE AS new_rows
+FOR EACH STATEMENT EXECUTE FUNCTION errands_jobs_changed();
 
-CREATE TRIGGER jobs_finished_update AFTER UPDATE OF status ON jobs FOR EACH ROW
-WHEN (NEW.status IS DISTINCT FROM OLD.status
-      AND (NEW.status IN ('succeeded', 'failed', 'cancelled')
-           OR OLD.status IN ('succeeded', 'failed', 'cancelled')))
-EXECUTE FUNCTION errands_jobs_counted();
+CREATE TRIGGER jobs_finished_update AFTER UPDATE ON jobs
+REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+FOR EACH STATEMENT EXECUTE FUNCTION errands_jobs_changed();
 
-CREATE TRIGGER jobs_finished_delete AFTER DELETE ON jobs FOR EACH ROW
-WHEN (OLD.status IN ('succeeded', 'failed', 'cancelled'))
-EXECUTE FUNCTION errands_jobs_counted();
+CREATE TRIGGER jobs_finished_delete AFTER DELETE ON jobs
+REFERENCING OLD TABLE AS old_rows
+FOR EACH STATEMENT EXECUTE FUNCTION errands_jobs_changed();
 
-CREATE TRIGGER job_attempts_finished_update AFTER UPDATE OF finished_at ON job_attempts
-FOR EACH ROW
-WHEN (OLD.finished_at IS NULL AND NEW.finished_at IS NOT NULL
-      AND NEW.status IN ('succeeded', 'failed', 'cancelled'))
-EXECUTE FUNCTION errands_attempts_counted();
+CREATE TRIGGER job_attempts_finished_update AFTER UPDATE ON job_attempts
+REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+FOR EACH STATEMENT EXECUTE FUNCTION errands_attempts_changed();
 
-CREATE TRIGGER job_attempts_finished_insert AFTER INSERT ON job_attempts FOR EACH ROW
-WHEN (NEW.finished_at IS NOT NULL AND NEW.status IN ('succeeded', 'failed', 'cancelled'))
-EXECUTE FUNCTION errands_attempts_counted();
+CREATE TRIGGER job_attempts_finished_insert AFTER INSERT ON job_attempts
+REFERENCING NEW TABLE AS new_rows
+FOR EACH STATEMENT EXECUTE FUNCTION errands_attempts_changed();
 
 -- What is already in the tables: every finished job's count, and the last 8 days' figures.
 INSERT INTO job_counts (status, queue, type, shard, n)
