@@ -37,6 +37,12 @@ CREATE TABLE job_stats_minutely (
     PRIMARY KEY (measure, minute, queue, bucket, shard)
 );
 
+-- The start of the minute holding a time, cut from the epoch (date_trunc would follow the
+-- session's time zone).
+CREATE FUNCTION errands_minute(p_at timestamptz) RETURNS timestamptz LANGUAGE sql IMMUTABLE AS $$
+    SELECT to_timestamp(floor(EXTRACT(EPOCH FROM p_at) / 60) * 60);
+$$;
+
 CREATE FUNCTION errands_bucket(p_value double precision) RETURNS integer LANGUAGE sql STABLE AS $$
     SELECT COUNT(*)::integer FROM job_stats_bounds WHERE upper < p_value;
 $$;
@@ -70,12 +76,12 @@ BEGIN
             (measure, minute, queue, bucket, shard, count, total, maximum)
         SELECT measure, minute, queue, bucket, pg_backend_pid(), COUNT(*), SUM(v), MAX(v)
         FROM (
-            SELECT status AS measure, date_trunc('minute', finished_at) AS minute, queue,
+            SELECT status AS measure, errands_minute(finished_at) AS minute, queue,
                    attempts AS bucket, 0::float8 AS v
             FROM moved
             WHERE status IN ('succeeded', 'failed', 'cancelled') AND finished_at IS NOT NULL
             UNION ALL
-            SELECT 'wait', date_trunc('minute', finished_at), queue, errands_bucket(w), w
+            SELECT 'wait', errands_minute(finished_at), queue, errands_bucket(w), w
             FROM (SELECT finished_at, queue,
                          GREATEST(EXTRACT(EPOCH FROM started_at) - EXTRACT(EPOCH FROM run_at),
                                   0)::float8 AS w
@@ -108,12 +114,12 @@ BEGIN
             (measure, minute, queue, bucket, shard, count, total, maximum)
         SELECT measure, minute, queue, bucket, pg_backend_pid(), COUNT(*), SUM(v), MAX(v)
         FROM (
-            SELECT status AS measure, date_trunc('minute', finished_at) AS minute, queue,
+            SELECT status AS measure, errands_minute(finished_at) AS minute, queue,
                    attempts AS bucket, 0::float8 AS v
             FROM moved
             WHERE status IN ('succeeded', 'failed', 'cancelled') AND finished_at IS NOT NULL
             UNION ALL
-            SELECT 'wait', date_trunc('minute', finished_at), queue, errands_bucket(w), w
+            SELECT 'wait', errands_minute(finished_at), queue, errands_bucket(w), w
             FROM (SELECT finished_at, queue,
                          GREATEST(EXTRACT(EPOCH FROM started_at) - EXTRACT(EPOCH FROM run_at),
                                   0)::float8 AS w
@@ -142,7 +148,7 @@ BEGIN
         INSERT INTO job_stats_minutely AS m
             (measure, minute, queue, bucket, shard, count, total, maximum)
         SELECT 'run', minute, queue, errands_bucket(r), pg_backend_pid(), COUNT(*), SUM(r), MAX(r)
-        FROM (SELECT date_trunc('minute', n.finished_at) AS minute, j.queue,
+        FROM (SELECT errands_minute(n.finished_at) AS minute, j.queue,
                      GREATEST(EXTRACT(EPOCH FROM n.finished_at)
                               - EXTRACT(EPOCH FROM n.started_at), 0)::float8 AS r
               FROM new_rows AS n JOIN old_rows AS o ON o.id = n.id
@@ -157,7 +163,7 @@ BEGIN
         INSERT INTO job_stats_minutely AS m
             (measure, minute, queue, bucket, shard, count, total, maximum)
         SELECT 'run', minute, queue, errands_bucket(r), pg_backend_pid(), COUNT(*), SUM(r), MAX(r)
-        FROM (SELECT date_trunc('minute', n.finished_at) AS minute, j.queue,
+        FROM (SELECT errands_minute(n.finished_at) AS minute, j.queue,
                      GREATEST(EXTRACT(EPOCH FROM n.finished_at)
                               - EXTRACT(EPOCH FROM n.started_at), 0)::float8 AS r
               FROM new_rows AS n JOIN jobs AS j ON j.id = n.job_id
@@ -202,7 +208,7 @@ WHERE status IN ('succeeded', 'failed', 'cancelled') AND finished_at IS NOT NULL
 GROUP BY status, queue, type;
 
 INSERT INTO job_stats_minutely (measure, minute, queue, bucket, shard, count)
-SELECT status, date_trunc('minute', finished_at), queue, attempts, 0, COUNT(*)
+SELECT status, errands_minute(finished_at), queue, attempts, 0, COUNT(*)
 FROM jobs
 WHERE status IN ('succeeded', 'failed', 'cancelled')
   AND finished_at >= now() - interval '8 days'
@@ -210,7 +216,7 @@ GROUP BY 1, 2, 3, 4;
 
 INSERT INTO job_stats_minutely (measure, minute, queue, bucket, shard, count, total, maximum)
 SELECT 'wait', m, queue, errands_bucket(v), 0, COUNT(*), SUM(v), MAX(v)
-FROM (SELECT date_trunc('minute', finished_at) AS m, queue,
+FROM (SELECT errands_minute(finished_at) AS m, queue,
              GREATEST(EXTRACT(EPOCH FROM started_at) - EXTRACT(EPOCH FROM run_at), 0)::float8 AS v
       FROM jobs
       WHERE status IN ('succeeded', 'failed', 'cancelled') AND started_at IS NOT NULL
@@ -219,7 +225,7 @@ GROUP BY 1, 2, 3, 4;
 
 INSERT INTO job_stats_minutely (measure, minute, queue, bucket, shard, count, total, maximum)
 SELECT 'run', m, queue, errands_bucket(v), 0, COUNT(*), SUM(v), MAX(v)
-FROM (SELECT date_trunc('minute', a.finished_at) AS m, j.queue,
+FROM (SELECT errands_minute(a.finished_at) AS m, j.queue,
              GREATEST(EXTRACT(EPOCH FROM a.finished_at)
                       - EXTRACT(EPOCH FROM a.started_at), 0)::float8 AS v
       FROM job_attempts AS a JOIN jobs AS j ON j.id = a.job_id

@@ -71,8 +71,9 @@ WHERE measure IN ('succeeded', 'failed', 'cancelled', 'wait', 'run') AND minute 
 SELECT 0;
 
 -- name: fold_minute_shards
--- As fold_count_shards, for job_stats_minutely.
-SELECT 0;
+-- As fold_count_shards, for job_stats_minutely before :before (bound here only to keep the
+-- dialects' parameters the same).
+SELECT :before;
 
 -- name: rollup_totals
 -- All-time rolled-up counts per queue, type and outcome (the pruned part of the counters).
