@@ -327,6 +327,7 @@ STATS_QUERIES = {
     "top_errors": {"since": T0 - DAY, "limit": 10},
     "queued_types": {},
     "list_periodic": {},
+    "hourly_outcomes": {"since": T0 - DAY},  # the dashboard's throughput chart
 }
 
 
