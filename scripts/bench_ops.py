@@ -168,7 +168,9 @@ def claim_finish(db: str, jobs: int, batch: int) -> tuple[float, float]:
     with errands.Queue(db) as q:
         b = q.backend
         now = time.time()
-        b.enqueue([NewJob("noop", "{}", "default", 0, now, 5) for _ in range(jobs)], now, actor="api")
+        b.enqueue(
+            [NewJob("noop", "{}", "default", 0, now, 5) for _ in range(jobs)], now, actor="api"
+        )
         t, cpu = time.perf_counter(), time.process_time()
         while True:
             held = b.claim(ClaimRequest("bench", ["noop"], None, batch, 60.0), time.time())
