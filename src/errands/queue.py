@@ -422,7 +422,8 @@ class Queue:
     def throughput(self, *, hours: int = 24, now: float | None = None) -> list[dict[str, Any]]:
         """Finished jobs per hour over the last ``hours`` hours, oldest first, one entry per hour
         (zeros included): ``{"hour": epoch of its start, "succeeded", "failed", "cancelled"}``.
-        Counts rows still in the table plus the hourly rollup of pruned ones."""
+        Pruned jobs included: hours the trigger-kept minute figures cover come from them,
+        older hours from the rows still in the table plus the hourly rollup of pruned ones."""
         if type(hours) is not int or not 1 <= hours <= 24 * 31:
             raise ConfigurationError(f"hours must be a whole number from 1 to 744, got {hours!r}")
         now = self.clock() if now is None else now
