@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any, TypeVar, overload
 
 from . import payload as payload_json
-from . import periodic
+from . import periodic, stats
 from .backends import open_backend, redact
 from .backends.base import CancelReport, JobFilter, NewJob, PruneProgress, PruneReport
 from .backoff import Backoff
@@ -398,7 +398,8 @@ class Queue:
         ``by_queue_type``, ``oldest_running`` (with worker liveness), ``oldest_due``,
         ``retries`` and ``top_errors`` over ``window``, ``last_hour`` throughput and wait/run
         p50/p95, ``unhandled_types``, ``periodic_overdue`` and live ``workers``."""
-        return self.backend.ops_stats(
+        return stats.collect(
+            self.backend,
             self.clock() if now is None else now,
             alive_seconds=self.settings.lease_seconds,
             window=seconds(window, "window"),
@@ -423,7 +424,8 @@ class Queue:
     def throughput(self, *, hours: int = 24, now: float | None = None) -> list[dict[str, Any]]:
         """Finished jobs per hour over the last ``hours`` hours, oldest first, one entry per hour
         (zeros included): ``{"hour": epoch of its start, "succeeded", "failed", "cancelled"}``.
-        Counts rows still in the table plus the hourly rollup of pruned ones."""
+        Pruned jobs included: hours the trigger-kept minute figures cover come from them,
+        older hours from the rows still in the table plus the hourly rollup of pruned ones."""
         if type(hours) is not int or not 1 <= hours <= 24 * 31:
             raise ConfigurationError(f"hours must be a whole number from 1 to 744, got {hours!r}")
         now = self.clock() if now is None else now

@@ -336,6 +336,14 @@ def _lenient_text(data: bytes) -> str:
 
 
 def _statements(script: str) -> list[str]:
-    """Split a migration script into statements (none of ours contain ';' inside literals)."""
+    """Split a migration script into statements (none of ours contain ';' inside literals);
+    a trigger's BEGIN … END holds several, so pieces join until SQLite calls them complete."""
     body = "\n".join(line for line in script.splitlines() if not line.lstrip().startswith("--"))
-    return [s.strip() for s in body.split(";") if s.strip()]
+    out, pending = [], ""
+    for piece in body.split(";"):
+        pending += piece + ";"
+        if sqlite3.complete_statement(pending):
+            if pending.strip(" \n;"):
+                out.append(pending.strip())
+            pending = ""
+    return out
