@@ -99,6 +99,12 @@ def translate(exc: psycopg.Error, where: str) -> DatabaseError:
             f"{where}: a table is missing ({msg}); was the errands schema dropped? Open a Queue "
             "on it to migrate, or restore it"
         )
+    if isinstance(exc, psycopg.OperationalError) and "does not exist" in msg and "database" in msg:
+        name = where.rpartition("/")[2] or "NAME"
+        return DatabaseError(
+            f"cannot open PostgreSQL at {where} ({msg}); create the database first, e.g. "
+            f"createdb {name} (or CREATE DATABASE {name}; as a superuser), then run again"
+        )
     if isinstance(exc, psycopg.OperationalError):
         return DatabaseBusyError(
             f"cannot reach PostgreSQL at {where} ({msg}); check the server is running and the "
