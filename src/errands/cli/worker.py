@@ -18,12 +18,15 @@ import sys
 import traceback
 from typing import Any
 
+from .. import worker_log
 from ..backends import redact
 from ..queue import ENV_DB, Queue
 from ..supervisor import RECYCLE_EXIT, SUPERVISED_ENV
 from . import output
 from .common import CommandFailed, UsageError, add_db, add_json, is_sqlite
 from .jobs import positive_int
+
+log = logging.getLogger("errands.worker")
 
 
 def register(sub: Any) -> None:
@@ -56,7 +59,20 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--burst", action="store_true", help="exit when no job this worker handles is due"
     )
-    p.add_argument("--quiet", action="store_true", help="log warnings only")
+    p.add_argument(
+        "--quiet", action="store_true", help="log warnings only (failed attempts, rescues…)"
+    )
+    p.add_argument(
+        "--verbose",
+        action="store_true",
+        help="also log every job started and finished, with its duration",
+    )
+    p.add_argument(
+        "--log-format",
+        choices=["text", "json"],
+        default="text",
+        help="json: one JSON object per line, for log shippers (default text)",
+    )
     add_db(
         p,
         help="a cross-check only: must name the database of the app's Queue, or the worker "
@@ -179,18 +195,16 @@ def cmd_worker(args: argparse.Namespace) -> int:
         raise UsageError("--queues needs at least one queue name, e.g. --queues emails,reports")
     if args.processes > 1:
         return _supervise(args, queue)
-    logging.basicConfig(
-        level=logging.WARNING if args.quiet else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
+    worker_log.configure(quiet=args.quiet, verbose=args.verbose, fmt=args.log_format)
+    banner = (
+        f"errands worker: {queue.display_url}, tasks {', '.join(sorted(queue.tasks)) or '-'}, "
+        f"queues {', '.join(queues) if queues else 'all'}, concurrency {args.concurrency}"
+        + (", burst" if args.burst else "")
     )
-    if not args.quiet:
-        print(
-            f"errands worker: {queue.display_url}, tasks {', '.join(sorted(queue.tasks)) or '-'}, "
-            f"queues {', '.join(queues) if queues else 'all'}, concurrency {args.concurrency}"
-            + (", burst" if args.burst else ""),
-            file=sys.stderr,
-        )
+    if args.log_format == "json":
+        log.info(banner, extra={"errands": {"event": "worker_started"}})
+    elif not args.quiet:
+        print(banner, file=sys.stderr)
     try:
         summary = queue.run_worker(
             concurrency=args.concurrency,
@@ -200,15 +214,18 @@ def cmd_worker(args: argparse.Namespace) -> int:
         )
     finally:
         queue.close()
+    stopped = (
+        f"errands worker {summary.worker_id} stopped: {summary.succeeded} succeeded, "
+        f"{summary.retried} to retry, {summary.failed} failed, {summary.cancelled} cancelled, "
+        f"{summary.released} released"
+    )
     if args.json:
         output.emit_json({**dataclasses.asdict(summary), "processed": summary.processed})
+    elif args.log_format == "json":
+        fields = {"event": "worker_stopped", **dataclasses.asdict(summary)}
+        log.info(stopped, extra={"errands": fields})
     elif not args.quiet:
-        print(
-            f"errands worker {summary.worker_id} stopped: {summary.succeeded} succeeded, "
-            f"{summary.retried} to retry, {summary.failed} failed, {summary.cancelled} cancelled, "
-            f"{summary.released} released",
-            file=sys.stderr,
-        )
+        print(stopped, file=sys.stderr)
     return RECYCLE_EXIT if summary.recycled else 0
 
 
@@ -226,9 +243,8 @@ def _supervise(args: argparse.Namespace, queue: Queue) -> int:
         child.append("--burst")
     if args.quiet:
         child.append("--quiet")
-    logging.basicConfig(
-        level=logging.WARNING if args.quiet else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    if args.verbose:
+        child.append("--verbose")
+    child += ["--log-format", args.log_format]
+    worker_log.configure(quiet=args.quiet, verbose=args.verbose, fmt=args.log_format)
     return Supervisor(child, args.processes, shutdown, burst=args.burst).run()
