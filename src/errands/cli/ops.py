@@ -190,8 +190,15 @@ def render_stats(st: dict[str, Any], url: str) -> str:
     h = st["last_hour"]
     lines.append(
         f"last hour {h['processed']:,} finished ({h['per_minute']}/min), "
-        f"failure rate {h['failure_rate']:.1%}; wait p50 {_age(h['wait_p50'])} "
-        f"p95 {_age(h['wait_p95'])}; run p50 {_age(h['run_p50'])} p95 {_age(h['run_p95'])}"
+        f"{h['failure_rate']:.1%} of them failed"
+    )
+    lines.append(
+        f"          waited from due to start: median {_age(h['wait_p50'])}, "
+        f"95% within {_age(h['wait_p95'])}"
+    )
+    lines.append(
+        f"          ran (handler start to outcome): median {_age(h['run_p50'])}, "
+        f"95% within {_age(h['run_p95'])}"
     )
     for u in st["unhandled_types"]:
         lines.append(

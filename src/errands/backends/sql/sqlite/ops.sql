@@ -40,9 +40,15 @@ ORDER BY n DESC, error_code, type
 LIMIT :limit;
 
 -- name: finished_since
--- Jobs that finished since :since, for throughput and wait/run percentiles.
-SELECT queue, type, status, run_at, started_at, finished_at FROM jobs
-WHERE status IN ('succeeded', 'failed', 'cancelled') AND finished_at >= :since;
+-- Jobs that finished since :since, for throughput and wait/run percentiles. Wait and run come
+-- from the attempt that finished the job (handler start to outcome), never from the job's
+-- first start: a job cancelled or failed without a handler outcome (cancelled while queued,
+-- failed by the rescuer) has no attempt of its own status and so no wait or run time.
+SELECT j.queue, j.type, j.status, j.run_at, a.started_at, a.finished_at
+FROM jobs j
+LEFT JOIN job_attempts a
+       ON a.job_id = j.id AND a.attempt = j.attempts AND a.status = j.status
+WHERE j.status IN ('succeeded', 'failed', 'cancelled') AND j.finished_at >= :since;
 
 -- name: rollups_since
 -- Rolled-up hours starting at or after :since (hour is the hour's start).
