@@ -15,7 +15,9 @@ from ops_helpers import T0, claim, enqueue
 pytest_plugins = ("conftest_ops",)
 
 
-def _fail_and_retry(q: errands.Queue, jtype: str, *, start: float, took: float, again: float) -> int:
+def _fail_and_retry(
+    q: errands.Queue, jtype: str, *, start: float, took: float, again: float
+) -> int:
     """Claim the only job of ``jtype`` at ``start``; its handler fails after ``took`` seconds
     and a retry is scheduled at ``again``. Returns the job id."""
     j = claim(q, jtype, at=start)

@@ -540,9 +540,8 @@ class SQLBackend:
         left: list[Any] = []
         with self._write("retry") as conn:
             for job_id in job_ids:
-                before = conn.execute(
-                    self.q["retry_outcome"], {"job_id": job_id, "from_states": params["from_states"]}
-                ).fetchone()
+                ident = {"job_id": job_id, "from_states": params["from_states"]}
+                before = conn.execute(self.q["retry_outcome"], ident).fetchone()
                 if (
                     before is None
                     or conn.execute(self.q["retry_job"], {**params, "job_id": job_id}).fetchone()
