@@ -216,6 +216,13 @@ class PostgresBackend(OpsVerbs, SQLBackend):
         try:
             psycopg.connect(url, connect_timeout=10).close()
         except psycopg.Error as exc:
+            if "does not exist" in str(exc) and "database" in str(exc):
+                name = self.where.rpartition("/")[2] or "NAME"
+                raise DatabaseError(
+                    f"cannot open PostgreSQL at {self.where} ({_first_line(exc)}); create the "
+                    f"database first, e.g. createdb {name} (or CREATE DATABASE {name}; in psql), "
+                    "then run again"
+                ) from exc
             raise DatabaseError(
                 f"cannot connect to PostgreSQL at {self.where} ({_first_line(exc)}); check the "
                 "server is running and the URL's host, port, user, password and database"
