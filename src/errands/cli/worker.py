@@ -243,6 +243,8 @@ def _supervise(args: argparse.Namespace, queue: Queue) -> int:
         child.append("--burst")
     if args.quiet:
         child.append("--quiet")
+    if getattr(args, "db", None):
+        child += ["--db", args.db]  # the check each child repeats must see what this one saw
     if args.verbose:
         child.append("--verbose")
     child += ["--log-format", args.log_format]
