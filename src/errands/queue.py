@@ -39,8 +39,9 @@ EnqueueItem = tuple[str, Any] | tuple[str, Any, Mapping[str, Any]]
 class Queue:
     """A job queue stored in one database.
 
-    ``Queue("app.db")`` (or ``sqlite:///app.db``) uses a SQLite file, created and migrated on
-    first use; ``Queue("postgresql://…")`` uses PostgreSQL (``pip install 'errands[postgres]'``).
+    ``Queue("app.db")`` (or ``sqlite:///app.db``, relative; ``sqlite:////srv/app.db``, absolute)
+    uses a SQLite file, created and migrated on first use; ``Queue("postgresql://…")`` uses
+    PostgreSQL (``pip install 'errands[postgres]'``).
     ``Queue()`` with no URL reads ``$ERRANDS_DB``, else uses ``errands.db`` — the same rule as
     the CLI, so an application, its workers and ``errands`` commands agree on one database.
     See the README for every setting and its default.

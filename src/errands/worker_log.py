@@ -63,6 +63,12 @@ def outcomes(
     and, for each outcome, whether the fence applied it. Called only when the logger is
     enabled for WARNING; a batch of plain successes returns after one pass."""
     debug = log.isEnabledFor(logging.DEBUG)
+    if not debug and all(applied):
+        # The common case: only failures and cancels have something to say.
+        for slot, outcome, ran in batch:
+            if outcome is not None and type(outcome) is not Succeeded:
+                _one(slot.job, outcome, True, ran, False, worker_id, now)
+        return
     done = [(slot.job, o, ran) for slot, o, ran in batch if o is not None]
     for (job, outcome, ran), ok in zip(done, applied, strict=True):
         _one(job, outcome, ok, ran, debug, worker_id, now)
