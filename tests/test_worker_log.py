@@ -146,7 +146,8 @@ def test_rescues_and_fence_refusals_are_logged(
         slot.job = job  # type: ignore[attr-defined]
         caplog.clear()
         with caplog.at_level(logging.WARNING, logger="errands"):
-            worker_log.outcomes([(slot, Succeeded(job.id, 1, now, None), 0.5)], applied, "w", now)
+            stale = Succeeded(job.id, 1, now, None)
+            worker_log.outcomes([(slot, stale, 0.5)], [stale], applied, "w", now)
         (refused,) = caplog.records
         assert "refused by the fence" in refused.getMessage()
         assert refused.errands["event"] == "refused"  # type: ignore[attr-defined]

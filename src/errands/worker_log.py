@@ -55,23 +55,26 @@ def started(job: ClaimedJob, worker_id: str) -> None:
 
 def outcomes(
     batch: Sequence[tuple[Any, Outcome | None, float]],
+    written: Sequence[Outcome],
     applied: Sequence[bool],
     worker_id: str,
     now: float,
 ) -> None:
-    """Log one recorded batch: the worker's (slot, outcome or None, seconds the handler ran)
-    and, for each outcome, whether the fence applied it. Called only when the logger is
-    enabled for WARNING; a batch of plain successes returns after one pass."""
+    """Log one recorded batch. ``batch`` is the worker's (slot, outcome or None, seconds the
+    handler ran); ``written`` the outcomes recorded for its non-None entries, in order (one
+    the database refused is replaced by the failure recorded instead), and ``applied`` whether
+    the fence applied each. Called only when the logger is enabled for WARNING; a batch of
+    plain successes costs one pass."""
     debug = log.isEnabledFor(logging.DEBUG)
+    ran = [(slot.job, seconds) for slot, o, seconds in batch if o is not None]
     if not debug and all(applied):
         # The common case: only failures and cancels have something to say.
-        for slot, outcome, ran in batch:
-            if outcome is not None and type(outcome) is not Succeeded:
-                _one(slot.job, outcome, True, ran, False, worker_id, now)
+        for (job, seconds), outcome in zip(ran, written, strict=True):
+            if type(outcome) is not Succeeded:
+                _one(job, outcome, True, seconds, False, worker_id, now)
         return
-    done = [(slot.job, o, ran) for slot, o, ran in batch if o is not None]
-    for (job, outcome, ran), ok in zip(done, applied, strict=True):
-        _one(job, outcome, ok, ran, debug, worker_id, now)
+    for (job, seconds), outcome, ok in zip(ran, written, applied, strict=True):
+        _one(job, outcome, ok, seconds, debug, worker_id, now)
 
 
 def _one(

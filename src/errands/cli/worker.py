@@ -205,12 +205,14 @@ def cmd_worker(args: argparse.Namespace) -> int:
         log.info(banner, extra={"errands": {"event": "worker_started"}})
     elif not args.quiet:
         print(banner, file=sys.stderr)
+    supervised = os.environ.get(SUPERVISED_ENV) == "1"
     try:
         summary = queue.run_worker(
             concurrency=args.concurrency,
             queues=queues,
             burst=args.burst,
-            recycle_on_timeout=os.environ.get(SUPERVISED_ENV) == "1",
+            recycle_on_timeout=supervised,
+            supervised=supervised,
         )
     finally:
         queue.close()
