@@ -3,7 +3,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint typecheck unit bench bench-record clean
+.PHONY: demo test lint typecheck unit unit-fast bench bench-record clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -23,6 +23,10 @@ typecheck: $(STAMP)
 
 unit: $(STAMP)
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+# The suite without the long fault tests (tests/runtime: real crashes, signals, chaos).
+unit-fast: $(STAMP)
+	$(VENV)/bin/pytest --ignore=tests/runtime $(PYTEST_ARGS)
 
 test: lint typecheck unit
 

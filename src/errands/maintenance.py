@@ -44,11 +44,16 @@ class Rescuer:
     def run_once(self, now: float) -> RescueReport:
         report = self.backend.rescue(now)
         self.total += len(report.recovered) + len(report.exhausted)
-        if report.recovered or report.exhausted:
-            log.info(
-                "recovered %d job(s) whose lease expired (%d had no attempts left)",
-                len(report.recovered) + len(report.exhausted),
-                len(report.exhausted),
+        # One line per rescued job: each is an attempt whose worker died or hung.
+        for job_id, fate in [(i, "queued again") for i in report.recovered] + [
+            (i, "failed (no attempts left)") for i in report.exhausted
+        ]:
+            log.warning(
+                "job %d rescued: its lease expired (worker died or hung), attempt marked lost "
+                "(LOST:LEASE_EXPIRED); %s",
+                job_id,
+                fate,
+                extra={"errands": {"event": "rescued", "job_id": job_id, "outcome": fate}},
             )
         return report
 

@@ -30,20 +30,26 @@ from .tasks import DEFAULT_QUEUE, Task, TaskOptions
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+ENV_DB = "ERRANDS_DB"
+DEFAULT_DB = "errands.db"
+
 EnqueueItem = tuple[str, Any] | tuple[str, Any, Mapping[str, Any]]
 
 
 class Queue:
     """A job queue stored in one database.
 
-    ``Queue("app.db")`` (or ``sqlite:///app.db``) uses a SQLite file, created and migrated on
-    first use; ``Queue("postgresql://…")`` uses PostgreSQL (``pip install 'errands[postgres]'``).
+    ``Queue("app.db")`` (or ``sqlite:///app.db``, relative; ``sqlite:////srv/app.db``, absolute)
+    uses a SQLite file, created and migrated on first use; ``Queue("postgresql://…")`` uses
+    PostgreSQL (``pip install 'errands[postgres]'``).
+    ``Queue()`` with no URL reads ``$ERRANDS_DB``, else uses ``errands.db`` — the same rule as
+    the CLI, so an application, its workers and ``errands`` commands agree on one database.
     See the README for every setting and its default.
     """
 
     def __init__(
         self,
-        url: str | os.PathLike[str] = "errands.db",
+        url: str | os.PathLike[str] | None = None,
         *,
         durability: str = "full",
         lease_seconds: Duration = 60.0,
@@ -58,6 +64,8 @@ class Queue:
         allow_network_filesystem: bool = False,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        if url is None:
+            url = os.environ.get(ENV_DB) or DEFAULT_DB
         self.url = url = os.fspath(url)
         self.settings = Settings.build(
             durability=durability,

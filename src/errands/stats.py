@@ -126,7 +126,7 @@ def collect(
     unhandled = [  # the queued rows of the counts: no second pass over the queued jobs
         {"queue": r.queue, "type": r.type, "queued": r.count}
         for r in sorted(rows, key=lambda r: (r.queue, r.type))
-        if r.status == State.QUEUED.value and not any(_handles(w, r.queue, r.type) for w in workers)
+        if r.status == State.QUEUED.value and not any(handles(w, r.queue, r.type) for w in workers)
     ]
     overdue = []
     for p in backend.list_periodic():
@@ -159,7 +159,7 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 4)
 
 
-def _handles(worker: dict[str, Any], queue: str, jtype: str) -> bool:
+def handles(worker: dict[str, Any], queue: str, jtype: str) -> bool:
     queues, types = worker["queues"], worker["types"]
     # A worker registered without types (an older errands) may handle anything: no alarm.
     return (queues is None or queue in queues) and (types is None or jtype in types)

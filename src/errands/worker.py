@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from . import execution
+from . import execution, worker_log
 from .backends.base import (
     ClaimedJob,
     ClaimRequest,
@@ -323,6 +323,8 @@ class Worker:
             outcomes, applied = written
         for (_, outcome), ok in zip(outcomes, applied, strict=True):
             self._count(outcome, ok)
+        if log.isEnabledFor(logging.WARNING):  # failures, retries, refusals (worker_log.py)
+            worker_log.outcomes(batch, [o for _, o in outcomes], applied, self.id, now)
         # A retry may already be due, and a burst decides when to return by claiming: look
         # again now instead of relying on a wake-up (PostgreSQL only NOTIFYs for enqueues).
         if self.burst or any(isinstance(o, Failed) and o.retry_at is not None for _, o in outcomes):
@@ -402,13 +404,7 @@ class Worker:
     def _count(self, outcome: Outcome, ok: bool) -> None:
         s = self.summary
         if not ok:
-            s.refused += 1
-            log.warning(
-                "outcome for job %d attempt %d refused: the attempt no longer holds the job "
-                "(its lease was recovered)",
-                outcome.job_id,
-                outcome.attempt,
-            )
+            s.refused += 1  # logged by worker_log.outcomes
             return
         name = type(outcome).__name__
         if isinstance(outcome, Failed):
@@ -622,6 +618,8 @@ class Worker:
             slot.state = STARTED
         slot.started_at = self.clock()
         slot.begun = time.monotonic()
+        if log.isEnabledFor(logging.DEBUG):  # --verbose: one line per job started
+            worker_log.started(slot.job, self.id)
         timeout = slot.task.options.timeout
         if timeout is not None:
             slot.deadline = slot.begun + timeout

@@ -31,8 +31,8 @@ def open_backend(url: str, settings: Settings) -> Backend:
     if "://" in url and not url.startswith("sqlite://"):
         scheme = url.split("://", 1)[0]
         raise ConfigurationError(
-            f"unknown database URL scheme {scheme!r}; use a file path, sqlite:///path or "
-            "postgresql://user@host/db"
+            f"unknown database URL scheme {scheme!r}; use a file path, sqlite:///relative.db, "
+            "sqlite:////absolute.db or postgresql://user@host/db"
         )
     from .sqlite import SQLiteBackend
 

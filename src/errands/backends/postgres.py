@@ -99,6 +99,12 @@ def translate(exc: psycopg.Error, where: str) -> DatabaseError:
             f"{where}: a table is missing ({msg}); was the errands schema dropped? Open a Queue "
             "on it to migrate, or restore it"
         )
+    if isinstance(exc, psycopg.OperationalError) and "does not exist" in msg and "database" in msg:
+        name = where.rpartition("/")[2] or "NAME"
+        return DatabaseError(
+            f"cannot open PostgreSQL at {where} ({msg}); create the database first, e.g. "
+            f"createdb {name} (or CREATE DATABASE {name}; as a superuser), then run again"
+        )
     if isinstance(exc, psycopg.OperationalError):
         return DatabaseBusyError(
             f"cannot reach PostgreSQL at {where} ({msg}); check the server is running and the "
@@ -210,6 +216,13 @@ class PostgresBackend(OpsVerbs, SQLBackend):
         try:
             psycopg.connect(url, connect_timeout=10).close()
         except psycopg.Error as exc:
+            if "does not exist" in str(exc) and "database" in str(exc):
+                name = self.where.rpartition("/")[2] or "NAME"
+                raise DatabaseError(
+                    f"cannot open PostgreSQL at {self.where} ({_first_line(exc)}); create the "
+                    f"database first, e.g. createdb {name} (or CREATE DATABASE {name}; in psql), "
+                    "then run again"
+                ) from exc
             raise DatabaseError(
                 f"cannot connect to PostgreSQL at {self.where} ({_first_line(exc)}); check the "
                 "server is running and the URL's host, port, user, password and database"

@@ -115,6 +115,10 @@ class SQLBackend:
     def listen(self, on_change: Callable[[], None]) -> Listener:
         raise NotImplementedError
 
+    def _roll_up(self, conn: Conn, rows: Sequence[Any]) -> None:
+        """Merge finished-job rows into job_stats_hourly (OpsVerbs supplies it)."""
+        raise NotImplementedError
+
     # -- schema ----------------------------------------------------------------------------
 
     where: str  # how messages name the database: a file path, or host:port/dbname
@@ -538,18 +542,27 @@ class SQLBackend:
             "from_states": self._list(sorted(s.value for s in T_RETRY.source)),
             "now": now,
         }
+        left: list[Any] = []
         with self._write("retry") as conn:
             for job_id in job_ids:
+                ident = {"job_id": job_id, "from_states": params["from_states"]}
+                before = conn.execute(self.q["retry_outcome"], ident).fetchone()
                 if (
-                    conn.execute(self.q["retry_job"], {**params, "job_id": job_id}).fetchone()
+                    before is None
+                    or conn.execute(self.q["retry_job"], {**params, "job_id": job_id}).fetchone()
                     is None
                 ):
                     continue
+                left.append(before)
                 done.append(job_id)
                 if Event.RETRIED in self._audit:
                     conn.execute(
                         self.q["insert_event"], _event_row(job_id, now, "RETRIED", actor, None)
                     )
+            # The outcome the job leaves is history: kept in the hourly rollup, as pruning
+            # does, so "jobs finished" counters (metrics) never go down when a job is retried.
+            if left:
+                self._roll_up(conn, left)
         return done
 
     def cancel(self, job_ids: Sequence[int], actor: str, now: float) -> CancelReport:

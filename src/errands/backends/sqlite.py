@@ -68,15 +68,22 @@ def translate(exc: sqlite3.Error, path: str) -> DatabaseError:
     low = msg.lower()
     if "readonly" in low or "read-only" in low:
         text = f"{path} is read-only ({msg}); make the file and its directory writable"
+    elif ("malformed" in low or "not a database" in low) and not _looks_like_sqlite(path):
+        text = (
+            f"{path} is not an SQLite database ({msg}); point the Queue at your errands "
+            "database file — errands will not write to this one"
+        )
     elif "malformed" in low or "not a database" in low:
         text = (
-            f"{path} is corrupt or not a SQLite database ({msg}); restore it from a backup "
+            f"{path} is a corrupt SQLite database ({msg}); restore it from a backup "
             "(see docs/operations.md) — errands will not write to it"
         )
     elif "disk is full" in low or "database or disk is full" in low:
         text = (
             f"the disk holding {path} is full ({msg}); free space and retry — nothing was written"
         )
+    elif "unable to open" in low and os.path.isdir(path):
+        text = f"{path} is a directory, not a database file; give the path of a file, e.g. app.db"
     elif "unable to open" in low:
         text = f"cannot open {path} ({msg}); check the directory exists and is writable"
     elif "locked" in low or "busy" in low:
@@ -88,6 +95,16 @@ def translate(exc: sqlite3.Error, path: str) -> DatabaseError:
     else:
         text = f"database error on {path}: {msg}"
     return DatabaseError(text)
+
+
+def _looks_like_sqlite(path: str) -> bool:
+    """An SQLite file starts with this header; a damaged database still does, a text file or
+    another format does not — which tells "wrong file" from "corrupt" apart."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(16) == b"SQLite format 3\x00"
+    except OSError:
+        return False
 
 
 def filesystem_type(path: str) -> str | None:

@@ -8,7 +8,9 @@ usage (argparse's own errors, a --payload that is not JSON, contradictory option
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -26,8 +28,21 @@ DEMO_DB = "errands-demo.db"
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> Any:  # argparse's own usage errors: exit 2, as documented
         self.print_usage(sys.stderr)
-        output.error(message)
+        output.error(message + _suggestion(self, message))
         raise SystemExit(EXIT_USAGE)
+
+
+def _suggestion(parser: argparse.ArgumentParser, message: str) -> str:
+    """For a misspelled command, the closest one (Python 3.14's argparse does this itself)."""
+    match = re.search(r"invalid choice: '([^']*)'", message)
+    if not match:
+        return ""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            close = difflib.get_close_matches(match.group(1), list(action.choices), n=1)
+            if close:
+                return f"; did you mean '{close[0]}'?"
+    return ""
 
 
 def build_parser() -> argparse.ArgumentParser:

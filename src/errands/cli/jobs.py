@@ -61,6 +61,12 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--unique-key", metavar="K", help="if a queued or running job holds K, print its id instead"
     )
+    p.add_argument(
+        "--create",
+        action="store_true",
+        help="create the SQLite database if it does not exist (otherwise a missing file is an "
+        "error: a job in a new file would be seen by no worker)",
+    )
     add_db(p)
     add_json(p)
     p.set_defaults(func=cmd_enqueue)
@@ -102,18 +108,27 @@ def parse_payload(text: str | None) -> Any:
     def refuse(name: str) -> Any:
         raise ValueError(f"{name} is not JSON (JSON has no NaN or Infinity)")
 
+    example = '--payload \'{"to": "a@example.com"}\''
     try:
-        return json.loads(text, parse_constant=refuse)
+        value = json.loads(text, parse_constant=refuse)
     except ValueError as exc:
         raise UsageError(
-            f"--payload is not valid JSON ({exc}); pass a JSON object, e.g. "
-            '--payload \'{"to": "a@example.com"}\''
+            f"--payload is not valid JSON ({exc}); pass a JSON object, e.g. {example}"
         ) from None
+    if not isinstance(value, dict):
+        # Handlers take keyword arguments: a worker would fail it as INVALID_INPUT:PAYLOAD.
+        kinds = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
+        kind = kinds.get(type(value), "a number")
+        raise UsageError(
+            f"--payload is {kind}, but a job's payload is the handler's keyword arguments: "
+            f"pass a JSON object, e.g. {example}"
+        )
+    return value
 
 
 def cmd_enqueue(args: argparse.Namespace) -> int:
     payload = parse_payload(args.payload)
-    with open_queue(args, must_exist=False) as q:
+    with open_queue(args, must_exist=not args.create) as q:
         job_id = q.enqueue(
             args.type,
             payload,

@@ -188,8 +188,15 @@ def render_stats(st: dict[str, Any], url: str) -> str:
     h = st["last_hour"]
     lines.append(
         f"last hour {h['processed']:,} finished ({h['per_minute']}/min), "
-        f"failure rate {h['failure_rate']:.1%}; wait p50 {_age(h['wait_p50'])} "
-        f"p95 {_age(h['wait_p95'])}; run p50 {_age(h['run_p50'])} p95 {_age(h['run_p95'])}"
+        f"{h['failure_rate']:.1%} of them failed"
+    )
+    lines.append(
+        f"          waited from due to start: median {_age(h['wait_p50'])}, "
+        f"95% within {_age(h['wait_p95'])}"
+    )
+    lines.append(
+        f"          ran (handler start to outcome): median {_age(h['run_p50'])}, "
+        f"95% within {_age(h['run_p95'])}"
     )
     for u in st["unhandled_types"]:
         lines.append(
@@ -233,13 +240,27 @@ def _confirm(verb: str, n: int, args: argparse.Namespace) -> bool:
         answer = ""
     if answer.strip().lower() in ("y", "yes"):
         return True
-    print(f"nothing changed (pass --yes to {verb.lower()} without asking)", file=sys.stderr)
+    print(
+        f"errands: nothing changed (pass --yes to {verb.lower()} without asking)",
+        file=sys.stderr,
+    )
     return False
 
 
 def _bulk(args: argparse.Namespace, verb: str, allowed: frozenset[str]) -> int:
-    if bool(args.ids) == bool(args.status):
-        print(f"errands {verb.lower()}: give job ids or --status, not both", file=sys.stderr)
+    if args.ids and args.status:
+        print(
+            f"errands: give job ids or --status, not both; e.g. errands {verb.lower()} 12 13, "
+            f"or errands {verb.lower()} --status {sorted(allowed)[0]} --yes",
+            file=sys.stderr,
+        )
+        return USAGE
+    if not args.ids and not args.status:
+        print(
+            f"errands: say which jobs to {verb.lower()}: job ids (errands {verb.lower()} 12 13) "
+            f"or --status {'|'.join(sorted(allowed))} with optional --type/--queue/--error-code",
+            file=sys.stderr,
+        )
         return USAGE
     with _open(args) as q:
         if args.ids:
@@ -351,6 +372,13 @@ def check_problems(q: Queue, args: argparse.Namespace) -> list[str]:
             f"oldest due job #{due['id']} ({due['type']}) has waited "
             f"{_age(due['wait_seconds'])}, over --max-wait {_age(args.max_wait)}"
         )
+    workers = b.live_workers(now, q.settings.lease_seconds)
+    for queue, jtype, n in b.queued_types():
+        if not any(stats.handles(w, queue, jtype) for w in workers):
+            problems.append(
+                f"{n:,} queued {queue}/{jtype} job(s) but no live worker handles type {jtype!r}: "
+                "start a worker whose app has that task (or is the type misspelled?)"
+            )
     hour = stats.last_hour(b, now)
     if hour["processed"] >= args.min_finished and hour["failure_rate"] > args.max_failure_rate:
         problems.append(

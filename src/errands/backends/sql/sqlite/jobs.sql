@@ -149,6 +149,12 @@ SET status = :to_state, run_at = CASE WHEN :to_state = 'queued' THEN :now ELSE r
     lease_expires_at = NULL, error_code = :error_code, error_detail = :error_detail
 WHERE id = :job_id AND attempts = :attempt AND status = :from_state;
 
+-- name: retry_outcome
+-- The finished outcome a manual retry is about to clear, for the hourly rollup (the same
+-- columns, in the same order, as prune_batch returns).
+SELECT queue, type, status, run_at, started_at, finished_at FROM jobs
+WHERE id = :job_id AND status IN (SELECT value FROM json_each(:from_states));
+
 -- name: retry_job
 -- Manual retry of a failed or cancelled job; it gets at least one more attempt.
 UPDATE jobs
