@@ -74,8 +74,10 @@ class Maintenance:
 
     def tick(self, now: float) -> float:
         """Renew or seek leadership when due, run the due services we lead; return when to
-        call again."""
+        call again. Raises DatabaseReplacedError if the database file was deleted or
+        replaced under this worker (checked on the same cadence, on every worker)."""
         if now >= self._next_lead:
+            self.backend.check_identity()
             for service in self.services:
                 try:
                     self.leading[service.name] = self.backend.try_lead(

@@ -296,6 +296,9 @@ class PostgresBackend(OpsVerbs, SQLBackend):
     def close(self) -> None:
         self._pool.close()
 
+    def check_identity(self) -> None:
+        """A server database cannot be swapped under an open connection like a file can."""
+
     # -- schema ----------------------------------------------------------------------------
 
     def _serialize_migrations(self, conn: Any) -> None:
