@@ -6,6 +6,9 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from . import validate
+from .errors import ConfigurationError
+
 Backoff = Callable[[int], float]
 
 # +-20% spreads retries of jobs that failed together (an outage) so they do not return together.
@@ -33,16 +36,20 @@ class _Strategy:
 
 
 def _check(name: str, value: float) -> float:
-    if value < 0:
-        raise ValueError(f"backoff {name} must be >= 0 seconds, got {value}")
-    return float(value)
+    # ConfigurationError is a ValueError, as this raised before.
+    return validate.duration(value, f"backoff {name}", allow_zero=True)
 
 
 def exponential(base: float = 2.0, cap: float = 3600.0, *, jitter: bool = True) -> Backoff:
     """``base ** attempt`` seconds (2, 4, 8 … for base 2), at most ``cap``."""
-    if base < 1:
-        raise ValueError(f"exponential backoff base must be >= 1, got {base}")
-    return _Strategy("exponential", float(base), _check("cap", cap), jitter)
+    # base ** 64 must stay a float (1e4 ** 64 = 1e256); the cap bounds the delay anyway.
+    if not isinstance(base, int | float) or isinstance(base, bool) or not 1 <= base <= 1e4:
+        raise ConfigurationError(
+            f"exponential backoff base must be between 1 and 10000, got {base!r:.60}"
+        )
+    return _Strategy(
+        "exponential", float(base), _check("cap", cap), validate.flag(jitter, "jitter")
+    )
 
 
 def linear(step: float = 10.0, cap: float = 3600.0, *, jitter: bool = True) -> Backoff:
@@ -62,6 +69,9 @@ DEFAULT_BACKOFF: Backoff = exponential()
 def delay_for(backoff: Backoff, attempt: int) -> float:
     """Call a user's backoff and refuse a nonsense answer rather than scheduling it."""
     delay = float(backoff(attempt))
-    if not delay >= 0:  # also catches NaN
-        raise ValueError(f"backoff returned {delay!r} for attempt {attempt}; return seconds >= 0")
+    if not 0 <= delay <= validate.MAX_DURATION:  # also catches NaN and infinity
+        raise ValueError(
+            f"backoff returned {delay!r} for attempt {attempt}; return seconds between 0 and "
+            f"{validate.MAX_DURATION:g}"
+        )
     return delay

@@ -10,7 +10,9 @@ import time
 from typing import Any
 
 from ..errors import ErrandsError
+from ..queue import MAX_BATCH
 from .common import add_db
+from .jobs import int_between
 
 
 def register(subparsers: Any) -> None:
@@ -30,7 +32,9 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="copy into a target that already has errands rows (rows whose ids exist are kept)",
     )
-    parser.add_argument("--batch-size", type=int, default=5000, help="rows per transaction")
+    parser.add_argument(
+        "--batch-size", type=int_between(1, MAX_BATCH), default=5000, help="rows per transaction"
+    )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.set_defaults(func=run)
 
