@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -10,6 +12,7 @@ from . import validate
 from .errors import ConfigurationError
 
 Backoff = Callable[[int], float]
+log = logging.getLogger("errands.worker")
 
 # +-20% spreads retries of jobs that failed together (an outage) so they do not return together.
 _JITTER = 0.2
@@ -67,11 +70,22 @@ DEFAULT_BACKOFF: Backoff = exponential()
 
 
 def delay_for(backoff: Backoff, attempt: int) -> float:
-    """Call a user's backoff and refuse a nonsense answer rather than scheduling it."""
-    delay = float(backoff(attempt))
-    if not 0 <= delay <= validate.MAX_DURATION:  # also catches NaN and infinity
-        raise ValueError(
-            f"backoff returned {delay!r} for attempt {attempt}; return seconds between 0 and "
-            f"{validate.MAX_DURATION:g}"
-        )
-    return delay
+    """Call a user's backoff; a nonsense answer (an exception, NaN, a negative or endless
+    delay) is never scheduled — it would be stored as a time no one can read — and never
+    raised into the worker: the default backoff stands in, with a warning."""
+    try:
+        delay = float(backoff(attempt))
+    except Exception as exc:
+        delay, why = math.nan, f"raised {type(exc).__name__}: {exc}"
+    else:
+        why = f"returned {delay!r}"
+    if 0 <= delay <= validate.MAX_DURATION:  # also refuses NaN and infinity
+        return delay
+    log.warning(
+        "backoff %s for attempt %d; using the default backoff instead (return seconds between "
+        "0 and %.0f)",
+        why,
+        attempt,
+        validate.MAX_DURATION,
+    )
+    return DEFAULT_BACKOFF(attempt)

@@ -68,7 +68,7 @@ def duration(
     if not (low and s <= maximum):  # also refuses NaN
         need = ">= 0" if allow_zero else "> 0"
         raise ConfigurationError(
-            f"{name} must be {need} and at most {maximum:g} seconds, got {value!r:.60}"
+            f"{name} must be {need} and at most {maximum:.0f} seconds, got {value!r:.60}"
         )
     return s
 

@@ -45,7 +45,7 @@ def seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r:.40} is not a number of seconds") from None
     if not (math.isfinite(value) and 0 <= value <= validate.MAX_DURATION):
         raise argparse.ArgumentTypeError(
-            f"must be between 0 and {validate.MAX_DURATION:g} seconds, got {text:.40}"
+            f"must be between 0 and {validate.MAX_DURATION:.0f} seconds, got {text:.40}"
         )
     return value
 

@@ -39,7 +39,7 @@ def duration(text: str) -> float:
     value = float(match.group(1)) * _UNITS[match.group(2) or "s"]
     if not value <= validate.MAX_DURATION:  # '9' * 400 is a float infinity
         raise argparse.ArgumentTypeError(
-            f"{text:.40} is longer than {validate.MAX_DURATION:g} seconds (1000 years)"
+            f"{text:.40} is longer than {validate.MAX_DURATION:.0f} seconds (1000 years)"
         )
     return value
 
