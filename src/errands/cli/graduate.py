@@ -9,6 +9,7 @@ import sys
 import time
 from typing import Any
 
+from ..backends import redact, scrub
 from ..errors import ErrandsError
 from ..queue import MAX_BATCH
 from .common import add_db
@@ -44,7 +45,8 @@ def run(args: argparse.Namespace) -> int:
 
     if not args.to.startswith(("postgresql://", "postgres://")):
         print(
-            f"errands graduate: --to must be a postgresql:// URL, got {args.to!r}", file=sys.stderr
+            f"errands graduate: --to must be a postgresql:// URL, got {redact(args.to)!r}",
+            file=sys.stderr,
         )
         return 2
     source = getattr(args, "db", None) or os.environ.get("ERRANDS_DB") or "errands.db"
@@ -66,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
             force=args.force,
         )
     except ErrandsError as exc:
-        print(f"errands graduate: {exc}", file=sys.stderr)
+        print(f"errands graduate: {scrub(str(exc), source, args.to)}", file=sys.stderr)
         return 1
     if args.json:
         import json
@@ -95,5 +97,5 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(report.summary())
         if report.ok:
-            print(f"point your workers and application at {args.to.split('@')[-1]} now")
+            print(f"point your workers and application at {redact(args.to)} now")
     return 0 if report.ok else 1

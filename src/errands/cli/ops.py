@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 import time
@@ -16,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import bulk, validate
+from ..backends import scrub
 from ..backends.base import PruneProgress
 from ..backends.ops import summarize
 from ..errors import ErrandsError
@@ -73,7 +75,8 @@ def _guarded(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Na
         try:
             return func(args)
         except ErrandsError as exc:  # one line that says what to do; the user must act
-            print(f"errands: {exc}", file=sys.stderr)
+            urls = (getattr(args, "db", None), os.environ.get("ERRANDS_DB"))
+            print(f"errands: {scrub(str(exc), *urls)}", file=sys.stderr)
             return ACT
 
     return run
