@@ -272,3 +272,40 @@ def test_run_worker_raises_database_replaced_error(sqlite_path: str) -> None:
         q.run_worker(concurrency=1, handle_signals=False)
     q.close()
     assert isinstance(errands.DatabaseReplacedError("x"), errands.DatabaseError)
+
+
+def test_a_supervisor_stops_instead_of_restarting_workers_on_a_deleted_file(
+    tmp_path: Path, sqlite_path: str
+) -> None:
+    """With --processes, a restarted child would create an empty file where the deleted one
+    was and carry on there: the supervisor stops every child and exits 1 instead."""
+    (tmp_path / "swap_app.py").write_text(APP)
+    with errands.Queue(sqlite_path) as q:
+        first = q.enqueue("slow", {"n": 0})
+        for n in range(1, 400):
+            q.enqueue("slow", {"n": n})
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "errands", "worker", "--app", "swap_app", "--processes", "2"],
+            cwd=tmp_path,
+            env={**os.environ, "APP_DB": sqlite_path},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        wait_for(
+            lambda: q.get(first).status == "succeeded",  # type: ignore[union-attr]
+            timeout=60,
+            what="the workers to start running jobs",
+        )
+        # Both children must have opened the file: one still starting up after the deletion
+        # would rightly create a new file, as any first start does.
+        live = "SELECT count(*) FROM workers WHERE stopped_at IS NULL"
+        wait_for(lambda: sql_rows(sqlite_path, live) == [(2,)], timeout=60, what="2 workers")
+    os.remove(sqlite_path)
+
+    code, err = _finish(proc)
+
+    assert code == 1, err
+    assert "stopped for good (its database file is gone)" in err
+    assert "restarting in" not in err
+    assert not os.path.exists(sqlite_path)

@@ -18,8 +18,9 @@ import traceback
 from typing import Any
 
 from ..backends import redact
+from ..errors import DatabaseReplacedError
 from ..queue import Queue
-from ..supervisor import RECYCLE_EXIT, SUPERVISED_ENV
+from ..supervisor import FATAL_EXIT, RECYCLE_EXIT, SUPERVISED_ENV
 from . import output
 from .common import CommandFailed, UsageError, add_db, add_json, is_sqlite
 from .jobs import positive_int
@@ -153,13 +154,19 @@ def cmd_worker(args: argparse.Namespace) -> int:
             + (", burst" if args.burst else ""),
             file=sys.stderr,
         )
+    supervised = os.environ.get(SUPERVISED_ENV) == "1"
     try:
         summary = queue.run_worker(
             concurrency=args.concurrency,
             queues=queues,
             burst=args.burst,
-            recycle_on_timeout=os.environ.get(SUPERVISED_ENV) == "1",
+            recycle_on_timeout=supervised,
         )
+    except DatabaseReplacedError as exc:
+        if not supervised:
+            raise
+        output.error(str(exc))
+        return FATAL_EXIT  # a restart would only create an empty file where the old one was
     finally:
         queue.close()
     if args.json:
