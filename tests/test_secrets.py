@@ -50,6 +50,7 @@ COMMANDS = [
     ["check"],
     ["metrics"],
     ["graduate", "--to", "postgresql://u@127.0.0.1:1/db"],
+    ["dashboard", "--port", "0"],
 ]
 
 
