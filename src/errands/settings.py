@@ -62,6 +62,7 @@ class Settings:
     shutdown_timeout: float = 30.0
     busy_timeout: float = 5.0
     max_payload_bytes: int = 1024 * 1024
+    max_result_bytes: int = 1024 * 1024
     retention: Retention = field(default_factory=Retention)
     audit: frozenset[Event] = DEFAULT_AUDIT
     allow_network_filesystem: bool = False
@@ -77,6 +78,7 @@ class Settings:
         shutdown_timeout: Duration = 30.0,
         busy_timeout: Duration = 5.0,
         max_payload_bytes: int = 1024 * 1024,
+        max_result_bytes: int = 1024 * 1024,
         retention: Retention | Mapping[str, Duration] | None = None,
         audit: Iterable[Event | str] | None = None,
         allow_network_filesystem: bool = False,
@@ -99,6 +101,7 @@ class Settings:
                 "or every lease would expire before it is renewed"
             )
         validate.integer(max_payload_bytes, "max_payload_bytes", 1, validate.INT32_MAX)
+        validate.integer(max_result_bytes, "max_result_bytes", 1, validate.INT32_MAX)
         if isinstance(audit, str):
             raise ConfigurationError(
                 f"audit must be a collection of event names, e.g. ['ENQUEUED', 'FAILED'], "
@@ -118,6 +121,7 @@ class Settings:
             shutdown_timeout=seconds(shutdown_timeout, "shutdown_timeout", allow_zero=True),
             busy_timeout=validate.duration(busy_timeout, "busy_timeout", maximum=MAX_BUSY_TIMEOUT),
             max_payload_bytes=max_payload_bytes,
+            max_result_bytes=max_result_bytes,
             retention=Retention.of(retention),
             audit=events,
             allow_network_filesystem=validate.flag(

@@ -161,6 +161,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
             queues=queues,
             burst=args.burst,
             recycle_on_timeout=supervised,
+            supervised=supervised,
         )
     except DatabaseReplacedError as exc:
         if not supervised:
