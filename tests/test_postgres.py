@@ -203,6 +203,22 @@ def test_a_foreign_jobs_table_is_refused(pg_empty_url: str) -> None:
         errands.Queue(pg_empty_url)
 
 
+def test_any_name_errands_needs_is_refused_with_nothing_created(pg_empty_url: str) -> None:
+    sql(pg_empty_url, "CREATE TABLE orders (id int, item text)")
+    sql(pg_empty_url, "CREATE VIEW workers AS SELECT id FROM orders")
+    sql(pg_empty_url, "CREATE INDEX jobs_due ON orders (item)")
+    with pytest.raises(errands.SchemaConflictError) as raised:
+        errands.Queue(pg_empty_url)
+    assert "index 'jobs_due', view 'workers'" in str(raised.value)
+    assert "schema of its own" in str(raised.value) and "\n" not in str(raised.value)
+    tables = sql(
+        pg_empty_url,
+        "SELECT relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE n.nspname = current_schema() AND relkind IN ('r', 'v') ORDER BY relname",
+    )
+    assert tables == [("orders",), ("workers",)]  # no errands_migrations either
+
+
 def test_unreachable_server_gets_a_one_line_error() -> None:
     where = r"cannot connect to PostgreSQL at 127\.0\.0\.1:1/"
     with pytest.raises(DatabaseError, match=where) as e:

@@ -34,12 +34,22 @@ class SchemaVersionError(ErrandsError):
     """The database was written by a newer errands (or is not an errands database)."""
 
 
+class SchemaConflictError(SchemaVersionError):
+    """The database already holds an object (table, view, index…) under a name errands needs;
+    refused before anything was changed."""
+
+
 class DatabaseError(ErrandsError):
     """The database cannot be used: read-only, corrupt, full disk, unsupported version."""
 
 
 class DatabaseBusyError(DatabaseError):
     """The write lock could not be taken within the busy timeout."""
+
+
+class DatabaseReplacedError(DatabaseError):
+    """The SQLite file was deleted or replaced (renamed over) while errands had it open; a
+    worker stops rather than keep writing to a file nobody else can see."""
 
 
 class JobNotFoundError(ErrandsError, LookupError):

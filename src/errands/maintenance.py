@@ -81,9 +81,12 @@ class Maintenance:
         """Renew or seek leadership when due, run the due services we lead; return when to
         call again. ``now`` (wall clock) goes to the database; the schedule runs on ``mono``
         (a monotonic reading; ``now`` if not given, as tests that drive time do), so a step
-        of the wall clock neither stalls nor rushes maintenance."""
+        of the wall clock neither stalls nor rushes maintenance. Raises DatabaseReplacedError
+        if the database file was deleted or replaced under this worker (checked on the same
+        cadence, on every worker)."""
         at = now if mono is None else mono
         if at >= self._next_lead:
+            self.backend.check_identity()
             for service in self.services:
                 try:
                     self.leading[service.name] = self.backend.try_lead(

@@ -9,12 +9,13 @@ from datetime import datetime
 from typing import Any, TypeVar, overload
 
 from . import payload as payload_json
-from . import periodic, stats
+from . import periodic, stats, validate
 from .backends import open_backend, redact
 from .backends.base import CancelReport, JobFilter, NewJob, PruneProgress, PruneReport
 from .backoff import Backoff
 from .errors import (
     ConfigurationError,
+    ErrandsError,
     InvalidTransitionError,
     JobNotFoundError,
     PayloadError,
@@ -22,7 +23,7 @@ from .errors import (
 )
 from .maintenance import Rescuer, Service
 from .periodic import PeriodicScheduler, Schedule
-from .records import Attempt, EventRecord, Job, to_epoch
+from .records import Attempt, EventRecord, Job
 from .retention import Pruner
 from .settings import Duration, Retention, Settings, seconds
 from .states import Event, State
@@ -34,6 +35,8 @@ ENV_DB = "ERRANDS_DB"
 DEFAULT_DB = "errands.db"
 
 EnqueueItem = tuple[str, Any] | tuple[str, Any, Mapping[str, Any]]
+MAX_BATCH = 1_000_000  # prune's rows per transaction
+MAX_CONCURRENCY = 10_000  # runner threads or concurrent async handlers per worker
 
 
 class Queue:
@@ -80,6 +83,7 @@ class Queue:
             audit=audit,
             allow_network_filesystem=allow_network_filesystem,
         )
+        validate.callable_(clock, "clock", "a function returning unix seconds")
         self.clock = clock
         self.tasks: dict[str, Task[Any, Any]] = {}
         self.schedules: dict[str, Schedule] = {}
@@ -146,6 +150,8 @@ class Queue:
     ) -> Task[Any, Any] | Callable[[F], Task[Any, Any]]:
         """Register a handler (sync or ``async def``). Its type is ``name`` or its
         ``__name__``. Use as ``@q.task`` or ``@q.task(queue=…, max_attempts=…)``."""
+        if name is not None:
+            validate.text(name, "task name")
         defaults = TaskOptions()
         options = TaskOptions(
             queue=queue,
@@ -153,11 +159,12 @@ class Queue:
             max_attempts=defaults.max_attempts if max_attempts is None else max_attempts,
             backoff=defaults.backoff if backoff is None else backoff,
             timeout=None if timeout is None else seconds(timeout, "timeout"),
-            retry_on=tuple(retry_on),
-            discard_on=tuple(discard_on),
+            retry_on=validate.exception_types(retry_on, "retry_on"),
+            discard_on=validate.exception_types(discard_on, "discard_on"),
         )
 
         def register(f: F) -> Task[Any, Any]:
+            validate.callable_(f, "a task", "a function (sync or async def)")
             task_name = name or f.__name__
             if task_name in self.tasks and self.tasks[task_name].fn is not f:
                 raise ConfigurationError(
@@ -270,15 +277,22 @@ class Queue:
         Every item is checked before anything is written."""
         now = self.clock()
         jobs: list[NewJob] = []
+        if isinstance(items, str | bytes | Mapping) or not isinstance(items, Iterable):
+            raise ConfigurationError(
+                "enqueue_many takes a list of (type, payload) or (type, payload, options) "
+                f"tuples, got {type(items).__name__}"
+            )
         for n, item in enumerate(items):
             if not isinstance(item, tuple) or len(item) not in (2, 3):
                 raise PayloadError(
                     f"enqueue_many item {n} must be (type, payload) or (type, payload, options), "
                     f"got {item!r:.80}"
                 )
-            options = dict(item[2]) if len(item) == 3 else {}
             try:
+                options = _item_options(item[2]) if len(item) == 3 else {}
                 jobs.append(self._new_job(now, item[0], item[1], **options))
+            except ErrandsError as exc:
+                raise _at_item(n, exc) from None
             except TypeError as exc:
                 raise type_error_at(n, exc) from None
         if not jobs:
@@ -303,39 +317,45 @@ class Queue:
     ) -> NewJob:
         if not isinstance(job_type, str) or not job_type:
             raise UnknownTaskError(
-                f"job type must be a non-empty string (a task name), got {job_type!r}"
+                f"job type must be a non-empty string (a task name), got {job_type!r:.60}"
             )
         task = self.tasks.get(job_type)
         if task is None and self.tasks:
             raise UnknownTaskError(
-                f"no task named {job_type!r} is registered on this Queue "
+                f"no task named {job_type!r:.80} is registered on this Queue "
                 f"(known: {', '.join(sorted(self.tasks))}); register it with @q.task, or enqueue "
                 "from a Queue with no tasks registered to send jobs another service runs"
             )
+        if task is None:
+            validate.text(job_type, "job type")
         if payload is None:
             payload = {}
         if task is not None:
             task.check_payload(payload)
-        text = payload_json.encode(payload, max_bytes=self.settings.max_payload_bytes)
         if run_at is not None and delay is not None:
             raise ConfigurationError("give run_at or delay, not both")
         if delay is not None:
-            when = now + seconds(delay, "delay", allow_zero=True)
+            when = validate.when(now, delay)
         elif run_at is not None:
-            epoch = to_epoch(run_at)
-            assert epoch is not None
-            when = epoch
+            when = validate.epoch(run_at, "run_at")
         else:
             when = now
         opts = task.options if task is not None else TaskOptions()
-        prio = opts.priority if priority is None else priority
-        if type(prio) is not int:
-            raise ConfigurationError(f"priority must be an int (higher runs first), got {prio!r}")
-        attempts = opts.max_attempts if max_attempts is None else max_attempts
-        if type(attempts) is not int or attempts < 1:
-            raise ConfigurationError(f"max_attempts must be an int >= 1, got {attempts!r}")
-        if unique_key is not None and (not isinstance(unique_key, str) or not unique_key):
-            raise ConfigurationError(f"unique_key must be a non-empty string, got {unique_key!r}")
+        prio = (
+            opts.priority
+            if priority is None
+            else validate.integer(priority, "priority", *validate.PRIORITY_RANGE)
+        )
+        attempts = (
+            opts.max_attempts
+            if max_attempts is None
+            else validate.integer(max_attempts, "max_attempts", 1, validate.MAX_ATTEMPTS_MAX)
+        )
+        if unique_key is not None:
+            validate.text(unique_key, "unique_key", max_bytes=validate.MAX_KEY_BYTES)
+        if queue is not None:
+            validate.text(queue, "queue")
+        text = payload_json.encode(payload, max_bytes=self.settings.max_payload_bytes)
         return NewJob(
             type=job_type,
             payload=text,
@@ -354,7 +374,7 @@ class Queue:
 
     def get(self, job_id: int) -> Job | None:
         """The job with every column as an attribute, or None."""
-        return self.backend.get_job(job_id)
+        return self.backend.get_job(validate.job_id(job_id))
 
     def jobs(
         self,
@@ -371,8 +391,12 @@ class Queue:
             raise ConfigurationError(
                 f"unknown status {status!r}; use one of {', '.join(s.value for s in State)}"
             )
-        if limit < 1:
-            raise ConfigurationError(f"limit must be >= 1, got {limit}")
+        validate.integer(limit, "limit", 1, validate.INT64_MAX)
+        if before_id is not None:
+            validate.job_id(before_id, "before_id")
+        for label, value in (("type", type), ("queue", queue), ("error_code", error_code)):
+            if value is not None and not isinstance(value, str):
+                raise ConfigurationError(f"{label} must be a string, got {value!r:.60}")
         return self.backend.list_jobs(
             JobFilter(
                 status=status,
@@ -385,10 +409,10 @@ class Queue:
         )
 
     def attempts(self, job_id: int) -> list[Attempt]:
-        return self.backend.attempts(job_id)
+        return self.backend.attempts(validate.job_id(job_id))
 
     def events(self, job_id: int) -> list[EventRecord]:
-        return self.backend.events(job_id)
+        return self.backend.events(validate.job_id(job_id))
 
     def traceback(self, attempt: Attempt) -> str | None:
         """The full traceback of a failed attempt (kept outside the row)."""
@@ -408,19 +432,22 @@ class Queue:
         p50/p95, ``unhandled_types``, ``periodic_overdue`` and live ``workers``."""
         return stats.collect(
             self.backend,
-            self.clock() if now is None else now,
+            self.clock() if now is None else validate.epoch(now, "now"),
             alive_seconds=self.settings.lease_seconds,
             window=seconds(window, "window"),
-            top=top,
-            running_limit=running_limit,
+            top=validate.integer(top, "top", 1, validate.INT32_MAX),
+            running_limit=validate.integer(running_limit, "running_limit", 1, validate.INT32_MAX),
         )
 
     def errors(
         self, *, top: int = 10, since: Duration = 86400.0, now: float | None = None
     ) -> list[dict[str, Any]]:
         """The most frequent error codes (with type, count and last seen) over ``since``."""
-        now = self.clock() if now is None else now
-        return self.backend.top_errors(now - seconds(since, "since"), top)
+        now = self.clock() if now is None else validate.epoch(now, "now")
+        since_s = seconds(since, "since")
+        return self.backend.top_errors(
+            now - since_s, validate.integer(top, "top", 1, validate.INT32_MAX)
+        )
 
     def workers(self, *, now: float | None = None) -> list[dict[str, Any]]:
         """Live workers (seen within ``lease_seconds``, not stopped), newest heartbeat first —
@@ -465,9 +492,9 @@ class Queue:
         """Delete finished jobs past ``retention`` (rolled up first), ``batch_size`` rows per
         transaction; rerunnable and interruptible (``should_stop``). See errands.retention."""
         return self.backend.prune(
-            self.clock() if now is None else now,
-            dry_run=dry_run,
-            batch_size=batch_size,
+            self.clock() if now is None else validate.epoch(now, "now"),
+            dry_run=validate.flag(dry_run, "dry_run"),
+            batch_size=validate.integer(batch_size, "batch_size", 1, MAX_BATCH),
             progress=progress,
             should_stop=should_stop,
         )
@@ -481,7 +508,7 @@ class Queue:
     def cancel(self, job_id: int, *, actor: str = "api") -> str:
         """Cancel a queued job (→ ``cancelled``) or ask a running one to stop
         (→ ``cancel_requested``). Returns which happened."""
-        report: CancelReport = self.backend.cancel([job_id], actor, self.clock())
+        report: CancelReport = self.backend.cancel([validate.job_id(job_id)], actor, self.clock())
         if report.cancelled:
             return "cancelled"
         if report.requested:
@@ -493,7 +520,7 @@ class Queue:
 
     def retry(self, job_id: int, *, actor: str = "api") -> None:
         """Run a failed or cancelled job again now, with at least one more attempt."""
-        if not self.backend.retry([job_id], actor, self.clock()):
+        if not self.backend.retry([validate.job_id(job_id)], actor, self.clock()):
             job = self._must_get(job_id)
             raise InvalidTransitionError(
                 f"job {job_id} is {job.status}; only failed or cancelled jobs can be retried"
@@ -533,6 +560,12 @@ class Queue:
         SIGINT and repeated SIGTERMs, leaving "stop now" to the supervisor."""
         from .worker import Worker
 
+        validate.integer(concurrency, "concurrency", 1, MAX_CONCURRENCY)
+        if queues is not None and not isinstance(queues, str):
+            if not isinstance(queues, Iterable):
+                raise ConfigurationError(f"queues must be a list of names, got {queues!r:.60}")
+            queues = [validate.text(name, "queue") for name in queues]
+        validate.flag(burst, "burst")
         return Worker(
             self,
             concurrency=concurrency,
@@ -542,6 +575,32 @@ class Queue:
             recycle_on_timeout=recycle_on_timeout,
             supervised=supervised,
         ).run()
+
+
+_ITEM_OPTIONS = frozenset({"queue", "priority", "run_at", "delay", "max_attempts", "unique_key"})
+
+
+def _item_options(options: Any) -> dict[str, Any]:
+    """An enqueue_many item's options: a mapping of enqueue's keyword arguments."""
+    if not isinstance(options, Mapping):
+        raise ConfigurationError(
+            f"options must be a dict of enqueue options, got {type(options).__name__}"
+        )
+    unknown = sorted(str(k) for k in options if k not in _ITEM_OPTIONS)
+    if unknown:
+        raise ConfigurationError(
+            f"unknown option(s) {', '.join(unknown)}; use {', '.join(sorted(_ITEM_OPTIONS))} "
+            "(connection= and actor= go to enqueue_many itself)"
+        )
+    return dict(options)
+
+
+def _at_item(n: int, exc: ErrandsError) -> ErrandsError:
+    """The same error class, its message prefixed with the item's index."""
+    try:
+        return type(exc)(f"enqueue_many item {n}: {exc}")
+    except TypeError:
+        return exc
 
 
 def type_error_at(n: int, exc: TypeError) -> TypeError:

@@ -42,6 +42,7 @@ from .errors import (
     ConfigurationError,
     DatabaseBusyError,
     DatabaseError,
+    DatabaseReplacedError,
     InvalidTransitionError,
     JobError,
 )
@@ -195,6 +196,11 @@ class Worker:
         self._start_runners()
         try:
             self._loop_forever()
+        except DatabaseReplacedError:
+            # Outcomes would go to a file nobody reads: do not wait for running jobs.
+            log.error("the database file is gone; stopping without waiting for running jobs")
+            self._hard_stop = True
+            raise
         finally:
             self.q._wakers.discard(self._on_change)
             listener.close()

@@ -199,6 +199,7 @@ class Backend(Protocol):
 
     def migrate(self) -> None: ...
     def close(self) -> None: ...
+    def check_identity(self) -> None: ...  # DatabaseReplacedError: the file was swapped
 
     # jobs in
     def enqueue(

@@ -28,7 +28,7 @@ from .. import faults
 from ..errors import ConfigurationError, DatabaseBusyError, DatabaseError
 from ..settings import Settings
 from ..states import Event
-from . import sql
+from . import scrub, sql
 from .base import NewJob
 from .ops import OpsVerbs
 from .sqlbase import T_ENQUEUE, SQLBackend
@@ -208,9 +208,11 @@ class PostgresBackend(OpsVerbs, SQLBackend):
         try:
             info = conninfo_to_dict(url)
         except psycopg.ProgrammingError as exc:
+            # from None: libpq's parse error may quote the URL, password and all.
             raise ConfigurationError(
-                f"cannot parse the PostgreSQL URL ({exc}); use postgresql://user@host:5432/dbname"
-            ) from exc
+                f"cannot parse the PostgreSQL URL ({scrub(str(exc), url)}); use "
+                "postgresql://user:password@host:5432/dbname"
+            ) from None
         # Check the server once up front, so a wrong URL fails here with libpq's own reason
         # rather than as a pool timeout later.
         try:
@@ -224,8 +226,9 @@ class PostgresBackend(OpsVerbs, SQLBackend):
                     "then run again"
                 ) from exc
             raise DatabaseError(
-                f"cannot connect to PostgreSQL at {self.where} ({_first_line(exc)}); check the "
-                "server is running and the URL's host, port, user, password and database"
+                f"cannot connect to PostgreSQL at {self.where} ({scrub(_first_line(exc), url)}); "
+                "check the server is running and the URL's host, port, user, password and "
+                "database"
             ) from exc
         self.dbname = str(info.get("dbname") or info.get("user") or "")
         lock_ms = int(settings.busy_timeout * 1000)
@@ -308,6 +311,9 @@ class PostgresBackend(OpsVerbs, SQLBackend):
 
     def close(self) -> None:
         self._pool.close()
+
+    def check_identity(self) -> None:
+        """A server database cannot be swapped under an open connection like a file can."""
 
     # -- schema ----------------------------------------------------------------------------
 

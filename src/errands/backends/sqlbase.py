@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
-from ..errors import SchemaVersionError
+from ..errors import SchemaConflictError, SchemaVersionError
 from ..records import Attempt, EventRecord, Job, to_datetime
 from ..settings import Settings
 from ..states import AttemptStatus, Event, single_source, transition
@@ -130,38 +130,49 @@ class SQLBackend:
     def _run_script(self, conn: Conn, script: str) -> None:
         raise NotImplementedError
 
-    def _after_migration(self, conn: Conn, version: int) -> None:
-        """Anything a dialect records beside errands_migrations (SQLite: user_version)."""
-
     def migrate(self) -> None:
         """Apply pending migrations in one transaction; safe when many processes race here
         (the first applies them, the rest find nothing to do). A database written by a newer
-        errands, or holding a ``jobs`` table errands did not create, is refused untouched."""
+        errands, or holding an object under a name errands needs, is refused untouched.
+        The schema version lives only in ``errands_migrations``: never in the database's
+        header (SQLite's ``user_version`` and ``application_id`` belong to the application)."""
         q = self.q
         if self._schema_is_current():
             return  # the common case: opening a queue needs no write lock
         with self._write("migrate") as conn:
             self._serialize_migrations(conn)
             if conn.execute(q["schema_table_exists"], {}).fetchone() is None:
-                if conn.execute(q["jobs_table_exists"], {}).fetchone() is not None:
-                    raise SchemaVersionError(
-                        f"{self.where} already has a 'jobs' table that errands did not create; "
-                        f"{self.other_jobs_table_hint}"
-                    )
+                self._refuse_conflicts(conn)
                 conn.execute(q["create_schema_table"], {})
             current = int(conn.execute(q["schema_version"], {}).fetchone()[0])
-            if current > self.schema_target:
-                raise SchemaVersionError(
-                    f"{self.where} has errands schema version {current}, newer than this errands "
-                    f"supports ({self.schema_target}); upgrade errands (pip install -U errands) "
-                    "— nothing was changed"
-                )
+            self._refuse_newer(current)
             for version, script in sql_files.migrations(self.dialect):
                 if version <= current:
                     continue
                 self._run_script(conn, script)
                 conn.execute(q["record_migration"], {"version": version, "now": time.time()})
-                self._after_migration(conn, version)
+
+    def _refuse_newer(self, current: int) -> None:
+        if current > self.schema_target:
+            raise SchemaVersionError(
+                f"{self.where} has errands schema version {current}, newer than this errands "
+                f"supports ({self.schema_target}); upgrade errands (pip install -U errands) "
+                "— nothing was changed"
+            )
+
+    def _refuse_conflicts(self, conn: Conn) -> None:
+        """A database errands has never migrated must not already use a name errands' own
+        migrations create: CREATE would fail half-way, or errands would read the
+        application's table as its own."""
+        names = [name for _, name in sql_files.created_objects(self.dialect)]
+        rows = conn.execute(self.q["conflicting_objects"], {"names": self._list(names)})
+        found = [f"{kind} '{name}'" for kind, name in rows.fetchall()]
+        if found:
+            raise SchemaConflictError(
+                f"{self.where} already has {', '.join(found)}, which errands did not create "
+                f"and needs the name{'s' if len(found) > 1 else ''} of; "
+                f"{self.other_jobs_table_hint} — nothing was changed"
+            )
 
     def schema_version(self) -> int:
         with self._read() as conn:

@@ -17,7 +17,12 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from .. import faults
-from ..errors import ConfigurationError, DatabaseBusyError, DatabaseError
+from ..errors import (
+    ConfigurationError,
+    DatabaseBusyError,
+    DatabaseError,
+    DatabaseReplacedError,
+)
 from ..settings import Settings
 from . import sql
 from .ops import OpsVerbs
@@ -168,7 +173,9 @@ class SQLiteBackend(OpsVerbs, SQLBackend):
     dialect = "sqlite"
     q = sql.queries("sqlite")
     schema_target = SCHEMA_VERSION
-    other_jobs_table_hint = "use another file, or another database for errands"
+    other_jobs_table_hint = (
+        "give errands a file of its own (e.g. Queue('jobs.db')) or use PostgreSQL"
+    )
 
     def __init__(self, url: str, settings: Settings) -> None:
         if sqlite3.sqlite_version_info < MIN_SQLITE:
@@ -186,6 +193,7 @@ class SQLiteBackend(OpsVerbs, SQLBackend):
                 "pass allow_network_filesystem=True if only one host ever opens it"
             )
         self._local = threading.local()
+        self._identity: tuple[int, int] | None = None  # (st_dev, st_ino) of the file opened
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
 
@@ -193,6 +201,9 @@ class SQLiteBackend(OpsVerbs, SQLBackend):
 
     def connect(self) -> sqlite3.Connection:
         """A new, fully configured connection (the caller owns it)."""
+        # Once a file is open, a new connection (a new thread's) must not open whatever now
+        # sits at the path — nor create an empty file where a deleted one was.
+        self.check_identity()
         try:
             conn = sqlite3.connect(
                 self.path,
@@ -218,6 +229,10 @@ class SQLiteBackend(OpsVerbs, SQLBackend):
         except BaseException:
             conn.close()
             raise
+        if self._identity is None:
+            with contextlib.suppress(OSError):
+                st = os.stat(self.path)
+                self._identity = (st.st_dev, st.st_ino)
         return conn
 
     def _set_wal(self, conn: sqlite3.Connection) -> None:
@@ -296,6 +311,7 @@ class SQLiteBackend(OpsVerbs, SQLBackend):
             with contextlib.suppress(sqlite3.Error):
                 conn.close()
         self._local = threading.local()
+        self._identity = None  # nothing open any more: the next connection may meet a new file
 
     # -- schema ----------------------------------------------------------------------------
 
@@ -303,9 +319,54 @@ class SQLiteBackend(OpsVerbs, SQLBackend):
         for statement in _statements(script):
             conn.execute(statement)
 
-    def _after_migration(self, conn: Any, version: int) -> None:
-        # Also in the header, so `sqlite3 app.db 'PRAGMA user_version'` tells it.
-        conn.execute(f"PRAGMA user_version = {int(version)}")
+    def migrate(self) -> None:
+        self._preflight()
+        super().migrate()
+
+    def _preflight(self) -> None:
+        """Refuse a file errands cannot use before anything is changed in it — before even
+        the switch to WAL, which rewrites the header: a plain connection with no PRAGMA
+        writes, reads only. The check in migrate()'s transaction stays for a file created
+        by another process in between."""
+        if not os.path.exists(self.path):
+            return  # a new file: nothing of the application's to protect
+        try:
+            conn = sqlite3.connect(
+                self.path, timeout=self.settings.busy_timeout, isolation_level=None
+            )
+        except sqlite3.Error as exc:
+            raise translate(exc, self.path) from exc
+        try:
+            if conn.execute(self.q["schema_table_exists"]).fetchone() is None:
+                self._refuse_conflicts(conn)
+            else:
+                self._refuse_newer(int(conn.execute(self.q["schema_version"]).fetchone()[0]))
+        except sqlite3.Error as exc:
+            raise translate(exc, self.path) from exc
+        finally:
+            conn.close()
+
+    def check_identity(self) -> None:
+        """Raise DatabaseReplacedError if the path no longer names the file errands opened
+        (deleted, or another file renamed over it). Open connections keep writing to the old
+        inode, where nobody else will ever read it."""
+        if self._identity is None:
+            return
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            raise DatabaseReplacedError(
+                f"{self.path} was deleted while errands had it open; its jobs are gone with "
+                "it — restore the file (or start afresh) and restart the worker"
+            ) from None
+        except OSError:
+            return  # unreadable for a moment (permissions, NFS hiccup): look again next time
+        if (st.st_dev, st.st_ino) != self._identity:
+            raise DatabaseReplacedError(
+                f"{self.path} was replaced by another file while errands had it open; "
+                "restart the worker to use the new file (jobs recorded since the swap went "
+                "to the old one)"
+            )
 
     # -- dialect hooks for SQLBackend ------------------------------------------------------
 

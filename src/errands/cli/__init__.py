@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .. import __version__
+from ..backends import scrub
 from ..errors import ErrandsError
 from . import dashboard, graduate, jobs, ops, output, worker
 from .common import UsageError, add_db, add_json
@@ -176,13 +177,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return EXIT_USAGE
+    # Messages name databases through backends.redact already; this is the last net, so a
+    # password never reaches the terminal even inside a driver's own words.
+    urls = (getattr(args, "db", None), os.environ.get("ERRANDS_DB"), getattr(args, "to", None))
     try:
         code: int = args.func(args)
     except UsageError as exc:
-        output.error(str(exc))
+        output.error(scrub(str(exc), *urls))
         return EXIT_USAGE
     except ErrandsError as exc:
-        output.error(str(exc))
+        output.error(scrub(str(exc), *urls))
         return EXIT_FAILED
     except BrokenPipeError:
         # `errands jobs | head`: the reader left; say nothing more (Python docs' recipe).
@@ -190,7 +194,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return EXIT_FAILED
     except OSError as exc:
-        output.error(f"{exc}; check the path and its permissions")
+        output.error(scrub(f"{exc}; check the path and its permissions", *urls))
         return EXIT_FAILED
     except KeyboardInterrupt:
         output.error("interrupted")

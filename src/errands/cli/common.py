@@ -12,6 +12,7 @@ import argparse
 import os
 import sqlite3
 
+from ..backends import redact
 from ..errors import ErrandsError
 from ..queue import DEFAULT_DB, ENV_DB, Queue
 
@@ -48,10 +49,15 @@ def is_sqlite(url: str) -> bool:
 
 
 def _schema_version(path: str) -> int:
-    """``PRAGMA user_version`` read without writing (errands sets it on every migration)."""
+    """errands' schema version, read without writing: the highest row of its own
+    ``errands_migrations`` table (0 when the file has none; ``user_version`` is the app's)."""
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
-        return int(conn.execute("PRAGMA user_version").fetchone()[0])
+        if not conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'errands_migrations'"
+        ).fetchone():
+            return 0
+        return int(conn.execute("SELECT MAX(version) FROM errands_migrations").fetchone()[0] or 0)
     finally:
         conn.close()
 
@@ -62,21 +68,22 @@ def sqlite_problem(url: str, where: str, *, create: bool) -> str | None:
     from ..backends.sqlite import path_from_url
 
     path = path_from_url(url)
+    shown = redact(path)  # a conninfo string given as --db may carry a password
     hint = f"pass --db with the file your application's errands.Queue uses, or set ${ENV_DB} to it"
     if os.path.isdir(path):
-        return f"{path} (from {where}) is a directory, not a database file; {hint}"
+        return f"{shown} (from {where}) is a directory, not a database file; {hint}"
     if not os.path.exists(path):
         if create:
             return None
         absolute = "/" + path
         if url.startswith("sqlite:///") and not path.startswith("/") and os.path.exists(absolute):
             return (
-                f"no queue database at {path}: sqlite:///{path} is a path relative to the "
+                f"no queue database at {shown}: sqlite:///{shown} is a path relative to the "
                 f"current directory (three slashes); for the absolute path {absolute} write "
                 f"sqlite:///{absolute} (four slashes)"
             )
         return (
-            f"no queue database at {path} (from {where}); create it by starting your application "
+            f"no queue database at {shown} (from {where}); create it by starting your application "
             "(errands.Queue(PATH) creates and migrates it) or with `errands enqueue --create`, "
             f"or {hint}"
         )
@@ -84,29 +91,29 @@ def sqlite_problem(url: str, where: str, *, create: bool) -> str | None:
         with open(path, "rb") as f:
             head = f.read(len(SQLITE_MAGIC))
     except OSError as exc:
-        return f"cannot read {path} (from {where}): {exc.strerror}; check its permissions"
+        return f"cannot read {shown} (from {where}): {exc.strerror}; check its permissions"
     if not head:
         if create:
             return None  # an empty file is what sqlite3 makes a new database from
         return (
-            f"{path} (from {where}) is an empty file, not an errands queue; {hint} "
+            f"{shown} (from {where}) is an empty file, not an errands queue; {hint} "
             "(or delete the empty file)"
         )
     if head != SQLITE_MAGIC:
-        return f"{path} (from {where}) is not an SQLite database; {hint}"
+        return f"{shown} (from {where}) is not an SQLite database; {hint}"
     if create:
         return None
     try:
         version = _schema_version(path)
     except sqlite3.Error as exc:
         return (
-            f"{path} (from {where}) starts like an SQLite database but cannot be read ({exc}); "
+            f"{shown} (from {where}) starts like an SQLite database but cannot be read ({exc}); "
             "if it is your queue it may be corrupt: restore it from a backup "
             "(see docs/operations.md)"
         )
     if version == 0:
         return (
-            f"{path} (from {where}) is an SQLite database without an errands queue in it; "
+            f"{shown} (from {where}) is an SQLite database without an errands queue in it; "
             f"{hint}, or start your application once so its Queue creates the tables"
         )
     return None

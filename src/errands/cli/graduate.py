@@ -8,10 +8,12 @@ import sys
 import time
 from typing import Any
 
-from ..backends import redact
+from ..backends import redact, scrub
 from ..errors import ErrandsError
+from ..queue import MAX_BATCH
 from . import output
 from .common import add_db, db_source, is_sqlite, resolve_db, sqlite_problem
+from .jobs import int_between
 
 
 def register(subparsers: Any) -> None:
@@ -31,7 +33,9 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="copy into a target that already has errands rows (rows whose ids exist are kept)",
     )
-    parser.add_argument("--batch-size", type=int, default=5000, help="rows per transaction")
+    parser.add_argument(
+        "--batch-size", type=int_between(1, MAX_BATCH), default=5000, help="rows per transaction"
+    )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.set_defaults(func=run)
 
@@ -75,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
             force=args.force,
         )
     except ErrandsError as exc:
-        output.error(str(exc))
+        output.error(scrub(str(exc), source, args.to))
         return 1
     if args.json:
         import json

@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
+from collections.abc import Callable
 from typing import Any
 
-from ..errors import InvalidTransitionError, JobNotFoundError
+from .. import validate
+from ..errors import ConfigurationError, InvalidTransitionError, JobNotFoundError
 from ..states import State
 from . import output
 from .common import UsageError, add_db, add_json, open_queue
@@ -16,23 +18,35 @@ STATES = [s.value for s in State]
 ACTOR = "cli"
 
 
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
+def int_between(lo: int, hi: int) -> Callable[[str], int]:
+    """An argparse type: a whole number within [lo, hi] (bad usage, exit 2, otherwise)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r:.40} is not a whole number") from None
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"must be between {lo} and {hi}, got {text:.40}")
+        return value
+
+    parse.__name__ = "whole number"  # argparse names the type in its messages
+    return parse
+
+
+positive_int = int_between(1, validate.INT64_MAX)
+job_id = int_between(1, validate.INT64_MAX)
 
 
 def seconds(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0 seconds, got {text}")
+        raise argparse.ArgumentTypeError(f"{text!r:.40} is not a number of seconds") from None
+    if not (math.isfinite(value) and 0 <= value <= validate.MAX_DURATION):
+        raise argparse.ArgumentTypeError(
+            f"must be between 0 and {validate.MAX_DURATION:.0f} seconds, got {text:.40}"
+        )
     return value
 
 
@@ -50,11 +64,16 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--delay", type=seconds, metavar="S", help="run no sooner than S seconds from now"
     )
-    p.add_argument("--priority", type=int, metavar="N", help="higher runs first (default 0)")
+    p.add_argument(
+        "--priority",
+        type=int_between(*validate.PRIORITY_RANGE),
+        metavar="N",
+        help="higher runs first (default 0)",
+    )
     p.add_argument("--queue", metavar="Q", help="queue name (default 'default')")
     p.add_argument(
         "--max-attempts",
-        type=positive_int,
+        type=int_between(1, validate.MAX_ATTEMPTS_MAX),
         metavar="N",
         help="attempts before it fails (default 20)",
     )
@@ -92,7 +111,7 @@ def register(sub: Any) -> None:
         help="one job: its columns, attempts and event timeline",
         description="Show one job, its attempts and its event timeline.",
     )
-    p.add_argument("id", type=int, metavar="ID")
+    p.add_argument("id", type=job_id, metavar="ID")
     p.add_argument(
         "--tracebacks", action="store_true", help="also print each failed attempt's traceback"
     )
@@ -129,20 +148,23 @@ def parse_payload(text: str | None) -> Any:
 def cmd_enqueue(args: argparse.Namespace) -> int:
     payload = parse_payload(args.payload)
     with open_queue(args, must_exist=not args.create) as q:
-        job_id = q.enqueue(
-            args.type,
-            payload,
-            queue=args.queue,
-            priority=args.priority,
-            delay=args.delay,
-            max_attempts=args.max_attempts,
-            unique_key=args.unique_key,
-            actor="cli",
-        )
+        try:
+            new_id = q.enqueue(
+                args.type,
+                payload,
+                queue=args.queue,
+                priority=args.priority,
+                delay=args.delay,
+                max_attempts=args.max_attempts,
+                unique_key=args.unique_key,
+                actor="cli",
+            )
+        except ConfigurationError as exc:  # an option errands cannot take: bad usage
+            raise UsageError(str(exc)) from None
     if args.json:
-        output.emit_json({"id": job_id})
+        output.emit_json({"id": new_id})
     else:
-        print(job_id)
+        print(new_id)
     return 0
 
 

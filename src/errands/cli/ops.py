@@ -9,21 +9,24 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
-from .. import bulk, stats
+from .. import bulk, stats, validate
+from ..backends import scrub
 from ..backends.base import PruneProgress
 from ..errors import ErrandsError
 from ..periodic import describe
-from ..queue import Queue
+from ..queue import MAX_BATCH, Queue
 from . import jobs
 from .common import add_db, open_queue
 
 OK, ACT, USAGE = 0, 1, 2
+TOP = jobs.int_between(1, validate.INT32_MAX)
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
 
 
@@ -32,9 +35,25 @@ def duration(text: str) -> float:
     match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*", text)
     if not match:
         raise argparse.ArgumentTypeError(
-            f"{text!r} is not a duration; use seconds or a number with s/m/h/d/w, e.g. 24h"
+            f"{text!r:.40} is not a duration; use seconds or a number with s/m/h/d/w, e.g. 24h"
         )
-    return float(match.group(1)) * _UNITS[match.group(2) or "s"]
+    value = float(match.group(1)) * _UNITS[match.group(2) or "s"]
+    if not value <= validate.MAX_DURATION:  # '9' * 400 is a float infinity
+        raise argparse.ArgumentTypeError(
+            f"{text:.40} is longer than {validate.MAX_DURATION:.0f} seconds (1000 years)"
+        )
+    return value
+
+
+def fraction(text: str) -> float:
+    """A rate between 0 and 1 (argparse type)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r:.40} is not a number") from None
+    if not 0 <= value <= 1:  # also refuses NaN
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text:.40}")
+    return value
 
 
 def _open(args: argparse.Namespace) -> Queue:
@@ -55,7 +74,8 @@ def _guarded(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Na
         try:
             return func(args)
         except ErrandsError as exc:  # one line that says what to do; the user must act
-            print(f"errands: {exc}", file=sys.stderr)
+            urls = (getattr(args, "db", None), os.environ.get("ERRANDS_DB"))
+            print(f"errands: {scrub(str(exc), *urls)}", file=sys.stderr)
             return ACT
 
     return run
@@ -67,17 +87,17 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--window", type=duration, default=86400.0, help="retries/errors window")
-    p.add_argument("--top", type=int, default=10, help="how many error codes to show")
+    p.add_argument("--top", type=TOP, default=10, help="how many error codes to show")
 
     p = _add(subparsers, "errors", "most frequent error codes with type and last seen", _errors)
-    p.add_argument("--top", type=int, default=10)
+    p.add_argument("--top", type=TOP, default=10)
     p.add_argument("--since", type=duration, default=86400.0, help="window, e.g. 24h, 7d")
     p.add_argument("--json", action="store_true")
 
     p = _add(
         subparsers, "retry", "retry jobs by id, or every failed/cancelled job matching", _retry
     )
-    p.add_argument("ids", nargs="*", type=int, help="job ids (or use --status)")
+    p.add_argument("ids", nargs="*", type=jobs.job_id, help="job ids (or use --status)")
     p.add_argument("--status", choices=sorted(bulk.RETRYABLE))
     p.add_argument("--type")
     p.add_argument("--queue")
@@ -87,7 +107,7 @@ def register(subparsers: Any) -> None:
     p = _add(
         subparsers, "cancel", "cancel jobs by id, or every queued/running job matching", _cancel
     )
-    p.add_argument("ids", nargs="*", type=int, help="job ids (or use --status)")
+    p.add_argument("ids", nargs="*", type=jobs.job_id, help="job ids (or use --status)")
     p.add_argument("--status", choices=sorted(bulk.CANCELLABLE))
     p.add_argument("--type")
     p.add_argument("--queue")
@@ -96,7 +116,12 @@ def register(subparsers: Any) -> None:
 
     p = _add(subparsers, "prune", "delete finished jobs past retention (rolled up first)", _prune)
     p.add_argument("--dry-run", action="store_true", help="only count what would go")
-    p.add_argument("--batch-size", type=int, default=1000, help="rows per transaction")
+    p.add_argument(
+        "--batch-size",
+        type=jobs.int_between(1, MAX_BATCH),
+        default=1000,
+        help="rows per transaction",
+    )
     p.add_argument("--json", action="store_true")
 
     _add(subparsers, "vacuum", "shrink the database file (locks it: run off-peak)", _vacuum)
@@ -109,10 +134,13 @@ def register(subparsers: Any) -> None:
     p = _add(subparsers, "check", "health probe: exit 1 with one line per problem", _check)
     p.add_argument("--max-wait", type=duration, default=300.0, help="oldest due job's wait")
     p.add_argument(
-        "--max-failure-rate", type=float, default=0.5, help="failed/finished in the last hour"
+        "--max-failure-rate", type=fraction, default=0.5, help="failed/finished in the last hour"
     )
     p.add_argument(
-        "--min-finished", type=int, default=10, help="finished jobs needed to judge the rate"
+        "--min-finished",
+        type=jobs.int_between(0, validate.INT64_MAX),
+        default=10,
+        help="finished jobs needed to judge the rate",
     )
     p.add_argument(
         "--lease-grace", type=duration, default=30.0, help="how far past its lease a job may be"

@@ -20,8 +20,9 @@ from typing import Any
 
 from .. import worker_log
 from ..backends import redact
+from ..errors import DatabaseReplacedError
 from ..queue import ENV_DB, Queue
-from ..supervisor import RECYCLE_EXIT, SUPERVISED_ENV
+from ..supervisor import FATAL_EXIT, RECYCLE_EXIT, SUPERVISED_ENV
 from . import output
 from .common import CommandFailed, UsageError, add_db, add_json, is_sqlite
 from .jobs import positive_int
@@ -214,6 +215,11 @@ def cmd_worker(args: argparse.Namespace) -> int:
             recycle_on_timeout=supervised,
             supervised=supervised,
         )
+    except DatabaseReplacedError as exc:
+        if not supervised:
+            raise
+        output.error(str(exc))
+        return FATAL_EXIT  # a restart would only create an empty file where the old one was
     finally:
         queue.close()
     stopped = (
