@@ -31,7 +31,7 @@ from ..states import Event
 from . import sql
 from .base import NewJob
 from .ops import OpsVerbs
-from .sqlbase import T_ENQUEUE, SQLBackend
+from .sqlbase import ALL, COPY, EXEC, T_ENQUEUE, SQLBackend, Step, Steps
 
 log = logging.getLogger("errands.postgres")
 
@@ -48,8 +48,8 @@ POOL_MAX = 10
 _NOTIFY = f"SELECT pg_notify('{CHANNEL}', '')"
 _NEXT_IDS = "SELECT nextval(pg_get_serial_sequence('jobs', 'id')) FROM generate_series(1, %s)"
 _COPY_JOBS = (
-    "COPY jobs (id, queue, type, payload, status, priority, max_attempts, run_at, created_at) "
-    "FROM STDIN"
+    "COPY jobs (id, queue, type, payload, status, priority, max_attempts, run_at, created_at, "
+    "headers) FROM STDIN"
 )
 _COPY_EVENTS = "COPY job_events (job_id, ts, event, actor, detail) FROM STDIN"
 
@@ -131,6 +131,11 @@ class _Conn:
         cur = self.raw.cursor(row_factory=tuple_row)
         cur.executemany(query, params)
         return cur
+
+    def copy(self, query: str, rows: Sequence[Sequence[Any]]) -> None:
+        with self.raw.cursor().copy(query) as copy:
+            for row in rows:
+                copy.write_row(row)
 
 
 class _NotifyListener:
@@ -306,41 +311,40 @@ class PostgresBackend(OpsVerbs, SQLBackend):
     def _run_script(self, conn: Any, script: str) -> None:
         conn.raw.execute(script.encode())  # no parameters: '%' is literal here
 
-    def _insert(self, conn: Any, jobs: Sequence[NewJob], now: float, actor: str) -> list[int]:
+    def _insert_steps(self, jobs: Sequence[NewJob], now: float, actor: str) -> Steps[list[int]]:
         if len(jobs) >= COPY_THRESHOLD and all(j.unique_key is None for j in jobs):
-            ids = self._copy_jobs(conn, jobs, now, actor)
+            ids = yield from self._copy_steps(jobs, now, actor)
         else:
-            ids = super()._insert(conn, jobs, now, actor)
+            ids = yield from super()._insert_steps(jobs, now, actor)
         if any(j.run_at <= now for j in jobs):
             # Delivered at commit (or never, on rollback): listeners wake for committed jobs only.
-            conn.execute(_NOTIFY)
+            yield Step(_NOTIFY, None, EXEC)
         return ids
 
-    def _copy_jobs(self, conn: _Conn, jobs: Sequence[NewJob], now: float, actor: str) -> list[int]:
+    def _copy_steps(self, jobs: Sequence[NewJob], now: float, actor: str) -> Steps[list[int]]:
         """Ids drawn from the identity sequence first, so COPY (which returns nothing) can
         write them and the caller still gets them in order."""
-        cur = conn.raw.cursor(row_factory=tuple_row)
-        ids = sorted(r[0] for r in cur.execute(_NEXT_IDS, (len(jobs),)).fetchall())
+        ids = sorted(r[0] for r in (yield Step(_NEXT_IDS, (len(jobs),), ALL)))
         created = _ts(now)
-        with cur.copy(_COPY_JOBS) as copy:
-            for job_id, j in zip(ids, jobs, strict=True):
-                copy.write_row(
-                    (
-                        job_id,
-                        j.queue,
-                        j.type,
-                        j.payload,
-                        T_ENQUEUE,
-                        j.priority,
-                        j.max_attempts,
-                        _ts(j.run_at),
-                        created,
-                    )
-                )
+        rows = [
+            (
+                job_id,
+                j.queue,
+                j.type,
+                j.payload,
+                T_ENQUEUE,
+                j.priority,
+                j.max_attempts,
+                _ts(j.run_at),
+                created,
+                j.headers,
+            )
+            for job_id, j in zip(ids, jobs, strict=True)
+        ]
+        yield Step(_COPY_JOBS, rows, COPY)
         if Event.ENQUEUED in self._audit:
-            with cur.copy(_COPY_EVENTS) as copy:
-                for job_id in ids:
-                    copy.write_row((job_id, created, Event.ENQUEUED.value, actor, None))
+            events = [(job_id, created, Event.ENQUEUED.value, actor, None) for job_id in ids]
+            yield Step(_COPY_EVENTS, events, COPY)
         return ids
 
     def listen(self, on_change: Callable[[], None]) -> _NotifyListener:

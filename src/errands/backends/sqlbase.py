@@ -11,8 +11,9 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
 
 from ..errors import SchemaVersionError
 from ..records import Attempt, EventRecord, Job, to_datetime
@@ -76,6 +77,44 @@ def detail(**fields: Any) -> str:
 
 def _attempt_detail(attempt: int) -> str:
     return f'{{"attempt":{attempt}}}'
+
+
+# A write written once as a generator of steps: each yielded Step is run by a driver, which
+# sends back its result (fetchone() for ONE, fetchall() for ALL, None otherwise). ``drive`` runs
+# them on a blocking connection; the PostgreSQL backend has an asyncio driver for the same steps,
+# so the async producers share the sync ones' SQL and logic instead of keeping a twin.
+ONE, ALL, EXEC, MANY, COPY = "one", "all", "exec", "many", "copy"
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    sql: str
+    params: Any = None
+    mode: str = ONE  # MANY: params is a list of parameter sets; COPY: a list of rows
+
+
+Steps = Generator[Step, Any, T]
+
+
+def drive(conn: Conn, steps: Steps[T]) -> T:
+    """Run a generator of steps on a blocking connection and return its value."""
+    result: Any = None
+    try:
+        while True:
+            step = steps.send(result)
+            mode = step.mode
+            if mode == MANY:
+                conn.executemany(step.sql, step.params)
+                result = None
+            elif mode == COPY:
+                conn.copy(step.sql, step.params)  # type: ignore[attr-defined]
+                result = None
+            else:
+                cur = conn.execute(step.sql, step.params)
+                result = cur.fetchone() if mode == ONE else cur.fetchall() if mode == ALL else None
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
 
 
 class SQLBackend:
@@ -206,6 +245,7 @@ class SQLBackend:
             payload_ref=r["payload_ref"],
             result_ref=r["result_ref"],
             cancel_requested=bool(r["cancel_requested"]),
+            headers=_json(r.get("headers")),
         )
 
     # -- enqueue ---------------------------------------------------------------------------
@@ -220,11 +260,16 @@ class SQLBackend:
             return self._insert(conn, jobs, now, actor)
 
     def _insert(self, conn: Conn, jobs: Sequence[NewJob], now: float, actor: str) -> list[int]:
+        return drive(conn, self._insert_steps(jobs, now, actor))
+
+    def _insert_steps(self, jobs: Sequence[NewJob], now: float, actor: str) -> Steps[list[int]]:
+        """The enqueue write as steps, so the same code runs on a blocking connection
+        (``drive``) and on an asyncio one (the PostgreSQL backend's ``enqueue_async``)."""
         ids: list[int] = []
         events: list[dict[str, Any]] = []
         insert, existing = self.q["insert_job"], self.q["active_job_by_unique_key"]
         for job in jobs:
-            row = conn.execute(
+            row = yield Step(
                 insert,
                 {
                     "queue": job.queue,
@@ -236,15 +281,16 @@ class SQLBackend:
                     "run_at": job.run_at,
                     "now": now,
                     "unique_key": job.unique_key,
+                    "headers": job.headers,
                 },
-            ).fetchone()
+            )
             if row is None:  # an active job holds this unique_key
-                ids.append(conn.execute(existing, {"unique_key": job.unique_key}).fetchone()[0])
+                ids.append((yield Step(existing, {"unique_key": job.unique_key}))[0])
             else:
                 ids.append(row[0])
                 events.append(_event_row(row[0], now, Event.ENQUEUED, actor, None))
         if events and Event.ENQUEUED in self._audit:
-            conn.executemany(self.q["insert_event"], events)
+            yield Step(self.q["insert_event"], events, MANY)
         return ids
 
     # -- worker verbs ----------------------------------------------------------------------
@@ -286,6 +332,7 @@ class SQLBackend:
                 ep(r[7]) or 0.0,
                 ep(r[8]) or 0.0,
                 bool(r[9]),
+                None if r[10] is None else _text(r[10]),
             )
             for r in rows
         ]
