@@ -24,11 +24,14 @@ from .errors import (
     PayloadTooLargeError,
     SchemaVersionError,
     UnknownTaskError,
+    WaitTimeout,
 )
+from .middleware import Enqueuing, Execution, Middleware
 from .queue import Queue
 from .records import Attempt, EventRecord, Job
 from .states import AttemptStatus, Event, State
 from .tasks import Task
+from .wakeups import Wakeups
 from .worker import WorkerSummary
 
 __version__ = "0.1.0"
@@ -41,12 +44,15 @@ __all__ = [
     "DatabaseError",
     "ErrandsError",
     "Event",
+    "Enqueuing",
     "EventRecord",
+    "Execution",
     "InvalidTransitionError",
     "Job",
     "JobContext",
     "JobError",
     "JobNotFoundError",
+    "Middleware",
     "PayloadError",
     "PayloadTooLargeError",
     "Queue",
@@ -54,6 +60,8 @@ __all__ = [
     "State",
     "Task",
     "UnknownTaskError",
+    "WaitTimeout",
+    "Wakeups",
     "WorkerSummary",
     "__version__",
     "exponential",

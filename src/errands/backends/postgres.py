@@ -8,13 +8,14 @@ a COPY path for bulk enqueue.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 import psycopg.errors as pgerr
@@ -22,7 +23,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import TransactionStatus
 from psycopg.rows import tuple_row
 from psycopg.types.json import set_json_loads
-from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from .. import faults
 from ..errors import ConfigurationError, DatabaseBusyError, DatabaseError
@@ -31,12 +32,17 @@ from ..states import Event
 from . import sql
 from .base import NewJob
 from .ops import OpsVerbs
-from .sqlbase import ALL, COPY, EXEC, T_ENQUEUE, SQLBackend, Step, Steps
+from .sqlbase import ALL, COPY, EXEC, MANY, ONE, T_ENQUEUE, SQLBackend, Step, Steps
 
 log = logging.getLogger("errands.postgres")
+T = TypeVar("T")
 
 SCHEMA_VERSION = len(sql.migrations("postgres"))
 CHANNEL = "errands_jobs"
+# Jobs reaching a final state, for Queue.wait: a channel of its own so completions never wake
+# idle workers. Payload: the ids, comma-separated, or empty when they would not fit.
+FINISHED_CHANNEL = "errands_finished"
+NOTIFY_PAYLOAD_MAX = 7000  # bytes; PostgreSQL refuses a payload of 8000 or more
 # pg_advisory_xact_lock key for migrations: any constant; it spells "errands" in ASCII.
 MIGRATION_LOCK = 0x65727261_6E6473
 # From this many jobs without unique keys, enqueue_many uses COPY (measured in docs/postgres.md:
@@ -46,6 +52,7 @@ POOL_MAX = 10
 
 # Statements only this dialect needs (fixed text; the named queries are shared by name).
 _NOTIFY = f"SELECT pg_notify('{CHANNEL}', '')"
+_NOTIFY_FINISHED = f"SELECT pg_notify('{FINISHED_CHANNEL}', %s)"
 _NEXT_IDS = "SELECT nextval(pg_get_serial_sequence('jobs', 'id')) FROM generate_series(1, %s)"
 _COPY_JOBS = (
     "COPY jobs (id, queue, type, payload, status, priority, max_attempts, run_at, created_at, "
@@ -139,17 +146,25 @@ class _Conn:
 
 
 class _NotifyListener:
-    """A dedicated connection LISTENing on the jobs channel, in a thread. After a drop it
-    reconnects (with backoff) and signals once, since a NOTIFY sent while it was away is lost;
-    meanwhile the worker's poll_interval still finds the work."""
+    """A dedicated connection LISTENing on one channel, in a thread; ``on_change`` gets each
+    notification's payload. After a drop it reconnects (with backoff) and signals once with
+    None, since a NOTIFY sent while it was away is lost; meanwhile the worker's poll_interval
+    still finds the work."""
 
     WAIT = 0.25  # how often the thread checks whether to stop
     MAX_BACKOFF = 2.0
 
-    def __init__(self, url: str, where: str, on_change: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        url: str,
+        where: str,
+        on_change: Callable[[str | None], None],
+        channel: str = CHANNEL,
+    ) -> None:
         self._url = url
         self._where = where
         self._on_change = on_change
+        self._channel = channel
         self._stop = threading.Event()
         self.connected = threading.Event()
         self.reconnects = 0
@@ -167,15 +182,15 @@ class _NotifyListener:
                     connect_timeout=5,
                     application_name="errands-listener",
                 ) as conn:
-                    conn.execute(f"LISTEN {CHANNEL}")
+                    conn.execute(f"LISTEN {self._channel}")
                     self.connected.set()
                     if not first:
                         self.reconnects += 1
-                        self._on_change()
+                        self._on_change(None)
                     first, backoff = False, 0.05
                     while not self._stop.is_set():
-                        for _ in conn.notifies(timeout=self.WAIT):
-                            self._on_change()
+                        for note in conn.notifies(timeout=self.WAIT):
+                            self._on_change(note.payload)
             except psycopg.Error as exc:
                 self.connected.clear()
                 if self._stop.is_set():
@@ -226,19 +241,24 @@ class PostgresBackend(OpsVerbs, SQLBackend):
         # (a claimed job, a leader row) cannot stall every other worker — a stale worker is
         # fenced anyway. Never applied to the application's connection= transactions.
         idle_ms = int(max(settings.lease_seconds, 1.0) * 1000)
+        self._conn_kwargs: dict[str, Any] = {
+            "autocommit": True,
+            # Added to (not replacing) any options the URL gives, e.g. a search_path.
+            "options": (
+                f"{info.get('options') or ''} -c lock_timeout={lock_ms} "
+                f"-c idle_in_transaction_session_timeout={idle_ms}"
+            ).strip(),
+            "application_name": info.get("application_name") or "errands",
+        }
+        # Async producers' pools, one per event loop (an asyncio pool belongs to the loop it
+        # was opened on), each created on first use; see enqueue_async.
+        self._apools: dict[asyncio.AbstractEventLoop, tuple[AsyncConnectionPool[Any], Any]] = {}
+        self._apools_lock = threading.Lock()
         self._pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
             url,
             min_size=1,
             max_size=POOL_MAX,
-            kwargs={
-                "autocommit": True,
-                # Added to (not replacing) any options the URL gives, e.g. a search_path.
-                "options": (
-                    f"{info.get('options') or ''} -c lock_timeout={lock_ms} "
-                    f"-c idle_in_transaction_session_timeout={idle_ms}"
-                ).strip(),
-                "application_name": info.get("application_name") or "errands",
-            },
+            kwargs=self._conn_kwargs,
             configure=_configure,
             # A pooled connection the server dropped (restart, pg_terminate_backend) is
             # replaced on checkout instead of failing the next transaction.
@@ -273,10 +293,22 @@ class PostgresBackend(OpsVerbs, SQLBackend):
     @contextlib.contextmanager
     def _user_conn(self, connection: Any) -> Iterator[_Conn]:
         """The application's own transaction: we write in it and never commit it."""
-        if not isinstance(connection, psycopg.Connection):
+        if isinstance(connection, psycopg.AsyncConnection):
             raise ConfigurationError(
-                f"connection= must be a psycopg.Connection to {self.where} for this Queue, "
-                f"got {type(connection).__name__}"
+                "connection= is a psycopg.AsyncConnection: enqueue in it with "
+                "`await q.enqueue_async(…, connection=conn)`"
+            )
+        self._check_user_conn(connection, psycopg.Connection)
+        try:
+            yield _Conn(connection)
+        except psycopg.Error as exc:
+            raise translate(exc, self.where) from exc
+
+    def _check_user_conn(self, connection: Any, kind: type[Any]) -> None:
+        if not isinstance(connection, kind):
+            raise ConfigurationError(
+                f"connection= must be a {kind.__module__.split('.')[0]}.{kind.__name__} to "
+                f"{self.where} for this Queue, got {type(connection).__name__}"
             )
         status = connection.info.transaction_status
         if status == TransactionStatus.INERROR:
@@ -293,13 +325,65 @@ class PostgresBackend(OpsVerbs, SQLBackend):
                 f"connection= is open on database {connection.info.dbname!r}, not this Queue's "
                 f"{self.dbname!r}; enqueue in a transaction on the same database"
             )
+
+    def close(self) -> None:
+        with self._apools_lock:
+            apools, self._apools = self._apools, {}
+        for loop, (pool, _) in apools.items():
+            _close_async_pool(loop, pool)
+        self._pool.close()
+
+    # -- async producers --------------------------------------------------------------------
+
+    async def enqueue_async(
+        self, jobs: Sequence[NewJob], now: float, *, actor: str, connection: Any = None
+    ) -> list[int]:
+        """``enqueue`` on an asyncio connection: the same steps (``_insert_steps``) driven
+        with ``await``, in a transaction of our own or in the application's."""
+        steps = self._insert_steps(jobs, now, actor)
         try:
-            yield _Conn(connection)
+            if connection is None:
+                pool = await self._async_pool()
+                async with pool.connection() as raw, raw.transaction():
+                    return await _drive_async(raw, steps)
+            if isinstance(connection, psycopg.Connection):
+                raise ConfigurationError(
+                    "connection= is a blocking psycopg.Connection: from async code pass a "
+                    "psycopg.AsyncConnection, or call q.enqueue(…, connection=conn)"
+                )
+            self._check_user_conn(connection, psycopg.AsyncConnection)
+            return await _drive_async(connection, steps)
         except psycopg.Error as exc:
             raise translate(exc, self.where) from exc
 
-    def close(self) -> None:
-        self._pool.close()
+    async def _async_pool(self) -> AsyncConnectionPool[Any]:
+        loop = asyncio.get_running_loop()
+        with self._apools_lock:
+            entry = self._apools.get(loop)
+            if entry is None:
+                pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+                    self.url,
+                    min_size=1,
+                    max_size=POOL_MAX,
+                    kwargs=self._conn_kwargs,
+                    configure=_configure_async,
+                    check=AsyncConnectionPool.check_connection,
+                    timeout=max(self.settings.busy_timeout, 1.0),
+                    name="errands-async",
+                    open=False,
+                )
+                # Every caller on this loop awaits the same opening.
+                entry = (pool, asyncio.ensure_future(pool.open()))
+                self._apools[loop] = entry
+        await entry[1]
+        return entry[0]
+
+    async def aclose(self) -> None:
+        """Close the async pool of the running loop (``close()`` closes any left)."""
+        with self._apools_lock:
+            entry = self._apools.pop(asyncio.get_running_loop(), None)
+        if entry is not None:
+            await entry[0].close()
 
     # -- schema ----------------------------------------------------------------------------
 
@@ -348,7 +432,21 @@ class PostgresBackend(OpsVerbs, SQLBackend):
         return ids
 
     def listen(self, on_change: Callable[[], None]) -> _NotifyListener:
-        return _NotifyListener(self.url, self.where, on_change)
+        return _NotifyListener(self.url, self.where, lambda _payload: on_change())
+
+    def listen_finished(
+        self, on_finish: Callable[[frozenset[int] | None], None]
+    ) -> _NotifyListener:
+        def parse(payload: str | None) -> None:
+            on_finish(frozenset(int(i) for i in payload.split(",")) if payload else None)
+
+        return _NotifyListener(self.url, self.where, parse, channel=FINISHED_CHANNEL)
+
+    def _finished(self, conn: Any, job_ids: Sequence[int]) -> None:
+        # One NOTIFY per transaction, however many jobs it finished; PostgreSQL delivers it
+        # at commit (never on rollback) and folds identical ones within a transaction.
+        payload = ",".join(map(str, job_ids))
+        conn.execute(_NOTIFY_FINISHED, (payload if len(payload) <= NOTIFY_PAYLOAD_MAX else "",))
 
     # -- dialect hooks for SQLBackend ------------------------------------------------------
 
@@ -367,6 +465,59 @@ class PostgresBackend(OpsVerbs, SQLBackend):
 
 def _configure(conn: psycopg.Connection[Any]) -> None:
     set_json_loads(_text_json, conn)
+
+
+async def _configure_async(conn: psycopg.AsyncConnection[Any]) -> None:
+    set_json_loads(_text_json, conn)
+
+
+async def _drive_async(raw: psycopg.AsyncConnection[Any], steps: Steps[T]) -> T:
+    """``sqlbase.drive`` for an asyncio connection: the same steps, awaited."""
+    result: Any = None
+    try:
+        while True:
+            step = steps.send(result)
+            cur = raw.cursor(row_factory=tuple_row)
+            result = None
+            if step.mode == COPY:
+                async with cur.copy(step.sql) as copy:
+                    for row in step.params:
+                        await copy.write_row(row)
+            elif step.mode == MANY:
+                await cur.executemany(step.sql, step.params)
+            else:
+                await cur.execute(step.sql, step.params or None)
+                if step.mode == ONE:
+                    result = await cur.fetchone()
+                elif step.mode == ALL:
+                    result = await cur.fetchall()
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+
+
+def _close_async_pool(loop: asyncio.AbstractEventLoop, pool: AsyncConnectionPool[Any]) -> None:
+    """Close an async pool from blocking code. Its own loop, if still running in another
+    thread, closes it; otherwise a short-lived loop on a helper thread does (this may be
+    called from inside a running loop, where we cannot block on one of our own)."""
+    if loop.is_running() and not _in_loop(loop):
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(pool.close(), loop).result(timeout=10)
+        return
+
+    def run() -> None:
+        with contextlib.suppress(Exception):
+            asyncio.run(pool.close())
+
+    closer = threading.Thread(target=run, name="errands-close")
+    closer.start()
+    closer.join(timeout=10)
+
+
+def _in_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
 
 
 def _ts(epoch: float) -> datetime:

@@ -149,6 +149,15 @@ class SQLBackend:
     def listen(self, on_change: Callable[[], None]) -> Listener:
         raise NotImplementedError
 
+    def listen_finished(self, on_finish: Callable[[frozenset[int] | None], None]) -> Listener:
+        """Call ``on_finish`` when jobs reach a final state (with their ids, or None when the
+        dialect cannot tell which): what ``Queue.wait`` sleeps on."""
+        raise NotImplementedError
+
+    def _finished(self, conn: Conn, job_ids: Sequence[int]) -> None:
+        """Inside the transaction that made these jobs final: tell waiters (PostgreSQL: one
+        NOTIFY per transaction; SQLite's listeners see every commit anyway)."""
+
     # -- schema ----------------------------------------------------------------------------
 
     where: str  # how messages name the database: a file path, or host:port/dbname
@@ -379,6 +388,13 @@ class SQLBackend:
                     if ok and not isinstance(o, Released)
                 )
             self._write_rows(conn, attempts, events, now)
+            final = [
+                o.job_id
+                for o, ok in zip(outcomes, applied, strict=True)
+                if ok and not isinstance(o, Released) and getattr(o, "retry_at", None) is None
+            ]
+            if final:
+                self._finished(conn, final)
         return applied
 
     def complete_in(self, connection: Any, outcome: Succeeded, worker_id: str, now: float) -> bool:
@@ -390,6 +406,7 @@ class SQLBackend:
             if not self._apply(conn, outcome, now, attempts, events, worker_id):
                 return False
             self._write_rows(conn, attempts, events, now)
+            self._finished(conn, [outcome.job_id])
         return True
 
     def _write_rows(
@@ -517,7 +534,10 @@ class SQLBackend:
         left) or failed (that was the last one)."""
         with self._write("rescue") as conn:
             expired = conn.execute(self.q["expired_leases"], {"now": now, "limit": limit})
-            return self._recover(conn, expired.fetchall(), "lease_expired", now)
+            report = self._recover(conn, expired.fetchall(), "lease_expired", now)
+            if report.exhausted:
+                self._finished(conn, report.exhausted)
+        return report
 
     def recover_workers(self, worker_ids: Sequence[str], now: float) -> RescueReport:
         """Startup cleanup: recover at once the running jobs of workers known to be dead
@@ -528,6 +548,8 @@ class SQLBackend:
             ids = self._list(list(worker_ids))
             rows = conn.execute(self.q["running_of_workers"], {"worker_ids": ids}).fetchall()
             report = self._recover(conn, rows, "startup_cleanup", now)
+            if report.exhausted:
+                self._finished(conn, report.exhausted)
             for wid in worker_ids:
                 conn.execute(self.q["mark_worker_dead"], {"id": wid, "now": now})
                 # A dead leader's roles go at once, not when its leases lapse.
@@ -614,6 +636,8 @@ class SQLBackend:
                         )
                 elif conn.execute(q["request_cancel"], {"job_id": job_id}).fetchone() is not None:
                     report.requested.append(job_id)
+            if report.cancelled:
+                self._finished(conn, report.cancelled)
         return report
 
     # -- reads -----------------------------------------------------------------------------
