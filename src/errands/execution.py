@@ -90,8 +90,8 @@ def failed(
             retry = True
     if retry and job.attempt < job.max_attempts:
         delay = delay_for(opts.backoff, job.attempt)
-        return Failed(job.id, job.attempt, started, code, detail, tb, now + delay, delay)
-    return Failed(job.id, job.attempt, started, code, detail, tb, None)
+        return Failed(job.id, job.attempt, started, code, detail, tb, now + delay, delay, exc)
+    return Failed(job.id, job.attempt, started, code, detail, tb, None, exception=exc)
 
 
 def cancelled(job: ClaimedJob, started: float) -> Outcome:

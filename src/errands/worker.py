@@ -69,6 +69,8 @@ class _Slot:
     deadline: float | None = None
     cancel_requested: bool = False
     async_task: asyncio.Task[Any] | None = None
+    hooks: Any = None  # execute middleware resumed when the attempt ends (errands.middleware)
+    timed_out: Outcome | None = None  # what was recorded for an abandoned attempt
 
 
 @dataclass(slots=True)
@@ -133,6 +135,8 @@ class Worker:
         self.recycle_on_timeout = recycle_on_timeout
         self.id = worker_id or make_worker_id()
         self.summary = WorkerSummary(self.id)
+        chain = queue._chain
+        self._hooks = chain if chain is not None and chain.execute_hooks else None
 
         self._held: dict[int, _Slot] = {}
         self._lock = threading.Lock()
@@ -481,13 +485,8 @@ class Worker:
             exc = JobError(
                 "TIMEOUT:JOB", f"ran longer than its {slot.task.options.timeout}s timeout"
             )
-            self._done.append(
-                (
-                    slot,
-                    execution.failed(slot.task, slot.job, slot.started_at, now, exc),
-                    now - slot.started_at,
-                )
-            )
+            slot.timed_out = execution.failed(slot.task, slot.job, slot.started_at, now, exc)
+            self._done.append((slot, slot.timed_out, now - slot.started_at))
             if self.recycle_on_timeout:
                 # Under the supervisor, killing the stuck thread is possible after all: stop
                 # gracefully and exit so a fresh process takes this one's place.
@@ -519,13 +518,19 @@ class Worker:
         timeout = slot.task.options.timeout
         if timeout is not None:
             slot.deadline = slot.started_at + timeout
+        if self._hooks is not None:  # on the handler's thread / task, so it shares its context
+            slot.hooks = self._hooks.begin(slot.job, self.id)
         return True
 
     def _end(self, slot: _Slot, outcome: Outcome | None) -> None:
         with self._lock:
-            if slot.state != STARTED:
-                return  # abandoned after a timeout: its outcome was already recorded
-            slot.state = DONE
+            abandoned = slot.state != STARTED
+            if not abandoned:
+                slot.state = DONE
+        if slot.hooks is not None and self._hooks is not None:
+            self._hooks.end(slot.hooks, slot.timed_out if abandoned else outcome, slot.ctx)
+        if abandoned:
+            return  # abandoned after a timeout: its outcome was already recorded
         self._done.append((slot, outcome, self.clock() - slot.started_at))
         # is_set() takes no lock: only the first of a burst of finishing jobs pays for set().
         if not self._wake.is_set():
