@@ -252,7 +252,7 @@ class PostgresBackend(OpsVerbs, SQLBackend):
         }
         # Async producers' pools, one per event loop (an asyncio pool belongs to the loop it
         # was opened on), each created on first use; see enqueue_async.
-        self._apools: dict[asyncio.AbstractEventLoop, tuple[AsyncConnectionPool[Any], Any]] = {}
+        self._apools: dict[asyncio.AbstractEventLoop, _AsyncPool] = {}
         self._apools_lock = threading.Lock()
         self._pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
             url,
@@ -329,8 +329,9 @@ class PostgresBackend(OpsVerbs, SQLBackend):
     def close(self) -> None:
         with self._apools_lock:
             apools, self._apools = self._apools, {}
-        for loop, (pool, _) in apools.items():
-            _close_async_pool(loop, pool)
+        for loop, entry in apools.items():
+            if not entry.pool.closed:
+                _close_async_pool(loop, entry.pool)
         self._pool.close()
 
     # -- async producers --------------------------------------------------------------------
@@ -372,18 +373,19 @@ class PostgresBackend(OpsVerbs, SQLBackend):
                     name="errands-async",
                     open=False,
                 )
-                # Every caller on this loop awaits the same opening.
-                entry = (pool, asyncio.ensure_future(pool.open()))
+                entry = _AsyncPool(pool, loop)
                 self._apools[loop] = entry
-        await entry[1]
-        return entry[0]
+        await entry.opened
+        return entry.pool
 
     async def aclose(self) -> None:
         """Close the async pool of the running loop (``close()`` closes any left)."""
         with self._apools_lock:
             entry = self._apools.pop(asyncio.get_running_loop(), None)
         if entry is not None:
-            await entry[0].close()
+            entry.keeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await entry.keeper
 
     # -- schema ----------------------------------------------------------------------------
 
@@ -493,6 +495,25 @@ async def _drive_async(raw: psycopg.AsyncConnection[Any], steps: Steps[T]) -> T:
                     result = await cur.fetchall()
     except StopIteration as done:
         return done.value  # type: ignore[no-any-return]
+
+
+class _AsyncPool:
+    """An async pool and its keeper, a task on the pool's loop that closes the pool when the
+    task is cancelled — by ``aclose()``, or by ``asyncio.run()`` cancelling every task as the
+    loop ends. Without it a loop ending with the pool open can hang: psycopg_pool's workers
+    retry a connection attempt that the shutdown cancelled instead of ending."""
+
+    def __init__(self, pool: AsyncConnectionPool[Any], loop: asyncio.AbstractEventLoop) -> None:
+        self.pool = pool
+        # Every caller on this loop awaits the same opening.
+        self.opened = asyncio.ensure_future(pool.open())
+        self.keeper = loop.create_task(self._keep(), name="errands-async-pool")
+
+    async def _keep(self) -> None:
+        try:
+            await asyncio.Event().wait()  # until cancelled
+        finally:
+            await self.pool.close()
 
 
 def _close_async_pool(loop: asyncio.AbstractEventLoop, pool: AsyncConnectionPool[Any]) -> None:
