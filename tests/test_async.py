@@ -277,3 +277,24 @@ def test_an_async_endpoint_enqueues_in_its_transaction(
     if not is_sqlite:
         assert queue.get(refused.json()["job"]) is None  # rolled back with the request
     assert [j.id for j in queue.jobs()] == [job.id]
+
+
+def test_eager_runs_jobs_enqueued_by_the_async_producers(
+    make_queue: Callable[..., errands.Queue],
+) -> None:
+    from errands.testing import eager
+
+    q = make_queue()
+
+    @q.task
+    def double(n: int) -> int:
+        return 2 * n
+
+    async def produce() -> list[int]:
+        one = await double.enqueue_async(n=1)
+        many = await q.enqueue_many_async([("double", {"n": 2})])
+        return [one, *many]
+
+    with eager(q):
+        ids = run(produce())
+    assert [getattr(q.get(i), "result", None) for i in ids] == [2, 4]

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,6 +14,7 @@ import pytest
 
 import errands
 from errands.worker import Worker
+from support import wait_for
 
 
 class Recorder(errands.Middleware):
@@ -268,3 +271,45 @@ def test_bad_headers_from_a_hook_are_dropped_and_logged(
     job = queue.get(job_id)
     assert job is not None and job.headers is None
     assert [r for r in caplog.records if "bad job headers" in r.message]
+
+
+def test_execute_hooks_see_a_cancelled_attempt_and_a_timed_out_one(
+    queue: errands.Queue,
+) -> None:
+    ended: list[errands.Execution] = []
+
+    class Keep(errands.Middleware):
+        def execute(self, attempt: errands.Execution) -> Iterator[None]:
+            yield
+            ended.append(attempt)
+
+    queue.use(Keep())
+
+    @queue.task
+    async def long_wait() -> None:
+        await asyncio.sleep(60)
+
+    @queue.task(max_attempts=1, timeout=0.2)
+    def overrun() -> None:
+        time.sleep(1.0)  # a sync handler cannot be interrupted: it is abandoned at 0.2 s
+
+    cancel_id = long_wait.enqueue()
+    overrun_id = overrun.enqueue()
+    worker = Worker(queue, handle_signals=False)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: getattr(queue.get(cancel_id), "status", None) == "running")
+        queue.cancel(cancel_id)
+        assert queue.wait(cancel_id, timeout=30).status == "cancelled"
+        assert queue.wait(overrun_id, timeout=30).error_code == "TIMEOUT:JOB"
+        wait_for(lambda: len(ended) == 2, what="the abandoned thread's hooks")
+    finally:
+        worker.stop()
+        thread.join(30)
+    by_id = {a.job_id: a for a in ended}
+    assert (by_id[cancel_id].outcome, by_id[cancel_id].error_code) == (
+        "cancelled",
+        "CANCELLED:BY_USER",
+    )
+    assert (by_id[overrun_id].outcome, by_id[overrun_id].error_code) == ("failed", "TIMEOUT:JOB")
