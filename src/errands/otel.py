@@ -15,10 +15,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from opentelemetry import propagate, trace
-from opentelemetry.trace import SpanKind, Status, StatusCode
-
 from .middleware import Enqueuing, Execution, Middleware
+
+try:
+    from opentelemetry import propagate, trace
+    from opentelemetry.trace import SpanKind, Status, StatusCode
+except ImportError as exc:  # the extra is not installed
+    raise ImportError(
+        f"errands.otel needs OpenTelemetry: pip install 'errands[otel]' ({exc})"
+    ) from exc
 
 SYSTEM = "errands"
 
