@@ -258,6 +258,15 @@ def test_use_refuses_an_object_without_hooks(queue: errands.Queue) -> None:
         queue.use(object())
 
 
+def test_use_refuses_async_hooks(queue: errands.Queue) -> None:
+    class AsyncHook(errands.Middleware):
+        async def execute(self, attempt: errands.Execution) -> None: ...
+
+    with pytest.raises(errands.ConfigurationError, match="is async"):
+        queue.use(AsyncHook())
+    assert queue.middleware == ()
+
+
 def test_bad_headers_from_a_hook_are_dropped_and_logged(
     queue: errands.Queue, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .backends.base import Cancelled, ClaimedJob, Failed, Outcome, Succeeded
+from .errors import ConfigurationError
 
 if TYPE_CHECKING:
     from .context import JobContext
@@ -95,7 +96,12 @@ def _overrides(mw: object, name: str) -> Callable[[Any], Any] | None:
     if hook is None or getattr(type(mw), name, None) is getattr(Middleware, name):
         return None
     if not callable(hook):
-        raise TypeError(f"{mw!r}.{name} must be a method, got {type(hook).__name__}")
+        raise ConfigurationError(f"{mw!r}.{name} must be a method, got {type(hook).__name__}")
+    if inspect.iscoroutinefunction(hook) or inspect.isasyncgenfunction(hook):
+        raise ConfigurationError(
+            f"{type(mw).__name__}.{name} is async; hooks are plain functions or generators "
+            "(they run on the handler's thread or event loop alike): drop the `async`"
+        )
     return hook  # type: ignore[no-any-return]
 
 

@@ -152,8 +152,9 @@ class Queue:
                 f"{middleware!r} has neither an enqueue(job) nor an execute(attempt) method; "
                 "see errands.Middleware"
             )
+        chain = Chain([*self._middlewares, middleware])  # checks the hooks first
         self._middlewares.append(middleware)
-        self._chain = Chain(self._middlewares)
+        self._chain = chain
 
     @property
     def middleware(self) -> tuple[object, ...]:
