@@ -12,8 +12,7 @@ import contextlib
 import json
 import time
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from ..errors import SchemaVersionError
 from ..records import Attempt, EventRecord, Job, to_datetime
@@ -87,8 +86,7 @@ ONE, ALL, EXEC, MANY, COPY = "one", "all", "exec", "many", "copy"
 T = TypeVar("T")
 
 
-@dataclass(frozen=True, slots=True)
-class Step:
+class Step(NamedTuple):  # a tuple: built once per row on the enqueue path, so kept cheap
     sql: str
     params: Any = None
     mode: str = ONE  # MANY: params is a list of parameter sets; COPY: a list of rows
@@ -100,19 +98,21 @@ Steps = Generator[Step, Any, T]
 def drive(conn: Conn, steps: Steps[T]) -> T:
     """Run a generator of steps on a blocking connection and return its value."""
     result: Any = None
+    send, execute = steps.send, conn.execute
     try:
         while True:
-            step = steps.send(result)
-            mode = step.mode
-            if mode == MANY:
-                conn.executemany(step.sql, step.params)
+            sql, params, mode = send(result)
+            if mode == ONE:
+                result = execute(sql, params).fetchone()
+            elif mode == MANY:
+                conn.executemany(sql, params)
                 result = None
             elif mode == COPY:
-                conn.copy(step.sql, step.params)  # type: ignore[attr-defined]
+                conn.copy(sql, params)  # type: ignore[attr-defined]
                 result = None
             else:
-                cur = conn.execute(step.sql, step.params)
-                result = cur.fetchone() if mode == ONE else cur.fetchall() if mode == ALL else None
+                cur = execute(sql, params)
+                result = cur.fetchall() if mode == ALL else None
     except StopIteration as done:
         return done.value  # type: ignore[no-any-return]
 
