@@ -477,16 +477,17 @@ class Worker:
         for slot in list(self._held.values()):
             if slot.deadline is None or slot.deadline > now or slot.async_task is not None:
                 continue
+            exc = JobError(
+                "TIMEOUT:JOB", f"ran longer than its {slot.task.options.timeout}s timeout"
+            )
+            timed_out = execution.failed(slot.task, slot.job, slot.started_at, now, exc)
             with self._lock:
                 if slot.state != STARTED:
                     continue
                 slot.state = ABANDONED
+                slot.timed_out = timed_out  # under the lock: _end reads it once abandoned
                 self._extra_runners += 1
-            exc = JobError(
-                "TIMEOUT:JOB", f"ran longer than its {slot.task.options.timeout}s timeout"
-            )
-            slot.timed_out = execution.failed(slot.task, slot.job, slot.started_at, now, exc)
-            self._done.append((slot, slot.timed_out, now - slot.started_at))
+            self._done.append((slot, timed_out, now - slot.started_at))
             if self.recycle_on_timeout:
                 # Under the supervisor, killing the stuck thread is possible after all: stop
                 # gracefully and exit so a fresh process takes this one's place.
