@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 import errands
+from errands import rollup
 from errands.backends.base import ClaimRequest, Failed, NewJob, Succeeded, WorkerInfo
 from support import FixedClock
 
@@ -59,6 +60,13 @@ def sql_rows(url: str, query: str) -> list[tuple[Any, ...]]:
     with psycopg.connect(url, autocommit=True) as pg:
         set_json_loads(lambda data: data if isinstance(data, str) else data.decode(), pg)
         return [tuple(_plain(v) for v in row) for row in pg.execute(query).fetchall()]
+
+
+def binned(exact: float, maximum: float) -> float:
+    """What a histogram percentile reports for an exact value: the upper bound of the bucket
+    holding it (rollup.BOUNDS), never above the largest value seen."""
+    i = rollup.bucket(exact)
+    return min(rollup.BOUNDS[i] if i < len(rollup.BOUNDS) else maximum, maximum)
 
 
 def enqueue(

@@ -226,7 +226,7 @@ def test_cli_copies_and_reports(
 
 
 def test_job_headers_graduate_with_their_jobs(tmp_path: Path, pg_url: str) -> None:
-    """jobs.headers (schema 2, written by enqueue middleware) is copied like any column."""
+    """jobs.headers (schema 3, written by enqueue middleware) is copied like any column."""
 
     class Tag(errands.Middleware):
         def enqueue(self, job: errands.Enqueuing) -> None:

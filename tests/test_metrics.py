@@ -115,3 +115,15 @@ def test_a_rescue_by_a_real_worker_is_counted(q: errands.Queue) -> None:
     q.run_worker(burst=True, handle_signals=False)
     assert q.get(job_id).status == "succeeded"  # type: ignore[union-attr]
     assert _total(_families(q), "errands_jobs_rescued") == 1
+
+
+def test_run_time_is_per_attempt(q: errands.Queue) -> None:
+    # A job that failed once and then succeeded ran twice: two run times (each attempt's start
+    # to its outcome), one wait (due to the start of its last attempt).
+    run_job(q, "flaky", run_at=T0 - 100, started=T0 - 50, finished=T0 - 40, failures_first=1)
+    fams = _families(q)
+    run = _samples(fams["errands_job_run_seconds"], "_bucket")
+    wait = _samples(fams["errands_job_wait_seconds"], "_bucket")
+    assert run[(("le", "+Inf"), ("queue", "default"))] == 2
+    assert wait[(("le", "+Inf"), ("queue", "default"))] == 1
+    assert _samples(fams["errands_job_run_seconds_gsum"]) == {(("queue", "default"),): 10.0}

@@ -21,7 +21,7 @@ import psycopg
 import pytest
 
 import errands
-from errands.backends import sql as errands_sql
+from errands.backends import sql as sql_files
 from errands.errors import DatabaseError
 from errands.worker import Worker
 from pgproc import make_queue
@@ -193,8 +193,8 @@ def test_several_processes_migrating_a_new_database_all_succeed(pg_empty_url: st
     procs = [spawn("enqueue", pg_empty_url, "note", "1") for _ in range(6)]
     ids = [output(p)[0] for p in procs]  # type: ignore[index]
     assert len(set(ids)) == 6
-    migrated = [(version,) for version, _ in errands_sql.migrations("postgres")]
-    assert sql(pg_empty_url, "SELECT version FROM errands_migrations ORDER BY 1") == migrated
+    versions = [(v,) for v, _ in sql_files.migrations("postgres")]
+    assert sql(pg_empty_url, "SELECT version FROM errands_migrations ORDER BY 1") == versions
 
 
 def test_a_foreign_jobs_table_is_refused(pg_empty_url: str) -> None:

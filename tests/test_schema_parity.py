@@ -19,7 +19,7 @@ FAMILY = {
     "REAL": {"double precision", "timestamp with time zone"},
     "TEXT": {"text", "jsonb"},
 }
-TIMESTAMPS = re.compile(r"^(ts|hour|.*_at)$")
+TIMESTAMPS = re.compile(r"^(ts|hour|minute|.*_at)$")
 JSON_COLUMNS = {"payload", "result", "detail", "wait_hist", "run_hist", "headers"}
 
 

@@ -16,7 +16,7 @@ from functools import partial
 from typing import Any, TypeVar, overload
 
 from . import payload as payload_json
-from . import periodic
+from . import periodic, stats
 from .backends import open_backend, redact
 from .backends.base import CancelReport, JobFilter, NewJob, PruneProgress, PruneReport
 from .backoff import Backoff
@@ -64,6 +64,7 @@ class Queue:
         shutdown_timeout: Duration = 30.0,
         busy_timeout: Duration = 5.0,
         max_payload_bytes: int = 1024 * 1024,
+        max_result_bytes: int = 1024 * 1024,
         retention: Retention | Mapping[str, Duration] | None = None,
         audit: Iterable[Event | str] | None = None,
         allow_network_filesystem: bool = False,
@@ -78,6 +79,7 @@ class Queue:
             shutdown_timeout=shutdown_timeout,
             busy_timeout=busy_timeout,
             max_payload_bytes=max_payload_bytes,
+            max_result_bytes=max_result_bytes,
             retention=retention,
             audit=audit,
             allow_network_filesystem=allow_network_filesystem,
@@ -655,7 +657,8 @@ class Queue:
         ``by_queue_type``, ``oldest_running`` (with worker liveness), ``oldest_due``,
         ``retries`` and ``top_errors`` over ``window``, ``last_hour`` throughput and wait/run
         p50/p95, ``unhandled_types``, ``periodic_overdue`` and live ``workers``."""
-        return self.backend.ops_stats(
+        return stats.collect(
+            self.backend,
             self.clock() if now is None else now,
             alive_seconds=self.settings.lease_seconds,
             window=seconds(window, "window"),
@@ -680,7 +683,8 @@ class Queue:
     def throughput(self, *, hours: int = 24, now: float | None = None) -> list[dict[str, Any]]:
         """Finished jobs per hour over the last ``hours`` hours, oldest first, one entry per hour
         (zeros included): ``{"hour": epoch of its start, "succeeded", "failed", "cancelled"}``.
-        Counts rows still in the table plus the hourly rollup of pruned ones."""
+        Pruned jobs included: hours the trigger-kept minute figures cover come from them,
+        older hours from the rows still in the table plus the hourly rollup of pruned ones."""
         if type(hours) is not int or not 1 <= hours <= 24 * 31:
             raise ConfigurationError(f"hours must be a whole number from 1 to 744, got {hours!r}")
         now = self.clock() if now is None else now
@@ -770,9 +774,14 @@ class Queue:
         burst: bool = False,
         handle_signals: bool = True,
         recycle_on_timeout: bool = False,
+        supervised: bool = False,
     ) -> Any:
         """Run jobs until stopped (SIGTERM/SIGINT), or with ``burst=True`` until no job this
-        worker handles is due and none is running. Returns a summary of what it did."""
+        worker handles is due and none is running. Returns a summary of what it did.
+
+        ``recycle_on_timeout`` and ``supervised`` are set by ``errands worker --processes``
+        for its children: exit (status 75) after a sync handler overran its timeout; ignore
+        SIGINT and repeated SIGTERMs, leaving "stop now" to the supervisor."""
         from .worker import Worker
 
         return Worker(
@@ -782,6 +791,7 @@ class Queue:
             burst=burst,
             handle_signals=handle_signals,
             recycle_on_timeout=recycle_on_timeout,
+            supervised=supervised,
         ).run()
 
 

@@ -166,6 +166,32 @@ class PeriodicRow:
     next_run_raw: Any
 
 
+@dataclass(frozen=True, slots=True)
+class StateCount:
+    """Jobs in one state of one queue and type."""
+
+    status: str
+    queue: str
+    type: str
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class WindowRow:
+    """One measure of one queue summed over the minutes of a window (``job_stats_minutely``).
+
+    ``measure`` is an outcome (``succeeded``/``failed``/``cancelled``: ``bucket`` is the
+    attempts used, ``count`` the jobs), ``wait`` or ``run`` (``bucket`` is the histogram bucket
+    of ``errands.rollup.BOUNDS``; ``total`` and ``maximum`` in seconds)."""
+
+    measure: str
+    queue: str
+    bucket: int
+    count: int
+    total: float
+    maximum: float
+
+
 class Listener(Protocol):
     def close(self) -> None: ...
 
@@ -228,13 +254,16 @@ class Backend(Protocol):
     def worker_counters(self) -> dict[str, int]: ...
 
     # operations (backends/ops.py: OpsVerbs)
-    def ops_stats(
-        self, now: float, *, alive_seconds: float, window: float, top: int, running_limit: int
-    ) -> dict[str, Any]: ...
+    def state_counts(self) -> list[StateCount]: ...
+    def window_rows(self, since: float) -> list[WindowRow]: ...
+    def retry_histogram(self, since: float, now: float | None = None) -> dict[str, int]: ...
+    def queued_types(self) -> list[tuple[str, str, int]]: ...
+    def oldest_running(
+        self, now: float, alive_seconds: float, limit: int
+    ) -> list[dict[str, Any]]: ...
     def top_errors(self, since: float, limit: int) -> list[dict[str, Any]]: ...
     def running_past_lease(self, now: float, grace: float) -> int: ...
     def oldest_due(self, now: float) -> dict[str, Any] | None: ...
-    def window_figures(self, since: float) -> dict[tuple[str, str, str], Any]: ...
     def rollup_totals(self) -> list[tuple[str, str, str, int]]: ...
     def live_workers(self, now: float, alive_seconds: float) -> list[dict[str, Any]]: ...
     def match_ids(

@@ -260,6 +260,20 @@ class SQLiteBackend(OpsVerbs, SQLBackend):
         except sqlite3.Error as exc:
             raise translate(exc, self.path) from exc
 
+    @contextlib.contextmanager
+    def _read_rows(self) -> Iterator[sqlite3.Connection]:
+        """Like ``_read``, but text that is not valid UTF-8 (a lone surrogate an older
+        errands stored) is decoded with U+FFFD instead of failing the whole listing. Only
+        these reads pay for decoding in Python; the worker's never do."""
+        conn = self._conn()
+        conn.text_factory = _lenient_text
+        try:
+            yield conn
+        except sqlite3.Error as exc:
+            raise translate(exc, self.path) from exc
+        finally:
+            conn.text_factory = str
+
     def close(self) -> None:
         with self._lock:
             conns, self._all = self._all, []
@@ -325,7 +339,19 @@ class SQLiteBackend(OpsVerbs, SQLBackend):
         return _DataVersionListener(self, lambda: on_finish(None))
 
 
+def _lenient_text(data: bytes) -> str:
+    return data.decode("utf-8", "replace")
+
+
 def _statements(script: str) -> list[str]:
-    """Split a migration script into statements (none of ours contain ';' inside literals)."""
+    """Split a migration script into statements (none of ours contain ';' inside literals);
+    a trigger's BEGIN … END holds several, so pieces join until SQLite calls them complete."""
     body = "\n".join(line for line in script.splitlines() if not line.lstrip().startswith("--"))
-    return [s.strip() for s in body.split(";") if s.strip()]
+    out, pending = [], ""
+    for piece in body.split(";"):
+        pending += piece + ";"
+        if sqlite3.complete_statement(pending):
+            if pending.strip(" \n;"):
+                out.append(pending.strip())
+            pending = ""
+    return out

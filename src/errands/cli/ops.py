@@ -15,9 +15,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .. import bulk
+from .. import bulk, stats
 from ..backends.base import PruneProgress
-from ..backends.ops import summarize
 from ..errors import ErrandsError
 from ..periodic import describe
 from ..queue import Queue
@@ -352,7 +351,7 @@ def check_problems(q: Queue, args: argparse.Namespace) -> list[str]:
             f"oldest due job #{due['id']} ({due['type']}) has waited "
             f"{_age(due['wait_seconds'])}, over --max-wait {_age(args.max_wait)}"
         )
-    hour = summarize(b.window_figures(now - 3600.0), 3600.0)
+    hour = stats.last_hour(b, now)
     if hour["processed"] >= args.min_finished and hour["failure_rate"] > args.max_failure_rate:
         problems.append(
             f"failure rate {hour['failure_rate']:.1%} in the last hour "
