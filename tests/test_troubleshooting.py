@@ -17,8 +17,6 @@ SRC = "\n".join(p.read_text() for p in (ROOT / "src" / "errands").rglob("*.py"))
 # Named in the doc, but built on a parallel branch (issue #13's wait()). Each must be removed
 # from here once it is merged: the test below fails as soon as the code has it, so this list
 # cannot go stale.
-ARRIVING = {"WaitTimeout"}
-
 CODE = re.compile(r"`([A-Z][A-Z0-9_]*:[A-Za-z0-9_<>]+)`")
 HEADING = re.compile(r"^### `(\w+)`$", re.MULTILINE)
 
@@ -45,14 +43,12 @@ def test_every_error_class_in_errors_py_has_a_section() -> None:
 def test_every_section_names_an_error_class_that_exists() -> None:
     classes = _error_classes()
     for name in HEADING.findall(DOC):
-        if name in ARRIVING:
-            continue
         assert name in classes, f"troubleshooting.md documents {name}, which errands lacks"
         assert issubclass(classes[name], errands.ErrandsError) or name == "JobError"
 
 
 def test_every_error_code_named_in_the_doc_is_in_the_code() -> None:
-    for code in set(CODE.findall(DOC)) - ARRIVING:
+    for code in set(CODE.findall(DOC)):
         probe = "INTERNAL:" if code == "INTERNAL:<ExceptionClass>" else code
         assert probe in SRC, f"troubleshooting.md names {code}, which no source file uses"
 
@@ -63,16 +59,3 @@ def test_every_error_code_errands_sets_is_in_the_doc() -> None:
     used = set(re.findall(r"[\"']([A-Z][A-Z0-9_]*:[A-Z][A-Z0-9_]*)[\"']", SRC))
     examples = {"PAYMENT:CARD_DECLINED"}  # a docstring's example of a user's own code
     assert used - examples - documented == set()
-
-
-def test_the_arriving_names_are_not_in_the_code_yet() -> None:
-    """Once a parallel branch brings one in, move it out of ARRIVING (the checks above then
-    cover it)."""
-    for name in ARRIVING:
-        present = name in _error_classes() if ":" not in name else f'"{name}"' in SRC
-        assert not present, f"{name} has arrived: remove it from ARRIVING"
-        assert name in DOC
-
-
-def test_the_readme_links_the_troubleshooting_page() -> None:
-    assert "docs/troubleshooting.md" in (ROOT / "README.md").read_text()

@@ -26,11 +26,14 @@ from .errors import (
     SchemaConflictError,
     SchemaVersionError,
     UnknownTaskError,
+    WaitTimeout,
 )
+from .middleware import Enqueuing, Execution, Middleware
 from .queue import Queue
 from .records import Attempt, EventRecord, Job
 from .states import AttemptStatus, Event, State
 from .tasks import Task
+from .wakeups import Wakeups
 from .worker import WorkerSummary
 
 __version__ = "0.1.0"
@@ -42,14 +45,17 @@ __all__ = [
     "DatabaseBusyError",
     "DatabaseError",
     "DatabaseReplacedError",
+    "Enqueuing",
     "ErrandsError",
     "Event",
     "EventRecord",
+    "Execution",
     "InvalidTransitionError",
     "Job",
     "JobContext",
     "JobError",
     "JobNotFoundError",
+    "Middleware",
     "PayloadError",
     "PayloadTooLargeError",
     "Queue",
@@ -58,6 +64,8 @@ __all__ = [
     "State",
     "Task",
     "UnknownTaskError",
+    "WaitTimeout",
+    "Wakeups",
     "WorkerSummary",
     "__version__",
     "exponential",

@@ -60,6 +60,10 @@ class InvalidTransitionError(ErrandsError):
     """The job is not in a state that allows the requested change."""
 
 
+class WaitTimeout(ErrandsError, TimeoutError):
+    """``Queue.wait`` gave up: the job was not final within the timeout (it is left as it is)."""
+
+
 class JobError(Exception):
     """Raise from a handler to fail the attempt with your own aggregatable error code.
 

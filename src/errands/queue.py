@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+import logging
 import os
+import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from datetime import datetime
+from functools import partial
 from typing import Any, TypeVar, overload
 
 from . import payload as payload_json
@@ -20,16 +27,21 @@ from .errors import (
     JobNotFoundError,
     PayloadError,
     UnknownTaskError,
+    WaitTimeout,
 )
 from .maintenance import Rescuer, Service
+from .middleware import Chain, Enqueuing, encode_headers
 from .periodic import PeriodicScheduler, Schedule
 from .records import Attempt, EventRecord, Job
 from .retention import Pruner
 from .settings import Duration, Retention, Settings, seconds
-from .states import Event, State
+from .states import TERMINAL, Event, State
 from .tasks import DEFAULT_QUEUE, Task, TaskOptions
+from .wakeups import KINDS, Wakeups, hubs
 
 F = TypeVar("F", bound=Callable[..., Any])
+R = TypeVar("R")
+log = logging.getLogger("errands")
 
 ENV_DB = "ERRANDS_DB"
 DEFAULT_DB = "errands.db"
@@ -88,6 +100,10 @@ class Queue:
         self.tasks: dict[str, Task[Any, Any]] = {}
         self.schedules: dict[str, Schedule] = {}
         self._wakers: set[Callable[[], None]] = set()
+        self._middlewares: list[object] = []
+        self._chain: Chain | None = None  # None until q.use(): no cost without middleware
+        self._lock = threading.Lock()
+        self._offload: ThreadPoolExecutor | None = None  # blocking work of async callers
         # Maintenance services the elected worker runs (rescue; prune and periodic add theirs).
         self._service_factories: list[Callable[[Queue], Service | None]] = [
             lambda q: Rescuer(q.backend, q.settings.lease_seconds),
@@ -96,6 +112,7 @@ class Queue:
         ]
         self.backend = open_backend(url, self.settings)
         self.backend.migrate()
+        self._hubs = hubs(self.backend, self._wakers)
 
     def __repr__(self) -> str:
         return f"<errands.Queue {self.display_url!r} tasks={sorted(self.tasks)}>"
@@ -111,8 +128,51 @@ class Queue:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    async def __aenter__(self) -> Queue:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
     def close(self) -> None:
+        """Close the database connections, listeners and any async pool."""
+        for hub in self._hubs.values():
+            hub.close()
+        with self._lock:
+            offload, self._offload = self._offload, None
+        if offload is not None:
+            offload.shutdown(wait=True)
         self.backend.close()
+
+    async def aclose(self) -> None:
+        """``close()`` from async code: closes the async pool on this event loop, then the
+        rest without blocking the loop."""
+        aclose = getattr(self.backend, "aclose", None)
+        if aclose is not None:
+            await aclose()
+        await asyncio.to_thread(self.close)
+
+    # -- middleware --------------------------------------------------------------------------
+
+    def use(self, middleware: object) -> None:
+        """Register middleware: an object with ``enqueue(job)`` and/or ``execute(attempt)``
+        hooks (see errands.middleware and docs/observing.md). The first registered wraps the
+        others. Register before starting workers: a running worker keeps the hooks it began
+        with."""
+        if not callable(getattr(middleware, "enqueue", None)) and not callable(
+            getattr(middleware, "execute", None)
+        ):
+            raise ConfigurationError(
+                f"{middleware!r} has neither an enqueue(job) nor an execute(attempt) method; "
+                "see errands.Middleware"
+            )
+        chain = Chain([*self._middlewares, middleware])  # checks the hooks first
+        self._middlewares.append(middleware)
+        self._chain = chain
+
+    @property
+    def middleware(self) -> tuple[object, ...]:
+        return tuple(self._middlewares)
 
     # -- registering tasks -----------------------------------------------------------------
 
@@ -265,9 +325,7 @@ class Queue:
             max_attempts=max_attempts,
             unique_key=unique_key,
         )
-        (job_id,) = self.backend.enqueue([job], now, actor=actor, connection=connection)
-        if job.run_at <= now and connection is None:
-            self._wake()
+        (job_id,) = self._store([job], now, actor, connection)
         return job_id
 
     def enqueue_many(
@@ -276,6 +334,50 @@ class Queue:
         """Store many jobs in one transaction: ``[(type, payload), (type, payload, {options})]``.
         Every item is checked before anything is written."""
         now = self.clock()
+        jobs = self._new_jobs(now, items)
+        return self._store(jobs, now, actor, connection) if jobs else []
+
+    async def enqueue_async(
+        self,
+        job_type: str,
+        payload: Any = None,
+        *,
+        queue: str | None = None,
+        priority: int | None = None,
+        run_at: datetime | float | None = None,
+        delay: Duration | None = None,
+        max_attempts: int | None = None,
+        unique_key: str | None = None,
+        connection: Any = None,
+        actor: str = "api",
+    ) -> int:
+        """``enqueue`` for async code: the event loop never waits on the write. PostgreSQL: an
+        asyncio connection pool, and ``connection=`` takes a ``psycopg.AsyncConnection`` in
+        your transaction. SQLite: the write (and its fsync) runs on a dedicated thread."""
+        now = self.clock()
+        job = self._new_job(
+            now,
+            job_type,
+            payload,
+            queue=queue,
+            priority=priority,
+            run_at=run_at,
+            delay=delay,
+            max_attempts=max_attempts,
+            unique_key=unique_key,
+        )
+        (job_id,) = await self._store_async([job], now, actor, connection)
+        return job_id
+
+    async def enqueue_many_async(
+        self, items: Iterable[EnqueueItem], *, connection: Any = None, actor: str = "api"
+    ) -> list[int]:
+        """``enqueue_many`` for async code (see ``enqueue_async``)."""
+        now = self.clock()
+        jobs = self._new_jobs(now, items)
+        return await self._store_async(jobs, now, actor, connection) if jobs else []
+
+    def _new_jobs(self, now: float, items: Iterable[EnqueueItem]) -> list[NewJob]:
         jobs: list[NewJob] = []
         if isinstance(items, str | bytes | Mapping) or not isinstance(items, Iterable):
             raise ConfigurationError(
@@ -295,12 +397,98 @@ class Queue:
                 raise _at_item(n, exc) from None
             except TypeError as exc:
                 raise type_error_at(n, exc) from None
-        if not jobs:
-            return []
-        ids = self.backend.enqueue(jobs, now, actor=actor, connection=connection)
+        return jobs
+
+    # One write path for the blocking and the async producers: checks and middleware run in
+    # _hooked (before) and _stored (after); only the write itself differs.
+
+    def _store(self, jobs: list[NewJob], now: float, actor: str, connection: Any) -> list[int]:
+        jobs, after = self._hooked(jobs, actor)
+        try:
+            ids = self.backend.enqueue(jobs, now, actor=actor, connection=connection)
+        except BaseException as exc:
+            if after is not None:
+                after(None, exc)
+            raise
+        return self._stored(jobs, ids, now, connection, after)
+
+    async def _store_async(
+        self, jobs: list[NewJob], now: float, actor: str, connection: Any
+    ) -> list[int]:
+        jobs, after = self._hooked(jobs, actor)
+        native = getattr(self.backend, "enqueue_async", None)
+        try:
+            if native is not None:
+                ids: list[int] = await native(jobs, now, actor=actor, connection=connection)
+            elif connection is not None:
+                # SQLite, in the application's transaction: no commit (no fsync) happens here,
+                # and its connection belongs to this thread.
+                ids = self.backend.enqueue(jobs, now, actor=actor, connection=connection)
+            else:
+                write = partial(self.backend.enqueue, jobs, now, actor=actor)
+                ids = await self._off_loop(write)
+        except BaseException as exc:
+            if after is not None:
+                after(None, exc)
+            raise
+        return self._stored(jobs, ids, now, connection, after)
+
+    def _hooked(
+        self, jobs: list[NewJob], actor: str
+    ) -> tuple[list[NewJob], Callable[[list[int] | None, BaseException | None], None] | None]:
+        """Run enqueue middleware's before-parts; returns the jobs with the headers they set,
+        and what to call after the write (None without middleware)."""
+        chain = self._chain
+        if chain is None or not chain.enqueue_hooks:
+            return jobs, None
+        infos = [
+            Enqueuing(
+                j.type,
+                j.queue,
+                json.loads(j.payload),
+                j.priority,
+                j.run_at,
+                j.max_attempts,
+                j.unique_key,
+                actor,
+            )
+            for j in jobs
+        ]
+        around = chain.enqueuing(infos)
+        next(around)
+        hooked = [replace(j, headers=_headers(info)) for j, info in zip(jobs, infos, strict=True)]
+
+        def after(ids: list[int] | None, error: BaseException | None) -> None:
+            for n, info in enumerate(infos):
+                info.id, info.error = (None if ids is None else ids[n]), error
+            next(around, None)
+
+        return hooked, after
+
+    def _stored(
+        self,
+        jobs: list[NewJob],
+        ids: list[int],
+        now: float,
+        connection: Any,
+        after: Callable[[list[int] | None, BaseException | None], None] | None,
+    ) -> list[int]:
+        if after is not None:
+            after(ids, None)
         if connection is None and any(j.run_at <= now for j in jobs):
             self._wake()
         return ids
+
+    async def _off_loop(self, fn: Callable[[], R]) -> R:
+        """Run blocking work (a SQLite write and its fsync, a read) on this Queue's own small
+        executor, so an event loop never waits on it."""
+        with self._lock:
+            if self._offload is None:
+                # One thread: SQLite takes one writer at a time anyway, and jobs from one
+                # task are written in the order it enqueued them.
+                self._offload = ThreadPoolExecutor(1, thread_name_prefix="errands-async")
+            offload = self._offload
+        return await asyncio.get_running_loop().run_in_executor(offload, fn)
 
     def _new_job(
         self,
@@ -369,6 +557,77 @@ class Queue:
     def _wake(self) -> None:
         for wake in list(self._wakers):
             wake()
+
+    # -- waiting for an outcome -------------------------------------------------------------
+
+    def subscribe_wakeups(
+        self, kind: str = "finished", *, job_ids: Iterable[int] | None = None
+    ) -> Wakeups:
+        """Subscribe to this Queue's wake-ups: ``"finished"`` (jobs reached a final state) or
+        ``"enqueued"`` (work may be due), optionally only those naming ``job_ids``. Returns a
+        ``Wakeups`` whose ``wait(timeout)`` / ``await wait_async(timeout)`` return True on a
+        wake-up. Wake-ups may be spurious: re-read what you wait for."""
+        if kind not in KINDS:
+            raise ConfigurationError(f"unknown wake-up kind {kind!r}; use one of {KINDS}")
+        return self._hubs[kind].add(job_ids)
+
+    def wait(self, job_id: int, timeout: Duration | None = None) -> Job:
+        """Block until the job is ``succeeded``, ``failed`` or ``cancelled`` and return it (a
+        job that will be retried is not final). Woken by the database's notifications, from
+        any process; ``timeout`` (seconds) raises ``WaitTimeout``, leaving the job as it is."""
+        steps = self._wait_steps(job_id, timeout)
+        with self.subscribe_wakeups("finished", job_ids=[job_id]) as sub:
+            try:
+                step = next(steps)
+                while True:
+                    if step is None:
+                        step = steps.send(self.backend.get_job(job_id))
+                    else:
+                        sub.wait(step)
+                        step = steps.send(None)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+
+    async def wait_async(self, job_id: int, timeout: Duration | None = None) -> Job:
+        """``wait`` for async code: the event loop never blocks."""
+        steps = self._wait_steps(job_id, timeout)
+        subscribe = partial(self.subscribe_wakeups, "finished", job_ids=[job_id])
+        with await self._off_loop(subscribe) as sub:
+            try:
+                step = next(steps)
+                while True:
+                    if step is None:
+                        step = steps.send(await self._off_loop(partial(self.get, job_id)))
+                    else:
+                        await sub.wait_async(step)
+                        step = steps.send(None)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+
+    def _wait_steps(
+        self, job_id: int, timeout: Duration | None
+    ) -> Generator[float | None, Job | None, Job]:
+        """The waiting logic once for both drivers: yields None to be sent the job as read
+        now, or seconds to sleep until a wake-up (a fallback poll of ``poll_interval`` covers
+        a lost notification)."""
+        limit = None if timeout is None else seconds(timeout, "timeout", allow_zero=True)
+        started = time.monotonic()
+        while True:
+            job = yield None
+            if job is None:
+                raise JobNotFoundError(f"no job with id {job_id}; list jobs with `errands jobs`")
+            if job.status in TERMINAL:
+                return job
+            pause = self.settings.poll_interval
+            if limit is not None:
+                left = limit - (time.monotonic() - started)
+                if left <= 0:
+                    raise WaitTimeout(
+                        f"job {job_id} is still {job.status} after {limit:g}s; wait longer "
+                        f"(timeout=…) or look at it with `errands show {job_id}`"
+                    )
+                pause = min(pause, left)
+            yield pause
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -610,3 +869,13 @@ def type_error_at(n: int, exc: TypeError) -> TypeError:
         return cls(f"enqueue_many item {n}: {exc}")
     except TypeError:
         return exc
+
+
+def _headers(info: Enqueuing) -> str | None:
+    try:
+        return encode_headers(info.headers)
+    except TypeError as exc:
+        log.error(
+            "enqueue middleware set bad job headers (%s); the job is stored without them", exc
+        )
+        return None

@@ -62,6 +62,7 @@ class Job:
     payload_ref: str | None
     result_ref: str | None
     cancel_requested: bool
+    headers: dict[str, Any] | None = None  # written by enqueue middleware (e.g. traceparent)
 
     def to_dict(self) -> dict[str, Any]:
         """Every column as a JSON-ready value (datetimes as ISO 8601 UTC)."""

@@ -134,6 +134,15 @@ class Task(Generic[P, R]):
             )
         return self.queue.enqueue(self.name, dict(kwargs))
 
+    async def enqueue_async(self, *args: P.args, **kwargs: P.kwargs) -> int:
+        """``enqueue`` for async code (see ``Queue.enqueue_async``)."""
+        if args:
+            raise PayloadError(
+                f"{self.name}.enqueue_async takes keyword arguments only (they are stored as "
+                f"JSON), got {len(args)} positional"
+            )
+        return await self.queue.enqueue_async(self.name, dict(kwargs))
+
     def with_options(self, **overrides: Any) -> BoundTask:
         """Per-call options: ``send_email.with_options(delay=30).enqueue(to=…)``."""
         EnqueueOptions.check_names(overrides)
@@ -146,18 +155,22 @@ class BoundTask:
     options: EnqueueOptions = field(default_factory=EnqueueOptions)
 
     def enqueue(self, **kwargs: Any) -> int:
+        return self.task.queue.enqueue(self.task.name, kwargs, **self._options())
+
+    async def enqueue_async(self, **kwargs: Any) -> int:
+        return await self.task.queue.enqueue_async(self.task.name, kwargs, **self._options())
+
+    def _options(self) -> dict[str, Any]:
         o = self.options
-        return self.task.queue.enqueue(
-            self.task.name,
-            kwargs,
-            queue=o.queue,
-            priority=o.priority,
-            run_at=o.run_at,
-            delay=o.delay,
-            max_attempts=o.max_attempts,
-            unique_key=o.unique_key,
-            connection=o.connection,
-        )
+        return {
+            "queue": o.queue,
+            "priority": o.priority,
+            "run_at": o.run_at,
+            "delay": o.delay,
+            "max_attempts": o.max_attempts,
+            "unique_key": o.unique_key,
+            "connection": o.connection,
+        }
 
     def with_options(self, **overrides: Any) -> BoundTask:
         EnqueueOptions.check_names(overrides)

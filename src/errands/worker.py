@@ -78,6 +78,8 @@ class _Slot:
     deadline: float | None = None  # monotonic
     cancel_requested: bool = False
     async_task: asyncio.Task[Any] | None = None
+    hooks: Any = None  # execute middleware resumed when the attempt ends (errands.middleware)
+    timed_out: Outcome | None = None  # what was recorded for an abandoned attempt
 
 
 @dataclass(slots=True)
@@ -144,6 +146,8 @@ class Worker:
         self.supervised = supervised
         self.id = worker_id or make_worker_id()
         self.summary = WorkerSummary(self.id)
+        chain = queue._chain
+        self._hooks = chain if chain is not None and chain.execute_hooks else None
 
         self._held: dict[int, _Slot] = {}
         self._lock = threading.Lock()
@@ -569,22 +573,18 @@ class Worker:
             wedged = slot.task.is_async
             if wedged and slot.deadline + ASYNC_WEDGE_GRACE > mono:
                 continue
+            exc = JobError(
+                "TIMEOUT:JOB", f"ran longer than its {slot.task.options.timeout}s timeout"
+            )
+            timed_out = execution.failed(slot.task, slot.job, slot.started_at, now, exc)
             with self._lock:
                 if slot.state != STARTED:
                     continue
                 slot.state = ABANDONED
+                slot.timed_out = timed_out  # under the lock: _end reads it once abandoned
                 if not wedged:
                     self._extra_runners += 1
-            exc = JobError(
-                "TIMEOUT:JOB", f"ran longer than its {slot.task.options.timeout}s timeout"
-            )
-            self._done.append(
-                (
-                    slot,
-                    execution.failed(slot.task, slot.job, slot.started_at, now, exc),
-                    mono - slot.begun,
-                )
-            )
+            self._done.append((slot, timed_out, mono - slot.begun))
             if wedged:
                 log.warning(
                     "async job %d is blocking the event loop past its timeout (it never "
@@ -629,13 +629,19 @@ class Worker:
         timeout = slot.task.options.timeout
         if timeout is not None:
             slot.deadline = slot.begun + timeout
+        if self._hooks is not None:  # on the handler's thread / task, so it shares its context
+            slot.hooks = self._hooks.begin(slot.job, self.id)
         return True
 
     def _end(self, slot: _Slot, outcome: Outcome | None) -> None:
         with self._lock:
-            if slot.state != STARTED:
-                return  # abandoned after a timeout: its outcome was already recorded
-            slot.state = DONE
+            abandoned = slot.state != STARTED
+            if not abandoned:
+                slot.state = DONE
+        if slot.hooks is not None and self._hooks is not None:
+            self._hooks.end(slot.hooks, slot.timed_out if abandoned else outcome, slot.ctx)
+        if abandoned:
+            return  # abandoned after a timeout: its outcome was already recorded
         self._done.append((slot, outcome, time.monotonic() - slot.begun))
         # is_set() takes no lock: only the first of a burst of finishing jobs pays for set().
         if not self._wake.is_set():

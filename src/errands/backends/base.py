@@ -22,6 +22,7 @@ class NewJob:
     run_at: float
     max_attempts: int
     unique_key: str | None = None
+    headers: str | None = None  # JSON object text written by enqueue middleware, or None
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +46,7 @@ class ClaimedJob:
     run_at: float
     created_at: float
     cancel_requested: bool
+    headers: str | None = None  # JSON object text, or None
 
 
 # Outcomes a worker records for the attempts it holds. All are fenced on (job_id, attempt).
@@ -66,6 +68,8 @@ class Failed:
     traceback: str | None
     retry_at: float | None  # None: final failure
     retry_delay: float = 0.0
+    # The handler's exception, for execution middleware (never stored; not compared).
+    exception: BaseException | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,6 +222,7 @@ class Backend(Protocol):
     def cancel_requested(self, job_ids: Sequence[int]) -> list[int]: ...
     def next_due(self, types: Sequence[str], queues: Sequence[str] | None) -> float | None: ...
     def listen(self, on_change: Callable[[], None]) -> Listener: ...
+    def listen_finished(self, on_finish: Callable[[frozenset[int] | None], None]) -> Listener: ...
 
     # maintenance
     def rescue(self, now: float, *, limit: int = 1000) -> RescueReport: ...

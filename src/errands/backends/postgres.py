@@ -8,13 +8,14 @@ a COPY path for bulk enqueue.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 import psycopg.errors as pgerr
@@ -22,7 +23,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import TransactionStatus
 from psycopg.rows import tuple_row
 from psycopg.types.json import set_json_loads
-from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from .. import faults
 from ..errors import ConfigurationError, DatabaseBusyError, DatabaseError
@@ -31,12 +32,17 @@ from ..states import Event
 from . import scrub, sql
 from .base import NewJob
 from .ops import OpsVerbs
-from .sqlbase import T_ENQUEUE, SQLBackend
+from .sqlbase import ALL, COPY, EXEC, MANY, ONE, T_ENQUEUE, SQLBackend, Step, Steps
 
 log = logging.getLogger("errands.postgres")
+T = TypeVar("T")
 
 SCHEMA_VERSION = len(sql.migrations("postgres"))
 CHANNEL = "errands_jobs"
+# Jobs reaching a final state, for Queue.wait: a channel of its own so completions never wake
+# idle workers. Payload: the ids, comma-separated, or empty when they would not fit.
+FINISHED_CHANNEL = "errands_finished"
+NOTIFY_PAYLOAD_MAX = 7000  # bytes; PostgreSQL refuses a payload of 8000 or more
 # pg_advisory_xact_lock key for migrations: any constant; it spells "errands" in ASCII.
 MIGRATION_LOCK = 0x65727261_6E6473
 # From this many jobs without unique keys, enqueue_many uses COPY (measured in docs/postgres.md:
@@ -46,10 +52,11 @@ POOL_MAX = 10
 
 # Statements only this dialect needs (fixed text; the named queries are shared by name).
 _NOTIFY = f"SELECT pg_notify('{CHANNEL}', '')"
+_NOTIFY_FINISHED = f"SELECT pg_notify('{FINISHED_CHANNEL}', %s)"
 _NEXT_IDS = "SELECT nextval(pg_get_serial_sequence('jobs', 'id')) FROM generate_series(1, %s)"
 _COPY_JOBS = (
-    "COPY jobs (id, queue, type, payload, status, priority, max_attempts, run_at, created_at) "
-    "FROM STDIN"
+    "COPY jobs (id, queue, type, payload, status, priority, max_attempts, run_at, created_at, "
+    "headers) FROM STDIN"
 )
 _COPY_EVENTS = "COPY job_events (job_id, ts, event, actor, detail) FROM STDIN"
 
@@ -138,19 +145,32 @@ class _Conn:
         cur.executemany(query, params)
         return cur
 
+    def copy(self, query: str, rows: Sequence[Sequence[Any]]) -> None:
+        with self.raw.cursor().copy(query) as copy:
+            for row in rows:
+                copy.write_row(row)
+
 
 class _NotifyListener:
-    """A dedicated connection LISTENing on the jobs channel, in a thread. After a drop it
-    reconnects (with backoff) and signals once, since a NOTIFY sent while it was away is lost;
-    meanwhile the worker's poll_interval still finds the work."""
+    """A dedicated connection LISTENing on one channel, in a thread; ``on_change`` gets each
+    notification's payload. After a drop it reconnects (with backoff) and signals once with
+    None, since a NOTIFY sent while it was away is lost; meanwhile the worker's poll_interval
+    still finds the work."""
 
     WAIT = 0.25  # how often the thread checks whether to stop
     MAX_BACKOFF = 2.0
 
-    def __init__(self, url: str, where: str, on_change: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        url: str,
+        where: str,
+        on_change: Callable[[str | None], None],
+        channel: str = CHANNEL,
+    ) -> None:
         self._url = url
         self._where = where
         self._on_change = on_change
+        self._channel = channel
         self._stop = threading.Event()
         self.connected = threading.Event()
         self.reconnects = 0
@@ -168,15 +188,15 @@ class _NotifyListener:
                     connect_timeout=5,
                     application_name="errands-listener",
                 ) as conn:
-                    conn.execute(f"LISTEN {CHANNEL}")
+                    conn.execute(f"LISTEN {self._channel}")
                     self.connected.set()
                     if not first:
                         self.reconnects += 1
-                        self._on_change()
+                        self._on_change(None)
                     first, backoff = False, 0.05
                     while not self._stop.is_set():
-                        for _ in conn.notifies(timeout=self.WAIT):
-                            self._on_change()
+                        for note in conn.notifies(timeout=self.WAIT):
+                            self._on_change(note.payload)
             except psycopg.Error as exc:
                 self.connected.clear()
                 if self._stop.is_set():
@@ -237,19 +257,24 @@ class PostgresBackend(OpsVerbs, SQLBackend):
         # (a claimed job, a leader row) cannot stall every other worker — a stale worker is
         # fenced anyway. Never applied to the application's connection= transactions.
         idle_ms = int(max(settings.lease_seconds, 1.0) * 1000)
+        self._conn_kwargs: dict[str, Any] = {
+            "autocommit": True,
+            # Added to (not replacing) any options the URL gives, e.g. a search_path.
+            "options": (
+                f"{info.get('options') or ''} -c lock_timeout={lock_ms} "
+                f"-c idle_in_transaction_session_timeout={idle_ms}"
+            ).strip(),
+            "application_name": info.get("application_name") or "errands",
+        }
+        # Async producers' pools, one per event loop (an asyncio pool belongs to the loop it
+        # was opened on), each created on first use; see enqueue_async.
+        self._apools: dict[asyncio.AbstractEventLoop, _AsyncPool] = {}
+        self._apools_lock = threading.Lock()
         self._pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
             url,
             min_size=1,
             max_size=POOL_MAX,
-            kwargs={
-                "autocommit": True,
-                # Added to (not replacing) any options the URL gives, e.g. a search_path.
-                "options": (
-                    f"{info.get('options') or ''} -c lock_timeout={lock_ms} "
-                    f"-c idle_in_transaction_session_timeout={idle_ms}"
-                ).strip(),
-                "application_name": info.get("application_name") or "errands",
-            },
+            kwargs=self._conn_kwargs,
             configure=_configure,
             # A pooled connection the server dropped (restart, pg_terminate_backend) is
             # replaced on checkout instead of failing the next transaction.
@@ -284,10 +309,22 @@ class PostgresBackend(OpsVerbs, SQLBackend):
     @contextlib.contextmanager
     def _user_conn(self, connection: Any) -> Iterator[_Conn]:
         """The application's own transaction: we write in it and never commit it."""
-        if not isinstance(connection, psycopg.Connection):
+        if isinstance(connection, psycopg.AsyncConnection):
             raise ConfigurationError(
-                f"connection= must be a psycopg.Connection to {self.where} for this Queue, "
-                f"got {type(connection).__name__}"
+                "connection= is a psycopg.AsyncConnection: enqueue in it with "
+                "`await q.enqueue_async(…, connection=conn)`"
+            )
+        self._check_user_conn(connection, psycopg.Connection)
+        try:
+            yield _Conn(connection)
+        except psycopg.Error as exc:
+            raise translate(exc, self.where) from exc
+
+    def _check_user_conn(self, connection: Any, kind: type[Any]) -> None:
+        if not isinstance(connection, kind):
+            raise ConfigurationError(
+                f"connection= must be a {kind.__module__.split('.')[0]}.{kind.__name__} to "
+                f"{self.where} for this Queue, got {type(connection).__name__}"
             )
         status = connection.info.transaction_status
         if status == TransactionStatus.INERROR:
@@ -304,13 +341,67 @@ class PostgresBackend(OpsVerbs, SQLBackend):
                 f"connection= is open on database {connection.info.dbname!r}, not this Queue's "
                 f"{self.dbname!r}; enqueue in a transaction on the same database"
             )
+
+    def close(self) -> None:
+        with self._apools_lock:
+            apools, self._apools = self._apools, {}
+        for loop, entry in apools.items():
+            if not entry.pool.closed:
+                _close_async_pool(loop, entry.pool)
+        self._pool.close()
+
+    # -- async producers --------------------------------------------------------------------
+
+    async def enqueue_async(
+        self, jobs: Sequence[NewJob], now: float, *, actor: str, connection: Any = None
+    ) -> list[int]:
+        """``enqueue`` on an asyncio connection: the same steps (``_insert_steps``) driven
+        with ``await``, in a transaction of our own or in the application's."""
+        steps = self._insert_steps(jobs, now, actor)
         try:
-            yield _Conn(connection)
+            if connection is None:
+                pool = await self._async_pool()
+                async with pool.connection() as raw, raw.transaction():
+                    return await _drive_async(raw, steps)
+            if isinstance(connection, psycopg.Connection):
+                raise ConfigurationError(
+                    "connection= is a blocking psycopg.Connection: from async code pass a "
+                    "psycopg.AsyncConnection, or call q.enqueue(…, connection=conn)"
+                )
+            self._check_user_conn(connection, psycopg.AsyncConnection)
+            return await _drive_async(connection, steps)
         except psycopg.Error as exc:
             raise translate(exc, self.where) from exc
 
-    def close(self) -> None:
-        self._pool.close()
+    async def _async_pool(self) -> AsyncConnectionPool[Any]:
+        loop = asyncio.get_running_loop()
+        with self._apools_lock:
+            entry = self._apools.get(loop)
+            if entry is None:
+                pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+                    self.url,
+                    min_size=1,
+                    max_size=POOL_MAX,
+                    kwargs=self._conn_kwargs,
+                    configure=_configure_async,
+                    check=AsyncConnectionPool.check_connection,
+                    timeout=max(self.settings.busy_timeout, 1.0),
+                    name="errands-async",
+                    open=False,
+                )
+                entry = _AsyncPool(pool, loop)
+                self._apools[loop] = entry
+        await entry.opened
+        return entry.pool
+
+    async def aclose(self) -> None:
+        """Close the async pool of the running loop (``close()`` closes any left)."""
+        with self._apools_lock:
+            entry = self._apools.pop(asyncio.get_running_loop(), None)
+        if entry is not None:
+            entry.keeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await entry.keeper
 
     def check_identity(self) -> None:
         """A server database cannot be swapped under an open connection like a file can."""
@@ -325,45 +416,58 @@ class PostgresBackend(OpsVerbs, SQLBackend):
     def _run_script(self, conn: Any, script: str) -> None:
         conn.raw.execute(script.encode())  # no parameters: '%' is literal here
 
-    def _insert(self, conn: Any, jobs: Sequence[NewJob], now: float, actor: str) -> list[int]:
+    def _insert_steps(self, jobs: Sequence[NewJob], now: float, actor: str) -> Steps[list[int]]:
         if len(jobs) >= COPY_THRESHOLD and all(j.unique_key is None for j in jobs):
-            ids = self._copy_jobs(conn, jobs, now, actor)
+            ids = yield from self._copy_steps(jobs, now, actor)
         else:
-            ids = super()._insert(conn, jobs, now, actor)
+            ids = yield from super()._insert_steps(jobs, now, actor)
         if any(j.run_at <= now for j in jobs):
             # Delivered at commit (or never, on rollback): listeners wake for committed jobs only.
-            conn.execute(_NOTIFY)
+            yield Step(_NOTIFY, None, EXEC)
         return ids
 
-    def _copy_jobs(self, conn: _Conn, jobs: Sequence[NewJob], now: float, actor: str) -> list[int]:
+    def _copy_steps(self, jobs: Sequence[NewJob], now: float, actor: str) -> Steps[list[int]]:
         """Ids drawn from the identity sequence first, so COPY (which returns nothing) can
         write them and the caller still gets them in order."""
-        cur = conn.raw.cursor(row_factory=tuple_row)
-        ids = sorted(r[0] for r in cur.execute(_NEXT_IDS, (len(jobs),)).fetchall())
+        ids = sorted(r[0] for r in (yield Step(_NEXT_IDS, (len(jobs),), ALL)))
         created = _ts(now)
-        with cur.copy(_COPY_JOBS) as copy:
-            for job_id, j in zip(ids, jobs, strict=True):
-                copy.write_row(
-                    (
-                        job_id,
-                        j.queue,
-                        j.type,
-                        j.payload,
-                        T_ENQUEUE,
-                        j.priority,
-                        j.max_attempts,
-                        _ts(j.run_at),
-                        created,
-                    )
-                )
+        rows = [
+            (
+                job_id,
+                j.queue,
+                j.type,
+                j.payload,
+                T_ENQUEUE,
+                j.priority,
+                j.max_attempts,
+                _ts(j.run_at),
+                created,
+                j.headers,
+            )
+            for job_id, j in zip(ids, jobs, strict=True)
+        ]
+        yield Step(_COPY_JOBS, rows, COPY)
         if Event.ENQUEUED in self._audit:
-            with cur.copy(_COPY_EVENTS) as copy:
-                for job_id in ids:
-                    copy.write_row((job_id, created, Event.ENQUEUED.value, actor, None))
+            events = [(job_id, created, Event.ENQUEUED.value, actor, None) for job_id in ids]
+            yield Step(_COPY_EVENTS, events, COPY)
         return ids
 
     def listen(self, on_change: Callable[[], None]) -> _NotifyListener:
-        return _NotifyListener(self.url, self.where, on_change)
+        return _NotifyListener(self.url, self.where, lambda _payload: on_change())
+
+    def listen_finished(
+        self, on_finish: Callable[[frozenset[int] | None], None]
+    ) -> _NotifyListener:
+        def parse(payload: str | None) -> None:
+            on_finish(frozenset(int(i) for i in payload.split(",")) if payload else None)
+
+        return _NotifyListener(self.url, self.where, parse, channel=FINISHED_CHANNEL)
+
+    def _finished(self, conn: Any, job_ids: Sequence[int]) -> None:
+        # One NOTIFY per transaction, however many jobs it finished; PostgreSQL delivers it
+        # at commit (never on rollback) and folds identical ones within a transaction.
+        payload = ",".join(map(str, job_ids))
+        conn.execute(_NOTIFY_FINISHED, (payload if len(payload) <= NOTIFY_PAYLOAD_MAX else "",))
 
     # -- dialect hooks for SQLBackend ------------------------------------------------------
 
@@ -382,6 +486,78 @@ class PostgresBackend(OpsVerbs, SQLBackend):
 
 def _configure(conn: psycopg.Connection[Any]) -> None:
     set_json_loads(_text_json, conn)
+
+
+async def _configure_async(conn: psycopg.AsyncConnection[Any]) -> None:
+    set_json_loads(_text_json, conn)
+
+
+async def _drive_async(raw: psycopg.AsyncConnection[Any], steps: Steps[T]) -> T:
+    """``sqlbase.drive`` for an asyncio connection: the same steps, awaited."""
+    result: Any = None
+    try:
+        while True:
+            step = steps.send(result)
+            cur = raw.cursor(row_factory=tuple_row)
+            result = None
+            if step.mode == COPY:
+                async with cur.copy(step.sql) as copy:
+                    for row in step.params:
+                        await copy.write_row(row)
+            elif step.mode == MANY:
+                await cur.executemany(step.sql, step.params)
+            else:
+                await cur.execute(step.sql, step.params or None)
+                if step.mode == ONE:
+                    result = await cur.fetchone()
+                elif step.mode == ALL:
+                    result = await cur.fetchall()
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+
+
+class _AsyncPool:
+    """An async pool and its keeper, a task on the pool's loop that closes the pool when the
+    task is cancelled — by ``aclose()``, or by ``asyncio.run()`` cancelling every task as the
+    loop ends. Without it a loop ending with the pool open can hang: psycopg_pool's workers
+    retry a connection attempt that the shutdown cancelled instead of ending."""
+
+    def __init__(self, pool: AsyncConnectionPool[Any], loop: asyncio.AbstractEventLoop) -> None:
+        self.pool = pool
+        # Every caller on this loop awaits the same opening.
+        self.opened = asyncio.ensure_future(pool.open())
+        self.keeper = loop.create_task(self._keep(), name="errands-async-pool")
+
+    async def _keep(self) -> None:
+        try:
+            await asyncio.Event().wait()  # until cancelled
+        finally:
+            await self.pool.close()
+
+
+def _close_async_pool(loop: asyncio.AbstractEventLoop, pool: AsyncConnectionPool[Any]) -> None:
+    """Close an async pool from blocking code. Its own loop, if still running in another
+    thread, closes it; otherwise a short-lived loop on a helper thread does (this may be
+    called from inside a running loop, where we cannot block on one of our own)."""
+    if loop.is_running() and not _in_loop(loop):
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(pool.close(), loop).result(timeout=10)
+        return
+
+    def run() -> None:
+        with contextlib.suppress(Exception):
+            asyncio.run(pool.close())
+
+    closer = threading.Thread(target=run, name="errands-close")
+    closer.start()
+    closer.join(timeout=10)
+
+
+def _in_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
 
 
 def _ts(epoch: float) -> datetime:

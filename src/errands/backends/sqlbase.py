@@ -11,8 +11,8 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from ..errors import SchemaConflictError, SchemaVersionError
 from ..records import Attempt, EventRecord, Job, to_datetime
@@ -78,6 +78,45 @@ def _attempt_detail(attempt: int) -> str:
     return f'{{"attempt":{attempt}}}'
 
 
+# A write written once as a generator of steps: each yielded Step is run by a driver, which
+# sends back its result (fetchone() for ONE, fetchall() for ALL, None otherwise). ``drive`` runs
+# them on a blocking connection; the PostgreSQL backend has an asyncio driver for the same steps,
+# so the async producers share the sync ones' SQL and logic instead of keeping a twin.
+ONE, ALL, EXEC, MANY, COPY = "one", "all", "exec", "many", "copy"
+T = TypeVar("T")
+
+
+class Step(NamedTuple):  # a tuple: built once per row on the enqueue path, so kept cheap
+    sql: str
+    params: Any = None
+    mode: str = ONE  # MANY: params is a list of parameter sets; COPY: a list of rows
+
+
+Steps = Generator[Step, Any, T]
+
+
+def drive(conn: Conn, steps: Steps[T]) -> T:
+    """Run a generator of steps on a blocking connection and return its value."""
+    result: Any = None
+    send, execute = steps.send, conn.execute
+    try:
+        while True:
+            sql, params, mode = send(result)
+            if mode == ONE:
+                result = execute(sql, params).fetchone()
+            elif mode == MANY:
+                conn.executemany(sql, params)
+                result = None
+            elif mode == COPY:
+                conn.copy(sql, params)  # type: ignore[attr-defined]
+                result = None
+            else:
+                cur = execute(sql, params)
+                result = cur.fetchall() if mode == ALL else None
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+
+
 class SQLBackend:
     """Shared verbs. Subclasses provide ``q`` (named queries) and the hooks below."""
 
@@ -118,6 +157,15 @@ class SQLBackend:
     def _roll_up(self, conn: Conn, rows: Sequence[Any]) -> None:
         """Merge finished-job rows into job_stats_hourly (OpsVerbs supplies it)."""
         raise NotImplementedError
+
+    def listen_finished(self, on_finish: Callable[[frozenset[int] | None], None]) -> Listener:
+        """Call ``on_finish`` when jobs reach a final state (with their ids, or None when the
+        dialect cannot tell which): what ``Queue.wait`` sleeps on."""
+        raise NotImplementedError
+
+    def _finished(self, conn: Conn, job_ids: Sequence[int]) -> None:
+        """Inside the transaction that made these jobs final: tell waiters (PostgreSQL: one
+        NOTIFY per transaction; SQLite's listeners see every commit anyway)."""
 
     # -- schema ----------------------------------------------------------------------------
 
@@ -226,6 +274,7 @@ class SQLBackend:
             payload_ref=r["payload_ref"],
             result_ref=r["result_ref"],
             cancel_requested=bool(r["cancel_requested"]),
+            headers=_json(r.get("headers")),
         )
 
     # -- enqueue ---------------------------------------------------------------------------
@@ -240,11 +289,16 @@ class SQLBackend:
             return self._insert(conn, jobs, now, actor)
 
     def _insert(self, conn: Conn, jobs: Sequence[NewJob], now: float, actor: str) -> list[int]:
+        return drive(conn, self._insert_steps(jobs, now, actor))
+
+    def _insert_steps(self, jobs: Sequence[NewJob], now: float, actor: str) -> Steps[list[int]]:
+        """The enqueue write as steps, so the same code runs on a blocking connection
+        (``drive``) and on an asyncio one (the PostgreSQL backend's ``enqueue_async``)."""
         ids: list[int] = []
         events: list[dict[str, Any]] = []
         insert, existing = self.q["insert_job"], self.q["active_job_by_unique_key"]
         for job in jobs:
-            row = conn.execute(
+            row = yield Step(
                 insert,
                 {
                     "queue": job.queue,
@@ -256,15 +310,16 @@ class SQLBackend:
                     "run_at": job.run_at,
                     "now": now,
                     "unique_key": job.unique_key,
+                    "headers": job.headers,
                 },
-            ).fetchone()
+            )
             if row is None:  # an active job holds this unique_key
-                ids.append(conn.execute(existing, {"unique_key": job.unique_key}).fetchone()[0])
+                ids.append((yield Step(existing, {"unique_key": job.unique_key}))[0])
             else:
                 ids.append(row[0])
                 events.append(_event_row(row[0], now, Event.ENQUEUED, actor, None))
         if events and Event.ENQUEUED in self._audit:
-            conn.executemany(self.q["insert_event"], events)
+            yield Step(self.q["insert_event"], events, MANY)
         return ids
 
     # -- worker verbs ----------------------------------------------------------------------
@@ -306,6 +361,7 @@ class SQLBackend:
                 ep(r[7]) or 0.0,
                 ep(r[8]) or 0.0,
                 bool(r[9]),
+                None if r[10] is None else _text(r[10]),
             )
             for r in rows
         ]
@@ -352,6 +408,13 @@ class SQLBackend:
                     if ok and not isinstance(o, Released)
                 )
             self._write_rows(conn, attempts, events, now)
+            final = [
+                o.job_id
+                for o, ok in zip(outcomes, applied, strict=True)
+                if ok and not isinstance(o, Released) and getattr(o, "retry_at", None) is None
+            ]
+            if final:
+                self._finished(conn, final)
         return applied
 
     def complete_in(self, connection: Any, outcome: Succeeded, worker_id: str, now: float) -> bool:
@@ -363,6 +426,7 @@ class SQLBackend:
             if not self._apply(conn, outcome, now, attempts, events, worker_id):
                 return False
             self._write_rows(conn, attempts, events, now)
+            self._finished(conn, [outcome.job_id])
         return True
 
     def _write_rows(
@@ -490,7 +554,10 @@ class SQLBackend:
         left) or failed (that was the last one)."""
         with self._write("rescue") as conn:
             expired = conn.execute(self.q["expired_leases"], {"now": now, "limit": limit})
-            return self._recover(conn, expired.fetchall(), "lease_expired", now)
+            report = self._recover(conn, expired.fetchall(), "lease_expired", now)
+            if report.exhausted:
+                self._finished(conn, report.exhausted)
+        return report
 
     def recover_workers(self, worker_ids: Sequence[str], now: float) -> RescueReport:
         """Startup cleanup: recover at once the running jobs of workers known to be dead
@@ -501,6 +568,8 @@ class SQLBackend:
             ids = self._list(list(worker_ids))
             rows = conn.execute(self.q["running_of_workers"], {"worker_ids": ids}).fetchall()
             report = self._recover(conn, rows, "startup_cleanup", now)
+            if report.exhausted:
+                self._finished(conn, report.exhausted)
             for wid in worker_ids:
                 conn.execute(self.q["mark_worker_dead"], {"id": wid, "now": now})
                 # A dead leader's roles go at once, not when its leases lapse.
@@ -596,6 +665,8 @@ class SQLBackend:
                         )
                 elif conn.execute(q["request_cancel"], {"job_id": job_id}).fetchone() is not None:
                     report.requested.append(job_id)
+            if report.cancelled:
+                self._finished(conn, report.cancelled)
         return report
 
     # -- reads -----------------------------------------------------------------------------

@@ -146,6 +146,7 @@ class _DataVersionListener:
         self._backend = backend
         self._on_change = on_change
         self._stop = threading.Event()
+        self.connected = threading.Event()  # set once changes from here on will be seen
         self._thread = threading.Thread(target=self._run, name="errands-listener", daemon=True)
         self._thread.start()
 
@@ -153,6 +154,7 @@ class _DataVersionListener:
         conn = self._backend.connect()
         try:
             last = conn.execute("PRAGMA data_version").fetchone()[0]
+            self.connected.set()
             while not self._stop.wait(self.INTERVAL):
                 try:
                     current = conn.execute("PRAGMA data_version").fetchone()[0]
@@ -407,6 +409,12 @@ class SQLiteBackend(OpsVerbs, SQLBackend):
 
     def listen(self, on_change: Callable[[], None]) -> _DataVersionListener:
         return _DataVersionListener(self, on_change)
+
+    def listen_finished(
+        self, on_finish: Callable[[frozenset[int] | None], None]
+    ) -> _DataVersionListener:
+        # Any commit may have finished a job; which ones, a data_version change cannot say.
+        return _DataVersionListener(self, lambda: on_finish(None))
 
 
 def _lenient_text(data: bytes) -> str:

@@ -7,9 +7,10 @@
 
 -- name: insert_job
 -- Insert one job; a unique_key already held by an active job inserts nothing.
-INSERT INTO jobs (queue, type, payload, status, priority, max_attempts, run_at, created_at, unique_key)
+INSERT INTO jobs (queue, type, payload, status, priority, max_attempts, run_at, created_at, unique_key,
+                  headers)
 VALUES (:queue, :type, :payload, :to_state, :priority, :max_attempts, to_timestamp(:run_at),
-        to_timestamp(:now), :unique_key)
+        to_timestamp(:now), :unique_key, CAST(:headers AS jsonb))
 ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND status IN ('queued', 'running')
 DO NOTHING
 RETURNING id;
@@ -48,7 +49,7 @@ SET status = :to_state,
 FROM due
 WHERE jobs.id = due.id
 RETURNING jobs.id, jobs.queue, jobs.type, jobs.payload, jobs.priority, jobs.attempts,
-          jobs.max_attempts, jobs.run_at, jobs.created_at, jobs.cancel_requested;
+          jobs.max_attempts, jobs.run_at, jobs.created_at, jobs.cancel_requested, jobs.headers;
 
 -- name: open_attempts
 -- Open the attempt rows of just-claimed jobs (:job_ids is a JSON array).

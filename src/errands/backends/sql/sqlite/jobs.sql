@@ -5,8 +5,10 @@
 
 -- name: insert_job
 -- Insert one job; a unique_key already held by an active job inserts nothing.
-INSERT INTO jobs (queue, type, payload, status, priority, max_attempts, run_at, created_at, unique_key)
-VALUES (:queue, :type, :payload, :to_state, :priority, :max_attempts, :run_at, :now, :unique_key)
+INSERT INTO jobs (queue, type, payload, status, priority, max_attempts, run_at, created_at, unique_key,
+                  headers)
+VALUES (:queue, :type, :payload, :to_state, :priority, :max_attempts, :run_at, :now, :unique_key,
+        :headers)
 ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND status IN ('queued', 'running')
 DO NOTHING
 RETURNING id;
@@ -48,7 +50,8 @@ WHERE id IN (
     ORDER BY priority DESC, run_at, id
     LIMIT :limit
 )
-RETURNING id, queue, type, payload, priority, attempts, max_attempts, run_at, created_at, cancel_requested;
+RETURNING id, queue, type, payload, priority, attempts, max_attempts, run_at, created_at, cancel_requested,
+          headers;
 
 -- name: open_attempts
 -- Open the attempt rows of just-claimed jobs (:job_ids is a JSON array).
