@@ -343,7 +343,11 @@ class PostgresBackend(OpsVerbs, SQLBackend):
                     copy.write_row((job_id, created, Event.ENQUEUED.value, actor, None))
         return ids
 
-    def listen(self, on_change: Callable[[], None]) -> _NotifyListener:
+    def listen(
+        self, on_change: Callable[[], None], *, completions: bool = False
+    ) -> _NotifyListener:
+        # completions: not announced here (a NOTIFY per finished batch would serialize every
+        # worker's commit on the notification queue lock); callers poll for them.
         return _NotifyListener(self.url, self.where, on_change)
 
     # -- dialect hooks for SQLBackend ------------------------------------------------------

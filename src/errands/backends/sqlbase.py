@@ -107,7 +107,10 @@ class SQLBackend:
         """A timestamp column value as unix seconds."""
         raise NotImplementedError
 
-    def listen(self, on_change: Callable[[], None]) -> Listener:
+    def listen(self, on_change: Callable[[], None], *, completions: bool = False) -> Listener:
+        """Call ``on_change`` (from another thread) soon after another connection commits
+        jobs; with ``completions``, after outcomes are recorded too (where the dialect can tell:
+        SQLite; PostgreSQL wakes for enqueues only)."""
         raise NotImplementedError
 
     # -- schema ----------------------------------------------------------------------------
