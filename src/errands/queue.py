@@ -30,6 +30,8 @@ from .tasks import DEFAULT_QUEUE, Task, TaskOptions
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+_NO_TASK_OPTIONS = TaskOptions()  # for types another service runs: the defaults
+
 EnqueueItem = tuple[str, Any] | tuple[str, Any, Mapping[str, Any]]
 
 
@@ -317,7 +319,7 @@ class Queue:
             when = epoch
         else:
             when = now
-        opts = task.options if task is not None else TaskOptions()
+        opts = task.options if task is not None else _NO_TASK_OPTIONS
         prio = opts.priority if priority is None else priority
         if type(prio) is not int:
             raise ConfigurationError(f"priority must be an int (higher runs first), got {prio!r}")

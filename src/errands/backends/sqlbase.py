@@ -223,6 +223,8 @@ class SQLBackend:
             return self._insert(conn, jobs, now, actor)
 
     def _insert(self, conn: Conn, jobs: Sequence[NewJob], now: float, actor: str) -> list[int]:
+        if len(jobs) > 1 and all(j.unique_key is None for j in jobs):
+            return self._insert_batched(conn, jobs, now, actor)
         ids: list[int] = []
         events: list[dict[str, Any]] = []
         insert, existing = self.q["insert_job"], self.q["active_job_by_unique_key"]
@@ -248,6 +250,34 @@ class SQLBackend:
                 events.append(_event_row(row[0], now, Event.ENQUEUED, actor, None))
         if events and Event.ENQUEUED in self._audit:
             conn.executemany(self.q["insert_event"], events)
+        return ids
+
+    def _insert_batched(
+        self, conn: Conn, jobs: Sequence[NewJob], now: float, actor: str
+    ) -> list[int]:
+        """Many jobs, one statement per chunk (a per-row INSERT costs ~5x more in the
+        driver than the row costs in the database)."""
+        ids: list[int] = []
+        q = self.q
+        for chunk in _chunks(jobs):
+            batch = _dumps(
+                [[j.queue, j.type, j.payload, j.priority, j.max_attempts, j.run_at] for j in chunk]
+            )
+            rows = conn.execute(
+                q["insert_jobs"], {"batch": batch, "to_state": T_ENQUEUE, "now": now}
+            ).fetchall()
+            new = sorted(r[0] for r in rows)
+            if len(new) != len(chunk):  # cannot happen without unique keys; never guess ids
+                raise RuntimeError(f"inserted {len(new)} of {len(chunk)} jobs")
+            ids.extend(new)
+            if Event.ENQUEUED in self._audit:
+                params = {
+                    "job_ids": _dumps(new),
+                    "now": now,
+                    "event": Event.ENQUEUED.value,
+                    "actor": actor,
+                }
+                conn.execute(q["insert_enqueued_events"], params)
         return ids
 
     # -- worker verbs ----------------------------------------------------------------------
@@ -675,6 +705,20 @@ class SQLBackend:
 
 def _counters(counters: Mapping[str, int] | None) -> str | None:
     return None if counters is None else json.dumps(dict(counters), sort_keys=True)
+
+
+CHUNK_ROWS = 5000
+CHUNK_BYTES = 4 << 20  # payload text per statement: bounds the JSON parameter's size
+
+
+def _chunks(jobs: Sequence[NewJob]) -> Iterator[Sequence[NewJob]]:
+    start, size = 0, 0
+    for i, job in enumerate(jobs):
+        size += len(job.payload)
+        if i - start >= CHUNK_ROWS or (size > CHUNK_BYTES and i > start):
+            yield jobs[start:i]
+            start, size = i, len(job.payload)
+    yield jobs[start:]
 
 
 def _dumps(value: Any) -> str:

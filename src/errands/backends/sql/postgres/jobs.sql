@@ -14,6 +14,22 @@ ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND status IN ('queued', '
 DO NOTHING
 RETURNING id;
 
+-- name: insert_jobs
+-- Insert many jobs without unique keys in one statement; :batch is a JSON array of
+-- [queue, type, payload_text, priority, max_attempts, run_at]. Rows go in in array order, so
+-- the returned ids, sorted, are the jobs' ids in that order (the identity only grows).
+INSERT INTO jobs (queue, type, payload, status, priority, max_attempts, run_at, created_at)
+SELECT e->>0, e->>1, CAST(e->>2 AS jsonb), :to_state, (e->>3)::integer, (e->>4)::integer,
+       to_timestamp((e->>5)::double precision), to_timestamp(:now)
+FROM jsonb_array_elements(CAST(:batch AS jsonb)) WITH ORDINALITY AS t(e, n) ORDER BY n
+RETURNING id;
+
+-- name: insert_enqueued_events
+-- The ENQUEUED audit event of each of many new jobs (:job_ids is a JSON array).
+INSERT INTO job_events (job_id, ts, event, actor, detail)
+SELECT e::bigint, to_timestamp(:now), :event, :actor, NULL
+FROM jsonb_array_elements_text(CAST(:job_ids AS jsonb)) AS e;
+
 -- name: active_job_by_unique_key
 -- The active job holding a unique key.
 SELECT id FROM jobs WHERE unique_key = :unique_key AND status IN ('queued', 'running');

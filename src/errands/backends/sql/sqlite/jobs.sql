@@ -11,6 +11,22 @@ ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND status IN ('queued', '
 DO NOTHING
 RETURNING id;
 
+-- name: insert_jobs
+-- Insert many jobs without unique keys in one statement; :batch is a JSON array of
+-- [queue, type, payload_text, priority, max_attempts, run_at]. Rows go in in array order, so
+-- the returned ids, sorted, are the jobs' ids in that order (AUTOINCREMENT only grows).
+INSERT INTO jobs (queue, type, payload, status, priority, max_attempts, run_at, created_at)
+SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'),
+       :to_state, json_extract(value, '$[3]'), json_extract(value, '$[4]'),
+       json_extract(value, '$[5]'), :now
+FROM json_each(:batch) ORDER BY key
+RETURNING id;
+
+-- name: insert_enqueued_events
+-- The ENQUEUED audit event of each of many new jobs (:job_ids is a JSON array).
+INSERT INTO job_events (job_id, ts, event, actor, detail)
+SELECT value, :now, :event, :actor, NULL FROM json_each(:job_ids);
+
 -- name: active_job_by_unique_key
 -- The active job holding a unique key.
 SELECT id FROM jobs WHERE unique_key = :unique_key AND status IN ('queued', 'running');
