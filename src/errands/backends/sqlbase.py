@@ -294,7 +294,6 @@ class SQLBackend:
             "queues": None if request.queues is None else self._list(list(request.queues)),
             "limit": request.limit,
         }
-        wid = request.worker_id
         with self._write("claim") as conn:
             rows = conn.execute(self.q["claim"], params).fetchall()
             if rows:
@@ -304,8 +303,8 @@ class SQLBackend:
                     self.q["open_attempts"], {"job_ids": ids, "now": now, "status": running}
                 )
                 if Event.CLAIMED in self._audit:
-                    events = [[r[0], now, "CLAIMED", wid, _attempt_detail(r[5])] for r in rows]
-                    conn.execute(self.q["insert_events"], {"rows": _dumps(events)})
+                    params = {"job_ids": ids, "now": now, "event": Event.CLAIMED.value}
+                    conn.execute(self.q["insert_claimed_events"], params)
         ep = self._epoch
         jobs = [
             ClaimedJob(
@@ -339,18 +338,7 @@ class SQLBackend:
         other: dict[int, bool] = {}
         with self._write("finish") as conn:
             if succeeded:
-                batch = [[o.job_id, o.attempt, o.started_at, o.result] for o in succeeded]
-                params = {**F_SUCCEED, "now": now, "batch": _dumps(batch)}
-                rows = conn.execute(self.q["succeed_jobs"], params).fetchall()
-                done = {(r[0], r[1]) for r in rows}
-                for s in succeeded:
-                    if (s.job_id, s.attempt) in done:
-                        attempts.append(
-                            [s.job_id, s.attempt, "succeeded", s.started_at, None, None, None]
-                        )
-                        events.append(
-                            [s.job_id, now, "SUCCEEDED", worker_id, _attempt_detail(s.attempt)]
-                        )
+                done = self._succeed(conn, succeeded, worker_id, now)
             for i, o in enumerate(outcomes):
                 if not isinstance(o, Succeeded):
                     other[i] = self._apply(conn, o, now, attempts, events, worker_id)
@@ -366,6 +354,27 @@ class SQLBackend:
                 )
             self._write_rows(conn, attempts, events, now)
         return applied
+
+    def _succeed(
+        self, conn: Conn, succeeded: Sequence[Succeeded], worker_id: str, now: float
+    ) -> set[tuple[int, int]]:
+        """The hot path: every success of a batch in three statements sharing one JSON
+        parameter (the fenced update, the attempt rows, the audit events)."""
+        q = self.q
+        batch = [[o.job_id, o.attempt, o.started_at, o.result] for o in succeeded]
+        text = _dumps(batch)
+        rows = conn.execute(q["succeed_jobs"], {**F_SUCCEED, "now": now, "batch": text}).fetchall()
+        done = {(r[0], r[1]) for r in rows}
+        if not done:
+            return done
+        if len(done) < len(batch):  # some were refused: only the applied ones get their rows
+            text = _dumps([b for b in batch if (b[0], b[1]) in done])
+        status = AttemptStatus.SUCCEEDED.value
+        conn.execute(q["close_succeeded_attempts"], {"now": now, "batch": text, "status": status})
+        if Event.SUCCEEDED in self._audit:
+            params = {"now": now, "batch": text, "event": Event.SUCCEEDED.value, "actor": worker_id}
+            conn.execute(q["insert_succeeded_events"], params)
+        return done
 
     def complete_in(self, connection: Any, outcome: Succeeded, worker_id: str, now: float) -> bool:
         """Transactional completion: the fenced success, written in the application's own

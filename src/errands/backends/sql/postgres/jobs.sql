@@ -92,6 +92,31 @@ FROM (SELECT (e->>0)::bigint AS id, (e->>1)::integer AS attempt,
 WHERE jobs.id = b.id AND jobs.attempts = b.attempt AND jobs.status = :from_state
 RETURNING jobs.id, jobs.attempts;
 
+-- name: insert_claimed_events
+-- The CLAIMED audit event of each just-claimed job (:job_ids is a JSON array), its attempt
+-- number read from the row rather than shipped in as JSON.
+INSERT INTO job_events (job_id, ts, event, actor, detail)
+SELECT id, to_timestamp(:now), :event, worker_id, jsonb_build_object('attempt', attempts)
+FROM jobs
+WHERE id IN (SELECT value::bigint FROM jsonb_array_elements_text(CAST(:job_ids AS jsonb)));
+
+-- name: close_succeeded_attempts
+-- Close the attempt rows of applied successes; :batch is succeed_jobs' own batch.
+UPDATE job_attempts
+SET status = :status, started_at = to_timestamp(b.started_at), finished_at = to_timestamp(:now),
+    error_code = NULL, error_detail = NULL, traceback_ref = NULL
+FROM (SELECT (e->>0)::bigint AS job_id, (e->>1)::integer AS attempt,
+             (e->>2)::double precision AS started_at
+      FROM jsonb_array_elements(CAST(:batch AS jsonb)) AS e) AS b
+WHERE job_attempts.job_id = b.job_id AND job_attempts.attempt = b.attempt;
+
+-- name: insert_succeeded_events
+-- The SUCCEEDED audit event of each applied success; :batch is succeed_jobs' own batch.
+INSERT INTO job_events (job_id, ts, event, actor, detail)
+SELECT (e->>0)::bigint, to_timestamp(:now), :event, :actor,
+       jsonb_build_object('attempt', (e->>1)::integer)
+FROM jsonb_array_elements(CAST(:batch AS jsonb)) AS e;
+
 -- name: fail_job
 -- Fenced: final failure (attempts exhausted or not retryable).
 UPDATE jobs
