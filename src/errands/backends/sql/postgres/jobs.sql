@@ -82,6 +82,9 @@ FROM jsonb_array_elements(CAST(:rows AS jsonb)) AS e;
 -- name: succeed_jobs
 -- Fenced, batched: record success of many held attempts; returns (id, attempt) applied.
 -- :batch is a JSON array of [job_id, attempt, started_at, result_json_text_or_null].
+-- status || '' keeps the planner from driving the join by a status index (whose statistics
+-- may say "a few rows" when there are thousands): each batch row must be one primary-key
+-- lookup, as SQLite's unary + does in its file.
 UPDATE jobs
 SET status = :to_state, started_at = to_timestamp(b.started_at),
     finished_at = to_timestamp(:now), result = CAST(b.result AS jsonb),
@@ -89,7 +92,7 @@ SET status = :to_state, started_at = to_timestamp(b.started_at),
 FROM (SELECT (e->>0)::bigint AS id, (e->>1)::integer AS attempt,
              (e->>2)::double precision AS started_at, e->>3 AS result
       FROM jsonb_array_elements(CAST(:batch AS jsonb)) AS e) AS b
-WHERE jobs.id = b.id AND jobs.attempts = b.attempt AND jobs.status = :from_state
+WHERE jobs.id = b.id AND jobs.attempts = b.attempt AND jobs.status || '' = :from_state
 RETURNING jobs.id, jobs.attempts;
 
 -- name: insert_claimed_events
