@@ -35,24 +35,35 @@ if PEER == "procrastinate":
     )
 
     @app.task(name="noop")
-    def proc_noop(i: int) -> None:
+    async def proc_noop(i: int) -> None:  # async: procrastinate 3's workers are asyncio
         return None
 
 
 if PEER == "pgqueuer":
     import psycopg
     from pgqueuer import PgQueuer
-    from pgqueuer.db import AsyncpgDriver  # noqa: F401  (documented default driver)
+    from pgqueuer.db import PsycopgDriver
     from pgqueuer.models import Job
 
     async def main() -> PgQueuer:
+        """The factory ``pgq run apps:main`` calls (pgqueuer's documented entry point)."""
         conn = await psycopg.AsyncConnection.connect(os.environ["PEER_PG"], autocommit=True)
-        from pgqueuer.db import PsycopgDriver
-
         pgq = PgQueuer(PsycopgDriver(conn))
 
-        @pgq.entrypoint("noop", concurrency_limit=8)
+        @pgq.entrypoint("noop")
         async def pgq_noop(job: Job) -> None:
             return None
 
         return pgq
+
+
+if __name__ == "__main__" and PEER == "pgqueuer":
+    # pgqueuer 1.6's `pgq run` fails before starting (its --log-level default reaches the
+    # logger as a str); this is what that command does after parsing its options.
+    import asyncio
+
+    async def _run() -> None:
+        pgq = await main()
+        await pgq.run()
+
+    asyncio.run(_run())

@@ -39,13 +39,14 @@ PEERS: dict[str, tuple[list[str], str, str]] = {
     "procrastinate": (["procrastinate[psycopg]", "psycopg[binary]"], "procrastinate", "PostgreSQL"),
     "pgqueuer": (["pgqueuer", "psycopg[binary]"], "pgqueuer", "PostgreSQL"),
     "rq": (["rq", "redis"], "rq", "Redis"),
+    "rq-simple": (["rq", "redis"], "rq", "Redis"),
 }
 
 
 def python_for(peer: str) -> Path:
     if peer == "errands":
         return ROOT / ".venv" / "bin" / "python"
-    venv = VENVS / peer
+    venv = VENVS / ("rq" if peer == "rq-simple" else peer)
     py = venv / "bin" / "python"
     if not py.exists():
         print(f"[peers] installing {peer} into {venv} …", file=sys.stderr, flush=True)
