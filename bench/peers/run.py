@@ -33,6 +33,7 @@ RESULTS = ROOT / "bench" / "results"
 # peer -> (pip requirement, distribution name whose version is recorded, backing store)
 PEERS: dict[str, tuple[list[str], str, str]] = {
     "errands": ([], "errands", "SQLite"),
+    "errands-normal": ([], "errands", "SQLite"),
     "huey": (["huey"], "huey", "SQLite (SqliteHuey)"),
     "litequeue": (["litequeue"], "litequeue", "SQLite"),
     "persist-queue": (["persist-queue"], "persist-queue", "SQLite (SQLiteAckQueue)"),
@@ -44,7 +45,7 @@ PEERS: dict[str, tuple[list[str], str, str]] = {
 
 
 def python_for(peer: str) -> Path:
-    if peer == "errands":
+    if peer.startswith("errands"):
         return ROOT / ".venv" / "bin" / "python"
     venv = VENVS / ("rq" if peer == "rq-simple" else peer)
     py = venv / "bin" / "python"

@@ -69,14 +69,16 @@ def timed(fn: Callable[[], None]) -> float:
 # -- the peers ------------------------------------------------------------------------------
 
 
-def errands_(n: int, a: argparse.Namespace, env: dict[str, str]) -> dict[str, Any]:
+def errands_(
+    n: int, a: argparse.Namespace, env: dict[str, str], durability: str = "full"
+) -> dict[str, Any]:
     import sqlite3
 
     import errands
 
     path = os.path.join(a.dir, "errands.db")
-    env = {**env, "ERRANDS_BENCH_DB": path}
-    with errands.Queue(path) as q:
+    env = {**env, "ERRANDS_BENCH_DB": path, "ERRANDS_BENCH_DURABILITY": durability}
+    with errands.Queue(path, durability=durability) as q:
         enq = timed(lambda: [q.enqueue("noop", {"i": i}) for i in range(n)] and None)
 
     def done() -> int:
@@ -91,6 +93,13 @@ def errands_(n: int, a: argparse.Namespace, env: dict[str, str]) -> dict[str, An
     cmd = [sys.executable, "-m", "errands", "worker", "--app", "errands.bench_app:q", "--quiet"]
     proc = worker(cmd, env, done, n)
     return {"enqueue": rate(n, enq), "process": rate(n, proc), "how": "errands worker, 8 threads"}
+
+
+def errands_normal(n: int, a: argparse.Namespace, env: dict[str, str]) -> dict[str, Any]:
+    """synchronous=NORMAL, as litequeue uses: no fsync per commit (see README, durability)."""
+    result = errands_(n, a, env, durability="normal")
+    result["how"] += ", durability=normal"
+    return result
 
 
 def huey_(n: int, a: argparse.Namespace, env: dict[str, str]) -> dict[str, Any]:
@@ -240,6 +249,7 @@ def fresh_database(base: str, name: str) -> str:
 
 PEERS = {
     "errands": errands_,
+    "errands-normal": errands_normal,
     "huey": huey_,
     "litequeue": litequeue_,
     "persist-queue": persistqueue_,
