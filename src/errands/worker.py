@@ -268,6 +268,11 @@ class Worker:
         except DatabaseError as exc:
             self._db_trouble("claim skipped", exc)
             return []
+        self._take(jobs)
+        return jobs
+
+    def _take(self, jobs: list[ClaimedJob]) -> None:
+        """Hold and start just-claimed jobs."""
         tasks = self.q.tasks
         for job in jobs:
             slot = _Slot(job, tasks[job.type])
@@ -277,7 +282,6 @@ class Worker:
             self._held[job.id] = slot
             self._dispatch(slot)
         self.summary.claimed += len(jobs)
-        return jobs
 
     def _next_due(self) -> float | None:
         try:
@@ -295,20 +299,42 @@ class Worker:
         for _, _, ran in batch:
             self._avg_run = ran if self._avg_run <= 0 else 0.9 * self._avg_run + 0.1 * ran
         outcomes = [(slot, o) for slot, o, _ in batch if o is not None]
+        # Claim the next jobs in the same transaction as these outcomes: one commit per batch.
+        want = self._target_held() - (len(self._held) - len(batch))
+        request = None
+        if want > 0 and outcomes and not self._renewal_lost and not self._stopping:
+            request = ClaimRequest(
+                self.id, self.types, self.queues, want, self.settings.lease_seconds
+            )
+        jobs: list[ClaimedJob] = []
+        if request is not None:
+            self._dirty = False  # cleared before the claim looks, as in the loop: no lost wake-up
         try:
-            applied = self.backend.finish([o for _, o in outcomes], self.id, now)
+            if request is None:
+                applied = self.backend.finish([o for _, o in outcomes], self.id, now)
+            else:
+                applied, jobs = self.backend.finish_and_claim(
+                    [o for _, o in outcomes], self.id, request, now
+                )
         except DatabaseError as exc:
             self._db_trouble(f"recording {len(outcomes)} outcome(s) postponed", exc)
             self._done.extendleft(reversed(batch))
+            self._dirty = self._dirty or request is not None  # that claim did not happen
             return
         for (_, outcome), ok in zip(outcomes, applied, strict=True):
             self._count(outcome, ok)
         # A retry may already be due, and a burst decides when to return by claiming: look
         # again now instead of relying on a wake-up (PostgreSQL only NOTIFYs for enqueues).
-        if self.burst or any(isinstance(o, Failed) and o.retry_at is not None for _, o in outcomes):
+        full = request is not None and len(jobs) == request.limit
+        if (self.burst and not full) or any(
+            isinstance(o, Failed) and o.retry_at is not None for _, o in outcomes
+        ):
             self._dirty = True
         for slot, _, _ in batch:
             self._held.pop(slot.job.id, None)
+        if request is not None:  # after the pops: a retried job may come back with its id
+            self._take(jobs)
+            self._more = full
 
     def _db_trouble(self, what: str, exc: DatabaseError) -> None:
         """Contention is expected and retried quietly; anything else (disk full, read-only,

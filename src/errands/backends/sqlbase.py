@@ -285,6 +285,13 @@ class SQLBackend:
     def claim(self, request: ClaimRequest, now: float) -> list[ClaimedJob]:
         if not request.types or request.limit <= 0:
             return []
+        with self._write("claim") as conn:
+            rows = self._claim_in(conn, request, now)
+        return self._claimed(rows)
+
+    def _claim_in(self, conn: Conn, request: ClaimRequest, now: float) -> list[Any]:
+        if not request.types or request.limit <= 0:
+            return []
         params = {
             "to_state": T_CLAIM,
             "worker_id": request.worker_id,
@@ -294,17 +301,17 @@ class SQLBackend:
             "queues": None if request.queues is None else self._list(list(request.queues)),
             "limit": request.limit,
         }
-        with self._write("claim") as conn:
-            rows = conn.execute(self.q["claim"], params).fetchall()
-            if rows:
-                running = AttemptStatus.RUNNING.value
-                ids = _dumps([r[0] for r in rows])
-                conn.execute(
-                    self.q["open_attempts"], {"job_ids": ids, "now": now, "status": running}
-                )
-                if Event.CLAIMED in self._audit:
-                    params = {"job_ids": ids, "now": now, "event": Event.CLAIMED.value}
-                    conn.execute(self.q["insert_claimed_events"], params)
+        rows: list[Any] = conn.execute(self.q["claim"], params).fetchall()
+        if rows:
+            running = AttemptStatus.RUNNING.value
+            ids = _dumps([r[0] for r in rows])
+            conn.execute(self.q["open_attempts"], {"job_ids": ids, "now": now, "status": running})
+            if Event.CLAIMED in self._audit:
+                params = {"job_ids": ids, "now": now, "event": Event.CLAIMED.value}
+                conn.execute(self.q["insert_claimed_events"], params)
+        return rows
+
+    def _claimed(self, rows: list[Any]) -> list[ClaimedJob]:
         ep = self._epoch
         jobs = [
             ClaimedJob(
@@ -331,28 +338,44 @@ class SQLBackend:
         applied. A refused one (the lease was recovered and the job moved on) changes nothing.
         Successes — the hot path — go in one batched statement; the rest one by one.
         """
+        with self._write("finish") as conn:
+            return self._finish_in(conn, outcomes, worker_id, now)
+
+    def finish_and_claim(
+        self, outcomes: Sequence[Outcome], worker_id: str, request: ClaimRequest, now: float
+    ) -> tuple[list[bool], list[ClaimedJob]]:
+        """``finish`` then ``claim`` in one transaction: one commit (one fsync with SQLite's
+        synchronous=FULL, one WAL flush on PostgreSQL) per batch instead of two. All or
+        nothing: if the claim fails, the outcomes are not recorded either."""
+        with self._write("finish") as conn:
+            applied = self._finish_in(conn, outcomes, worker_id, now)
+            rows = self._claim_in(conn, request, now)
+        return applied, self._claimed(rows)
+
+    def _finish_in(
+        self, conn: Conn, outcomes: Sequence[Outcome], worker_id: str, now: float
+    ) -> list[bool]:
         attempts: list[list[Any]] = []
         events: list[list[Any]] = []
         succeeded = [o for o in outcomes if isinstance(o, Succeeded)]
         done: set[tuple[int, int]] = set()
         other: dict[int, bool] = {}
-        with self._write("finish") as conn:
-            if succeeded:
-                done = self._succeed(conn, succeeded, worker_id, now)
-            for i, o in enumerate(outcomes):
-                if not isinstance(o, Succeeded):
-                    other[i] = self._apply(conn, o, now, attempts, events, worker_id)
-            applied = [
-                (o.job_id, o.attempt) in done if isinstance(o, Succeeded) else other[i]
-                for i, o in enumerate(outcomes)
-            ]
-            if Event.STARTED in self._audit:
-                events.extend(
-                    [o.job_id, o.started_at, "STARTED", worker_id, _attempt_detail(o.attempt)]
-                    for o, ok in zip(outcomes, applied, strict=True)
-                    if ok and not isinstance(o, Released)
-                )
-            self._write_rows(conn, attempts, events, now)
+        if succeeded:
+            done = self._succeed(conn, succeeded, worker_id, now)
+        for i, o in enumerate(outcomes):
+            if not isinstance(o, Succeeded):
+                other[i] = self._apply(conn, o, now, attempts, events, worker_id)
+        applied = [
+            (o.job_id, o.attempt) in done if isinstance(o, Succeeded) else other[i]
+            for i, o in enumerate(outcomes)
+        ]
+        if Event.STARTED in self._audit:
+            events.extend(
+                [o.job_id, o.started_at, "STARTED", worker_id, _attempt_detail(o.attempt)]
+                for o, ok in zip(outcomes, applied, strict=True)
+                if ok and not isinstance(o, Released)
+            )
+        self._write_rows(conn, attempts, events, now)
         return applied
 
     def _succeed(

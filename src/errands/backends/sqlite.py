@@ -20,7 +20,7 @@ from .. import faults
 from ..errors import ConfigurationError, DatabaseBusyError, DatabaseError
 from ..settings import Settings
 from . import sql, wakeup
-from .base import NewJob, Outcome, RescueReport
+from .base import ClaimedJob, ClaimRequest, NewJob, Outcome, RescueReport
 from .ops import OpsVerbs
 from .sqlbase import SQLBackend
 
@@ -301,6 +301,13 @@ class SQLiteBackend(OpsVerbs, SQLBackend):
         applied = super().finish(outcomes, worker_id, now)
         self._notifier.send(wakeup.DONE)
         return applied
+
+    def finish_and_claim(
+        self, outcomes: Sequence[Outcome], worker_id: str, request: ClaimRequest, now: float
+    ) -> tuple[list[bool], list[ClaimedJob]]:
+        result = super().finish_and_claim(outcomes, worker_id, request, now)
+        self._notifier.send(wakeup.DONE)
+        return result
 
     def retry(self, job_ids: Sequence[int], actor: str, now: float) -> list[int]:
         done = super().retry(job_ids, actor, now)
