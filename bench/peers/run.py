@@ -34,6 +34,7 @@ RESULTS = ROOT / "bench" / "results"
 PEERS: dict[str, tuple[list[str], str, str]] = {
     "errands": ([], "errands", "SQLite"),
     "errands-normal": ([], "errands", "SQLite"),
+    "errands-pg": ([], "errands", "PostgreSQL"),
     "huey": (["huey"], "huey", "SQLite (SqliteHuey)"),
     "litequeue": (["litequeue"], "litequeue", "SQLite"),
     "persist-queue": (["persist-queue"], "persist-queue", "SQLite (SQLiteAckQueue)"),

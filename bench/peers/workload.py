@@ -95,6 +95,26 @@ def errands_(
     return {"enqueue": rate(n, enq), "process": rate(n, proc), "how": "errands worker, 8 threads"}
 
 
+def errands_pg(n: int, a: argparse.Namespace, env: dict[str, str]) -> dict[str, Any]:
+    import psycopg
+
+    import errands
+
+    url = fresh_database(a.pg, "errands_peer_errands")
+    env = {**env, "ERRANDS_BENCH_DB": url}
+    with errands.Queue(url) as q:
+        enq = timed(lambda: [q.enqueue("noop", {"i": i}) for i in range(n)] and None)
+
+    def done() -> int:
+        with psycopg.connect(url, autocommit=True) as conn:
+            row = conn.execute("SELECT count(*) FROM jobs WHERE status = 'succeeded'").fetchone()
+            return int(row[0]) if row else 0
+
+    cmd = [sys.executable, "-m", "errands", "worker", "--app", "errands.bench_app:q", "--quiet"]
+    proc = worker(cmd, env, done, n)
+    return {"enqueue": rate(n, enq), "process": rate(n, proc), "how": "errands worker, 8 threads"}
+
+
 def errands_normal(n: int, a: argparse.Namespace, env: dict[str, str]) -> dict[str, Any]:
     """synchronous=NORMAL, as litequeue uses: no fsync per commit (see README, durability)."""
     result = errands_(n, a, env, durability="normal")
@@ -250,6 +270,7 @@ def fresh_database(base: str, name: str) -> str:
 PEERS = {
     "errands": errands_,
     "errands-normal": errands_normal,
+    "errands-pg": errands_pg,
     "huey": huey_,
     "litequeue": litequeue_,
     "persist-queue": persistqueue_,
