@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from ..records import Attempt, EventRecord, Job
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # hot path (one per enqueued job): see ClaimedJob
 class NewJob:
     type: str
     payload: str
