@@ -240,12 +240,69 @@ def cli_name() -> str:
     return f"{sys.executable} -m errands"
 
 
-def run_demo(path: str, *, jobs: int = 300, out: TextIO | None = None) -> int:
+def start_dashboard(q: Queue, port: int, out: TextIO) -> Any:
+    """The dashboard on a background thread (loopback, no token), or None if the web extra is
+    not installed. Port ``port`` if free, else any free port: the URL printed is the real one."""
+    try:
+        from .web.server import Background, bind, build, url_of
+    except ConfigurationError as exc:  # errands[web] not installed
+        print(f"(no dashboard: {exc})\n", file=out)
+        return None
+    app = build(q, host="127.0.0.1", token=None, read_only=False)
+    try:
+        sock = bind("127.0.0.1", port)
+    except ConfigurationError:
+        sock = bind("127.0.0.1", 0)
+    server = Background(app, sock)
+    server.start()
+    print(f"Dashboard: {url_of(sock, '127.0.0.1')}  (open it to watch the jobs)\n", file=out)
+    return server
+
+
+def finish_dashboard(q: Queue, server: Any, path: str, keep: bool, out: TextIO) -> None:
+    """Interactive runs keep the dashboard up with a worker until Ctrl-C, so a retry clicked
+    in the browser runs and the periodic job keeps ticking; other runs (``make demo`` in a
+    script or CI) stop it, so the demo ends by itself."""
+    if server is None:
+        return
+    try:
+        if keep:
+            print(
+                "\nThe dashboard stays up with a worker running: retry the failed job in the "
+                "browser and watch it run. Press Ctrl-C to stop.",
+                file=out,
+            )
+            out.flush()
+            q.run_worker(concurrency=4)  # returns on SIGINT/SIGTERM (graceful shutdown)
+        else:
+            print(
+                "\n(The dashboard stopped with the demo, which was not run from a terminal; "
+                f"keep one open with `{cli_name()} --db {path} dashboard`.)",
+                file=out,
+            )
+    finally:
+        server.stop()
+
+
+def run_demo(
+    path: str,
+    *,
+    jobs: int = 300,
+    out: TextIO | None = None,
+    dashboard: bool = True,
+    port: int = 8000,
+    keep: bool | None = None,
+) -> int:
+    """``keep``: after the summary, keep the dashboard and a worker running until Ctrl-C
+    (default: only when stdin and stdout are terminals)."""
     stream = out or sys.stdout
+    if keep is None:
+        keep = sys.stdin.isatty() and stream.isatty()
     prepare(path)
     started = time.monotonic()
     with build_queue(path) as q:
         print(f"errands demo — a fresh SQLite database at {path}\n", file=stream)
+        web = start_dashboard(q, port, stream) if dashboard else None
         print(
             "Tasks: resize_image (fast), sync_inventory (flaky: fails, then succeeds on retry),\n"
             "       charge_card (always fails: PAYMENT:CARD_DECLINED), fetch_feed (async def),\n"
@@ -263,4 +320,5 @@ def run_demo(path: str, *, jobs: int = 300, out: TextIO | None = None) -> int:
         run_worker_until_done(q, stream)
         print(f"Done in {time.monotonic() - started:.1f}s.", file=stream)
         summarize(q, path, stream)
+        finish_dashboard(q, web, path, keep, stream)
     return 0

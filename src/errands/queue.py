@@ -413,6 +413,36 @@ class Queue:
         now = self.clock() if now is None else now
         return self.backend.top_errors(now - seconds(since, "since"), top)
 
+    def workers(self, *, now: float | None = None) -> list[dict[str, Any]]:
+        """Live workers (seen within ``lease_seconds``, not stopped), newest heartbeat first —
+        the same rows as ``stats()["workers"]``."""
+        return self.backend.live_workers(
+            self.clock() if now is None else now, self.settings.lease_seconds
+        )
+
+    def throughput(self, *, hours: int = 24, now: float | None = None) -> list[dict[str, Any]]:
+        """Finished jobs per hour over the last ``hours`` hours, oldest first, one entry per hour
+        (zeros included): ``{"hour": epoch of its start, "succeeded", "failed", "cancelled"}``.
+        Counts rows still in the table plus the hourly rollup of pruned ones."""
+        if type(hours) is not int or not 1 <= hours <= 24 * 31:
+            raise ConfigurationError(f"hours must be a whole number from 1 to 744, got {hours!r}")
+        now = self.clock() if now is None else now
+        first = (now // 3600.0 - (hours - 1)) * 3600.0
+        series = {
+            first + 3600.0 * i: {
+                "hour": first + 3600.0 * i,
+                "succeeded": 0,
+                "failed": 0,
+                "cancelled": 0,
+            }
+            for i in range(hours)
+        }
+        for hour, outcome, n in self.backend.hourly_outcomes(first):
+            slot = series.get(float(hour))
+            if slot is not None and outcome in slot:
+                slot[outcome] += n
+        return list(series.values())
+
     def prune(
         self,
         now: float | None = None,

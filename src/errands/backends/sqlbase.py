@@ -699,6 +699,13 @@ class SQLBackend:
             rows = conn.execute(self.q["count_by_state"], {}).fetchall()
         return [(r[0], r[1], r[2], int(r[3])) for r in rows]
 
+    def hourly_outcomes(self, since: float) -> list[tuple[float, str, int]]:
+        """(hour start, outcome, jobs) for every hour since ``since`` that has finished jobs:
+        live rows plus the rollup of pruned ones (series.sql)."""
+        with self._read() as conn:
+            rows = conn.execute(self.q["hourly_outcomes"], {"since": since}).fetchall()
+        return [(self._epoch(r[0]) or 0.0, str(r[1]), int(r[2])) for r in rows]
+
     # -- workers registry ------------------------------------------------------------------
 
     def register_worker(self, info: WorkerInfo, now: float) -> None:

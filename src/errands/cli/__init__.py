@@ -15,7 +15,7 @@ from typing import Any
 
 from .. import __version__
 from ..errors import ErrandsError
-from . import graduate, jobs, ops, output, worker
+from . import dashboard, graduate, jobs, ops, output, worker
 from .common import UsageError, add_db, add_json
 from .jobs import positive_int
 
@@ -44,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     jobs.register(sub)
     ops.register(sub)
     graduate.register(sub)
+    dashboard.register(sub)
     _register_tools(sub)
     return parser
 
@@ -69,6 +70,20 @@ def _register_tools(sub: Any) -> None:
         default=300,
         metavar="N",
         help="roughly how many jobs (default 300)",
+    )
+    p.add_argument(
+        "--no-dashboard",
+        dest="dashboard",
+        action="store_false",
+        help="do not start the web dashboard (default: start it on 127.0.0.1 and print its URL; "
+        "from a terminal it stays up with a worker until Ctrl-C)",
+    )
+    p.add_argument(
+        "--port",
+        type=int,
+        default=8000,
+        metavar="N",
+        help="dashboard port (default 8000, else any free one)",
     )
     p.set_defaults(func=_cmd_demo)
 
@@ -144,7 +159,12 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
     # Only an explicit --db: $ERRANDS_DB may name the user's real database, which the demo
     # would replace.
-    return run_demo(getattr(args, "db", None) or DEMO_DB, jobs=args.jobs)
+    return run_demo(
+        getattr(args, "db", None) or DEMO_DB,
+        jobs=args.jobs,
+        dashboard=args.dashboard,
+        port=args.port,
+    )
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:

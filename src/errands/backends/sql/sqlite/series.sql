@@ -1,0 +1,16 @@
+-- Time series for the dashboard's charts (web/charts.py).
+
+-- name: hourly_outcomes
+-- Finished jobs per hour and outcome since :since: rows still in the table, bucketed by the
+-- hour they finished in, plus the rolled-up hours of pruned rows (job_stats_hourly).
+SELECT hour, outcome, SUM(n) FROM (
+    SELECT CAST(finished_at / 3600 AS INTEGER) * 3600.0 AS hour, status AS outcome, COUNT(*) AS n
+    FROM jobs
+    WHERE status IN ('succeeded', 'failed', 'cancelled') AND finished_at >= :since
+    GROUP BY 1, 2
+    UNION ALL
+    SELECT hour, outcome, SUM(count) AS n FROM job_stats_hourly WHERE hour >= :since
+    GROUP BY hour, outcome
+) AS merged
+GROUP BY hour, outcome
+ORDER BY hour, outcome;

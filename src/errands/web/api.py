@@ -1,0 +1,249 @@
+"""The JSON admin API (SPEC §5b): ``/api/admin/…``, ``/metrics`` and ``/healthz``.
+
+Handlers read parameters (``params``: 400 on a bad one), then run every database call in a
+worker thread (``run_in_threadpool``), never on the event loop. Mutations arrive here only
+after ``app.guarded`` has checked authentication, read-only mode and CSRF.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import TYPE_CHECKING, Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from .. import bulk
+from ..errors import JobNotFoundError
+from ..periodic import describe
+from . import params
+
+if TYPE_CHECKING:
+    from .app import Dashboard
+
+ACTOR = "api"
+log = logging.getLogger("errands.web")
+
+
+def not_found(job_id: object) -> JobNotFoundError:
+    return JobNotFoundError(f"no job with id {job_id}; list jobs with GET /api/admin/jobs")
+
+
+async def json_body(request: Request) -> dict[str, Any]:
+    """The request's JSON object (an empty body is ``{}``)."""
+    raw = await request.body()
+    if not raw.strip():
+        return {}
+    try:
+        value = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        raise params.BadParameter("the request body is not valid JSON") from None
+    if not isinstance(value, dict):
+        raise params.BadParameter("the request body must be a JSON object")
+    return value
+
+
+def list_jobs(dash: Dashboard, query: Any) -> tuple[list[Any], int | None]:
+    """A page of jobs for the filters in ``query`` and the next page's cursor (or None)."""
+    status = params.status(query)
+    jtype = params.text(query, "type")
+    queue = params.text(query, "queue")
+    error_code = params.text(query, "error_code")
+    limit = params.limit(query)
+    before = params.cursor(query)
+    # One more than asked: a next page exists only if that one came back.
+    rows = dash.queue.jobs(
+        status=status,
+        type=jtype,
+        queue=queue,
+        error_code=error_code,
+        limit=limit + 1,
+        before_id=before,
+    )
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return rows, (rows[-1].id if more and rows else None)
+
+
+async def jobs(request: Request, dash: Dashboard) -> Response:
+    query = request.query_params
+    rows, next_id = await run_in_threadpool(list_jobs, dash, query)
+    return JSONResponse(
+        {
+            "jobs": [j.to_dict() for j in rows],
+            "next_cursor": None if next_id is None else str(next_id),
+        }
+    )
+
+
+def job_detail(dash: Dashboard, job_id: int) -> dict[str, Any]:
+    q = dash.queue
+    job = q.get(job_id)
+    if job is None:
+        raise not_found(job_id)
+    attempts = q.attempts(job_id)
+    return {
+        "job": job,
+        "attempts": attempts,
+        "events": q.events(job_id),
+    }
+
+
+async def job(request: Request, dash: Dashboard) -> Response:
+    job_id = params.job_id(request.path_params["job_id"])
+    if job_id is None:
+        raise not_found(request.path_params["job_id"])
+    d = await run_in_threadpool(job_detail, dash, job_id)
+    return JSONResponse(
+        {
+            "job": d["job"].to_dict(),
+            "attempts": [
+                {**a.to_dict(), "has_traceback": a.traceback_ref is not None} for a in d["attempts"]
+            ],
+            "events": [e.to_dict() for e in d["events"]],
+        }
+    )
+
+
+async def retry(request: Request, dash: Dashboard) -> Response:
+    job_id = params.job_id(request.path_params["job_id"])
+    if job_id is None:
+        raise not_found(request.path_params["job_id"])
+    await run_in_threadpool(dash.queue.retry, job_id, actor=ACTOR)
+    return JSONResponse({"id": job_id, "result": "retried", "status": "queued"})
+
+
+async def cancel(request: Request, dash: Dashboard) -> Response:
+    job_id = params.job_id(request.path_params["job_id"])
+    if job_id is None:
+        raise not_found(request.path_params["job_id"])
+    what = await run_in_threadpool(dash.queue.cancel, job_id, actor=ACTOR)
+    return JSONResponse({"id": job_id, "result": what})
+
+
+def bulk_filters(query: Any, allowed: frozenset[str]) -> dict[str, Any]:
+    status = params.status(query, tuple(sorted(allowed)))
+    if status is None:
+        raise params.BadParameter(f"status is required: one of {', '.join(sorted(allowed))}")
+    return {
+        "status": status,
+        "type": params.text(query, "type"),
+        "queue": params.text(query, "queue"),
+        "error_code": params.text(query, "error_code"),
+    }
+
+
+def run_bulk(
+    dash: Dashboard, action: str, filters: dict[str, Any], dry_run: bool
+) -> dict[str, Any]:
+    allowed = bulk.RETRYABLE if action == "retry" else bulk.CANCELLABLE
+    q = dash.queue
+    ids = bulk.select(q.backend, filters["status"], allowed=allowed, **_rest(filters))
+    if dry_run:
+        return {"selected": len(ids), "changed": 0, "requested": 0, "skipped": 0, "dry_run": True}
+    act = bulk.retry if action == "retry" else bulk.cancel
+    report = act(q.backend, ids, ACTOR, q.clock())
+    log.info("bulk %s by api: %d selected, %d changed", action, len(ids), len(report.changed))
+    return {
+        "selected": report.selected,
+        "changed": len(report.changed),
+        "requested": len(report.requested),
+        "skipped": report.skipped,
+        "dry_run": False,
+    }
+
+
+def _rest(filters: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in filters.items() if k != "status"}
+
+
+async def bulk_retry(request: Request, dash: Dashboard) -> Response:
+    body = await json_body(request)
+    filters = bulk_filters(body, bulk.RETRYABLE)
+    out = await run_in_threadpool(run_bulk, dash, "retry", filters, params.flag(body, "dry_run"))
+    return JSONResponse(out)
+
+
+async def bulk_cancel(request: Request, dash: Dashboard) -> Response:
+    body = await json_body(request)
+    filters = bulk_filters(body, bulk.CANCELLABLE)
+    out = await run_in_threadpool(run_bulk, dash, "cancel", filters, params.flag(body, "dry_run"))
+    return JSONResponse(out)
+
+
+def run_prune(dash: Dashboard, dry_run: bool) -> dict[str, Any]:
+    report = dash.queue.prune(dry_run=dry_run)
+    if not dry_run:
+        # The pruned jobs' own event rows go with them (ON DELETE CASCADE), so the action is
+        # recorded in the log instead.
+        log.info("prune by api: %d job(s) deleted %s", report.total, report.deleted)
+    return {
+        "dry_run": report.dry_run,
+        "deleted": report.deleted,
+        "total": report.total,
+        "batches": report.batches,
+    }
+
+
+async def prune(request: Request, dash: Dashboard) -> Response:
+    body = await json_body(request)
+    out = await run_in_threadpool(run_prune, dash, params.flag(body, "dry_run"))
+    return JSONResponse(out)
+
+
+async def stats(request: Request, dash: Dashboard) -> Response:
+    window = params.window(request.query_params)
+    top = params.integer(request.query_params, "top", default=10, low=1, high=100)
+    out = await run_in_threadpool(dash.queue.stats, window=window, top=top or 10)
+    return JSONResponse(out)
+
+
+async def errors(request: Request, dash: Dashboard) -> Response:
+    top = params.integer(request.query_params, "top", default=10, low=1, high=100)
+    since = params.window(request.query_params, "since")
+    rows = await run_in_threadpool(dash.queue.errors, top=top or 10, since=since)
+    return JSONResponse({"errors": rows, "since_seconds": since})
+
+
+async def workers(request: Request, dash: Dashboard) -> Response:
+    rows = await run_in_threadpool(dash.queue.workers)
+    return JSONResponse({"workers": rows})
+
+
+def periodic_rows(dash: Dashboard) -> list[dict[str, Any]]:
+    q = dash.queue
+    now = q.clock()
+    return [describe(r, now) for r in q.backend.list_periodic()]
+
+
+async def periodic(request: Request, dash: Dashboard) -> Response:
+    rows = await run_in_threadpool(periodic_rows, dash)
+    return JSONResponse({"periodic": rows})
+
+
+async def throughput(request: Request, dash: Dashboard) -> Response:
+    hours = params.integer(request.query_params, "hours", default=24, low=1, high=24 * 31)
+    rows = await run_in_threadpool(dash.queue.throughput, hours=hours or 24)
+    return JSONResponse({"hours": rows})
+
+
+async def metrics(request: Request, dash: Dashboard) -> Response:
+    from ..metrics import CONTENT_TYPE, render_metrics
+
+    data = await run_in_threadpool(render_metrics, dash.queue)
+    return Response(data, media_type=None, headers={"content-type": CONTENT_TYPE})
+
+
+def _probe(dash: Dashboard) -> None:
+    dash.queue.get(1)  # one primary-key read: the database answers
+
+
+async def healthz(request: Request, dash: Dashboard) -> Response:
+    try:
+        await run_in_threadpool(_probe, dash)
+    except Exception:  # public route: say only that the database did not answer
+        log.exception("healthz: the database did not answer")
+        return JSONResponse({"status": "error", "database": "unreachable"}, status_code=503)
+    return JSONResponse({"status": "ok"})

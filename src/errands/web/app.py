@@ -1,0 +1,260 @@
+"""``create_app``: the dashboard as one ASGI application, and the table of its routes.
+
+Every route is declared in ``ROUTES`` with its access (``public``: reachable without
+credentials; ``protected``: everything else) and kind (``read``, ``mutation``, ``login``).
+``guarded`` enforces them in one place, so a handler cannot forget: authentication first, then
+for a mutation read-only mode (403), the Origin check and CSRF (403) — all before the handler
+runs, so a refused request changes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+from urllib.parse import parse_qsl
+
+import jinja2
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.templating import Jinja2Templates
+
+from ..errors import ConfigurationError, ErrandsError, InvalidTransitionError, JobNotFoundError
+from . import api, pages
+from .middleware import MAX_BODY, BodyLimit, SecurityHeaders
+from .params import BadParameter
+from .security import AuthCallable, Guard, non_simple, same_origin
+
+if TYPE_CHECKING:
+    from ..queue import Queue
+
+HERE = Path(__file__).parent
+Access = Literal["public", "protected"]
+Kind = Literal["read", "mutation", "login"]
+Handler = Callable[[Request, "Dashboard"], Awaitable[Response]]
+log = logging.getLogger("errands.web")
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    path: str
+    handler: Handler
+    methods: tuple[str, ...]
+    name: str
+    access: Access
+    kind: Kind
+    api: bool  # JSON answers and JSON CSRF rules (else HTML pages and form tokens)
+
+
+def _e(
+    path: str, handler: Handler, method: str, name: str, access: Access, kind: Kind, api: bool
+) -> Endpoint:
+    return Endpoint(path, handler, (method,), name, access, kind, api)
+
+
+ROUTES: tuple[Endpoint, ...] = (
+    _e("/healthz", api.healthz, "GET", "healthz", "public", "read", True),
+    _e("/login", pages.login_form, "GET", "login", "public", "read", False),
+    _e("/login", pages.login, "POST", "login_post", "public", "login", False),
+    _e("/logout", pages.logout, "POST", "logout", "protected", "login", False),
+    _e("/metrics", api.metrics, "GET", "metrics", "protected", "read", True),
+    # JSON API (SPEC §5b, plus bulk, prune, periodic and throughput)
+    _e("/api/admin/jobs", api.jobs, "GET", "api_jobs", "protected", "read", True),
+    _e("/api/admin/jobs/{job_id:int}", api.job, "GET", "api_job", "protected", "read", True),
+    _e(
+        "/api/admin/jobs/{job_id:int}/retry",
+        api.retry,
+        "POST",
+        "api_retry",
+        "protected",
+        "mutation",
+        True,
+    ),
+    _e(
+        "/api/admin/jobs/{job_id:int}/cancel",
+        api.cancel,
+        "POST",
+        "api_cancel",
+        "protected",
+        "mutation",
+        True,
+    ),
+    _e(
+        "/api/admin/jobs/retry",
+        api.bulk_retry,
+        "POST",
+        "api_bulk_retry",
+        "protected",
+        "mutation",
+        True,
+    ),
+    _e(
+        "/api/admin/jobs/cancel",
+        api.bulk_cancel,
+        "POST",
+        "api_bulk_cancel",
+        "protected",
+        "mutation",
+        True,
+    ),
+    _e("/api/admin/prune", api.prune, "POST", "api_prune", "protected", "mutation", True),
+    _e("/api/admin/stats", api.stats, "GET", "api_stats", "protected", "read", True),
+    _e("/api/admin/errors", api.errors, "GET", "api_errors", "protected", "read", True),
+    _e("/api/admin/workers", api.workers, "GET", "api_workers", "protected", "read", True),
+    _e("/api/admin/periodic", api.periodic, "GET", "api_periodic", "protected", "read", True),
+    _e("/api/admin/throughput", api.throughput, "GET", "api_throughput", "protected", "read", True),
+    # HTML pages
+    _e("/", pages.overview, "GET", "overview", "protected", "read", False),
+    _e("/jobs", pages.jobs, "GET", "jobs", "protected", "read", False),
+    _e("/jobs/{job_id:int}", pages.job, "GET", "job", "protected", "read", False),
+    _e("/jobs/{job_id:int}/payload", pages.payload, "GET", "payload", "protected", "read", False),
+    _e("/jobs/{job_id:int}/result", pages.result, "GET", "result", "protected", "read", False),
+    _e(
+        "/jobs/{job_id:int}/attempts/{attempt:int}/traceback",
+        pages.traceback,
+        "GET",
+        "traceback",
+        "protected",
+        "read",
+        False,
+    ),
+    _e("/jobs/{job_id:int}/retry", pages.retry, "POST", "retry", "protected", "mutation", False),
+    _e("/jobs/{job_id:int}/cancel", pages.cancel, "POST", "cancel", "protected", "mutation", False),
+    _e("/bulk/confirm", pages.bulk_confirm, "GET", "bulk", "protected", "read", False),
+    _e("/bulk", pages.bulk_run, "POST", "bulk_post", "protected", "mutation", False),
+    _e("/failures", pages.failures, "GET", "failures", "protected", "read", False),
+    _e("/periodic", pages.periodic, "GET", "periodic", "protected", "read", False),
+    _e("/workers", pages.workers, "GET", "workers", "protected", "read", False),
+    _e("/prune/confirm", pages.prune_confirm, "GET", "prune", "protected", "read", False),
+    _e("/prune", pages.prune_run, "POST", "prune_post", "protected", "mutation", False),
+)
+# Mounted sub-apps, classified like routes: the static files hold no data (CSS and the script).
+PUBLIC_MOUNTS = ("/static",)
+
+
+class Dashboard:
+    """What every handler needs: the queue, the guard, the mode and the templates."""
+
+    def __init__(self, queue: Queue, guard: Guard, *, read_only: bool, title: str) -> None:
+        self.queue = queue
+        self.guard = guard
+        self.read_only = read_only
+        self.title = title
+        env = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(HERE / "templates"),
+            autoescape=True,  # every value from a job is escaped; nothing is marked safe
+            undefined=jinja2.StrictUndefined,
+        )
+        self.templates = Jinja2Templates(env=env)
+
+
+async def form_fields(request: Request) -> dict[str, str]:
+    """An urlencoded form body (the only kind the dashboard's forms send). Parsed here rather
+    than with Starlette's parser, which needs python-multipart for this too."""
+    ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if ctype != "application/x-www-form-urlencoded":
+        return {}
+    raw = await request.body()
+    return dict(parse_qsl(raw.decode("utf-8", errors="replace"), keep_blank_values=True))
+
+
+def _refuse(ep: Endpoint, status: int, message: str) -> Response:
+    if ep.api:
+        return JSONResponse({"error": message}, status_code=status)
+    return Response(message + "\n", status_code=status, media_type="text/plain")
+
+
+def guarded(ep: Endpoint, dash: Dashboard) -> Callable[[Request], Awaitable[Response]]:
+    async def endpoint(request: Request) -> Response:
+        if ep.access == "protected" and not await dash.guard.authenticated(request):
+            if not ep.api and request.method == "GET" and dash.guard.uses_login:
+                return RedirectResponse(request.url_for("login"), status_code=303)
+            response = _refuse(
+                ep, 401, "authentication required: log in, or send 'Authorization: Bearer <token>'"
+            )
+            if ep.api and dash.guard.uses_login:
+                response.headers["www-authenticate"] = "Bearer"
+            return response
+        if ep.kind in ("mutation", "login"):
+            if ep.kind == "mutation" and dash.read_only:
+                return _refuse(ep, 403, "this dashboard is read-only; nothing was changed")
+            if not same_origin(request):
+                return _refuse(ep, 403, "cross-origin request refused (Origin does not match)")
+            if ep.api:
+                if not non_simple(request):
+                    return _refuse(
+                        ep,
+                        403,
+                        "send Content-Type: application/json or an X-Requested-With header "
+                        "(CSRF protection); nothing was changed",
+                    )
+            else:
+                request.state.form = await form_fields(request)
+                if ep.kind == "mutation" and not dash.guard.csrf_ok(
+                    request, request.state.form.get("csrf")
+                ):
+                    return _refuse(
+                        ep,
+                        403,
+                        "the form's CSRF token is missing or stale; reload the page "
+                        "and try again (nothing was changed)",
+                    )
+        try:
+            return await ep.handler(request, dash)
+        except BadParameter as exc:
+            return _refuse(ep, 400, str(exc))
+        except JobNotFoundError as exc:
+            return _refuse(ep, 404, str(exc))
+        except (InvalidTransitionError, ConfigurationError) as exc:
+            return _refuse(ep, 409, str(exc))
+        except ErrandsError as exc:  # database trouble: one line, no traceback to the client
+            log.warning("%s %s: %s", request.method, request.url.path, exc)
+            return _refuse(ep, 503, str(exc))
+
+    return endpoint
+
+
+def build_routes(dash: Dashboard) -> list[BaseRoute]:
+    routes: list[BaseRoute] = [
+        Route(ep.path, guarded(ep, dash), methods=list(ep.methods), name=ep.name) for ep in ROUTES
+    ]
+    routes.append(Mount("/static", StaticFiles(directory=HERE / "static"), name="static"))
+    return routes
+
+
+def create_app(
+    queue: Queue,
+    *,
+    token: str | None = None,
+    read_only: bool = False,
+    auth: AuthCallable | None = None,
+    secret_key: str | None = None,
+    allowed_hosts: Sequence[str] | None = None,
+    title: str = "errands",
+) -> Starlette:
+    """The dashboard and JSON admin API for ``queue`` as an ASGI app (mount it, or serve it
+    with ``errands dashboard``). See docs/dashboard.md.
+
+    - ``token``: every route but ``/healthz``, ``/login`` and ``/static`` needs it (login form
+      → session cookie, or ``Authorization: Bearer``).
+    - ``auth``: instead of a token, the host application's own check, ``auth(request) ->
+      bool`` (may be ``async``); False answers 401.
+    - ``read_only``: every mutation answers 403 and writes nothing.
+    - ``secret_key``: signs sessions when there is no token (default: random per process).
+    - ``allowed_hosts``: Host header names accepted (DNS-rebinding protection); None: any.
+    """
+    guard = Guard(token=token, auth=auth, secret_key=secret_key)
+    dash = Dashboard(queue, guard, read_only=read_only, title=title)
+    middleware = [Middleware(SecurityHeaders), Middleware(BodyLimit, limit=MAX_BODY)]
+    if allowed_hosts:
+        middleware.append(Middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts)))
+    app = Starlette(routes=build_routes(dash), middleware=middleware)
+    app.state.dashboard = dash
+    return app
