@@ -68,7 +68,7 @@ def record(r: dict[str, Any]) -> str:
     v = r["versions"]
     db = f"PostgreSQL {v['postgresql']}" if "postgresql" in v else f"filesystem {r['filesystem']}"
     lines = [
-        f"## {now} — {r['backend']}, {os.cpu_count()} CPUs, {cpu_model()}",
+        f"### {now} — {r['backend']}, {os.cpu_count()} CPUs, {cpu_model()}",
         "",
         f"errands {v['errands']} (commit {git_commit()}), Python {v['python']}, "
         f"SQLite {sqlite3.sqlite_version}, {platform.system()} {platform.release()}, {db}; "
