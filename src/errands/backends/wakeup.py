@@ -106,6 +106,7 @@ class Notifier:
         self._sock: socket.socket | None = None
         self._peers: dict[str, list[bytes]] = {}
         self._fetched = float("-inf")
+        self._lock = threading.Lock()
         self.enabled = supported()
 
     def send(self, message: bytes) -> None:
@@ -140,15 +141,19 @@ class Notifier:
     def _socket(self) -> socket.socket:
         sock = self._sock
         if sock is None:
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-            sock.setblocking(False)  # a wake-up must never hold up the enqueue
-            self._sock = sock
+            with self._lock:  # two threads' first sends must not each open one (one would leak)
+                if self._sock is None:
+                    new = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+                    new.setblocking(False)  # a wake-up must never hold up the enqueue
+                    self._sock = new
+                sock = self._sock
         return sock
 
     def close(self) -> None:
-        if self._sock is not None:
-            self._sock.close()
-            self._sock = None
+        with self._lock:
+            if self._sock is not None:
+                self._sock.close()
+                self._sock = None
 
 
 class DatagramListener:
