@@ -17,12 +17,35 @@ from .context import JobContext
 from .errors import JobError, PayloadError
 from .tasks import CTX_PARAM, Task
 
-DETAIL_LIMIT = 500
+DETAIL_LIMIT = 500  # SPEC: error_detail is a summary of at most 500 characters
+# A traceback is kept outside the row, but still has to be storable: a runaway one (a huge
+# message, a deep recursion) keeps its head and its tail — where the raise happened.
+TRACEBACK_LIMIT = 64 * 1024
+BASE_EXCEPTION_CODE = "HANDLER:BASE_EXCEPTION"
 
 
 def summary(exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-    return text if len(text) <= DETAIL_LIMIT else text[: DETAIL_LIMIT - 1] + "…"
+    """``Class: message``, storable on every backend (no NUL, no lone surrogate) and at most
+    DETAIL_LIMIT characters — also when the exception's own ``__str__`` raises."""
+    name = type(exc).__name__
+    try:
+        message = str(exc)
+    except BaseException as broken:  # a lying __str__ must not take the runner down with it
+        message = f"<str() of the exception failed: {type(broken).__name__}>"
+    text = f"{name}: {message}" if message else name
+    return payload_json.storable_text(text, DETAIL_LIMIT)
+
+
+def format_traceback(exc: BaseException) -> str:
+    try:
+        text = "".join(traceback.format_exception(exc))
+    except BaseException as broken:
+        text = f"{summary(exc)}\n(the traceback could not be formatted: {type(broken).__name__})"
+    text = payload_json.storable_text(text)
+    if len(text) > TRACEBACK_LIMIT:
+        half = TRACEBACK_LIMIT // 2
+        text = f"{text[:half]}\n… ({len(text) - 2 * half} characters cut) …\n{text[-half:]}"
+    return text
 
 
 def prepare(task: Task[Any, Any], job: ClaimedJob, ctx: JobContext | None) -> dict[str, Any]:
@@ -53,9 +76,20 @@ def explain(task: Task[Any, Any], kwargs: dict[str, Any], exc: Exception) -> Exc
     return exc
 
 
-def succeeded(job: ClaimedJob, started: float, result: Any) -> Outcome:
+def succeeded(
+    job: ClaimedJob, started: float, result: Any, max_bytes: int | None = None
+) -> Outcome:
+    """A success with its result encoded by the payload rule; a result that is not plain
+    JSON, cannot be stored on every backend or exceeds ``max_result_bytes`` fails this job
+    alone with INVALID_OUTPUT:RESULT (not retried: running it again returns the same)."""
     try:
-        text = None if result is None else payload_json.encode(result, what="result")
+        text = (
+            None
+            if result is None
+            else payload_json.encode(
+                result, what="result", max_bytes=max_bytes, setting="max_result_bytes"
+            )
+        )
     except PayloadError as exc:
         return Failed(
             job.id, job.attempt, started, "INVALID_OUTPUT:RESULT", summary(exc), None, None
@@ -72,15 +106,21 @@ def failed(
     *,
     code: str | None = None,
 ) -> Outcome:
-    """Classify an exception into a retry or a final failure, per the task's rules."""
-    tb = "".join(traceback.format_exception(exc))
+    """Classify an exception into a retry or a final failure, per the task's rules. Every
+    text it produces is storable (see ``payload.storable_text``) before it reaches a batch."""
+    tb = format_traceback(exc)
     opts = task.options
     if isinstance(exc, JobError):
-        code, detail, retry = exc.code, (exc.detail or exc.code)[:DETAIL_LIMIT], exc.retry
+        code, retry = exc.code, exc.retry
+        detail = payload_json.storable_text(str(exc.detail or exc.code), DETAIL_LIMIT)
     elif isinstance(exc, PayloadError):
         code, detail, retry = "INVALID_INPUT:PAYLOAD", summary(exc), False
     else:
-        code = code or f"INTERNAL:{type(exc).__name__}"
+        if code is None:
+            # SystemExit, KeyboardInterrupt, GeneratorExit or a custom BaseException: the
+            # attempt fails like any other, under a code of its own (docs/runtime.md).
+            base = not isinstance(exc, Exception)
+            code = BASE_EXCEPTION_CODE if base else f"INTERNAL:{type(exc).__name__}"
         detail = summary(exc)
         if opts.discard_on and isinstance(exc, opts.discard_on):
             retry = False
@@ -88,10 +128,25 @@ def failed(
             retry = isinstance(exc, opts.retry_on)
         else:
             retry = True
+    code = payload_json.storable_text(str(code), DETAIL_LIMIT)
     if retry and job.attempt < job.max_attempts:
         delay = delay_for(opts.backoff, job.attempt)
         return Failed(job.id, job.attempt, started, code, detail, tb, now + delay, delay)
     return Failed(job.id, job.attempt, started, code, detail, tb, None)
+
+
+def unstorable(outcome: Outcome, reason: str) -> Outcome:
+    """What to record instead of an outcome the database refused: a final failure whose
+    every field is storable (no traceback, no result), so it cannot be refused in turn.
+    Released and cancelled outcomes hold no text of the handler's: they are kept."""
+    if isinstance(outcome, Succeeded):
+        code = "INVALID_OUTPUT:RESULT"
+    elif isinstance(outcome, Failed):
+        code = "INVALID_OUTPUT:ERROR"
+    else:
+        return outcome
+    detail = payload_json.storable_text(f"the outcome could not be stored: {reason}", DETAIL_LIMIT)
+    return Failed(outcome.job_id, outcome.attempt, outcome.started_at, code, detail, None, None)
 
 
 def cancelled(job: ClaimedJob, started: float) -> Outcome:

@@ -26,6 +26,7 @@ from decimal import Decimal
 from typing import Any
 
 from . import faults
+from . import payload as payload_json
 from .errors import ErrandsError
 
 # Copy order respects foreign keys (jobs before the rows that reference them). Each table's
@@ -43,6 +44,7 @@ TABLES: tuple[tuple[str, tuple[str, ...]], ...] = (
 IDENTITY_TABLES = ("jobs", "job_attempts", "job_events", "job_blobs")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MASK = (1 << 64) - 1
+MAX_REPORTED = 50  # rows listed by name when some cannot be copied
 
 Progress = Callable[[str, int, int], None]  # (table, rows done, rows in source)
 
@@ -137,10 +139,14 @@ def graduate(
         )
     report = Report(source=path, target=describe(pg_url))
     src = sqlite3.connect(path, isolation_level=None)
+    # Bytes that are not UTF-8 (an older errands could store a lone surrogate) are read as
+    # surrogate escapes, so the check below can name the row instead of the read failing.
+    src.text_factory = _escaped_text
     try:
         src.execute("BEGIN")  # one snapshot for the copy and the verification
         with psycopg.connect(pg_url, autocommit=True) as dst:
             _json_as_text(dst)
+            _refuse_uncopyable(src, dst, path)
             report.resumed = _claim_target(dst, source_id, force, report.target)
             batches = 0
             for table, key in TABLES:
@@ -175,6 +181,65 @@ def graduate(
         src.close()
     report.seconds = time.monotonic() - started
     return report
+
+
+def _refuse_uncopyable(src: sqlite3.Connection, dst: Any, path: str) -> None:
+    """Before anything is copied: every row PostgreSQL could not store (a NUL character or
+    bytes that are not UTF-8 in a text or JSON column; JSON that is not JSON), by table and
+    key, one line each. Rows written by this errands never qualify: it refuses them at enqueue
+    and makes results and errors storable; an older errands did not."""
+    problems: list[str] = []
+    found = 0
+    for table, key in TABLES:
+        types = _target_types(dst, table)
+        columns = [r[1] for r in src.execute(f"PRAGMA table_info({table})")]
+        checked = [c for c in columns if types.get(c) in ("jsonb", "text")]
+        if not checked:
+            continue
+        select = f"SELECT {', '.join((*key, *checked))} FROM {table}"
+        for row in src.execute(select):
+            keys, values = row[: len(key)], row[len(key) :]
+            for column, value in zip(checked, values, strict=True):
+                reason = _why_uncopyable(types[column], column, value)
+                if reason is None:
+                    continue
+                found += 1
+                if len(problems) < MAX_REPORTED:
+                    name = ", ".join(f"{k} {v!r}" for k, v in zip(key, keys, strict=True))
+                    problems.append(f"  {table} {name}: {reason}")
+    if found:
+        more = f"  … and {found - MAX_REPORTED} more\n" if found > MAX_REPORTED else ""
+        raise GraduateError(
+            f"{found} value(s) in {path} cannot be stored by PostgreSQL; nothing was copied:\n"
+            + "\n".join(problems)
+            + f"\n{more}fix or clear them in the SQLite file (e.g. UPDATE jobs SET result = NULL "
+            "WHERE id = …), or delete those jobs, then run graduate again"
+        )
+
+
+def _why_uncopyable(kind: str, column: str, value: Any) -> str | None:
+    if not isinstance(value, str):
+        return None
+    if kind == "jsonb":
+        try:
+            decoded = json.loads(value, parse_constant=_no_constant)
+        except ValueError as exc:
+            return f"{column} is not JSON PostgreSQL accepts ({exc})"
+        error = payload_json.unstorable_text_in(decoded, column)
+        return None if error is None else str(error).split(", which")[0]
+    if "\x00" in value:
+        return f"{column} holds a NUL character at index {value.index(chr(0))}"
+    if any("\udc80" <= ch <= "\udcff" for ch in value):
+        return f"{column} holds bytes that are not UTF-8"
+    return None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _escaped_text(data: bytes) -> str:
+    return data.decode("utf-8", "surrogateescape")
 
 
 def _claim_target(dst: Any, source_id: str, force: bool, where: str) -> bool:
@@ -225,6 +290,7 @@ def _copy_table(
     batches: int,
 ) -> int:
     """Copy one table in rowid order; returns the batch count so far."""
+    import psycopg
     from psycopg import sql
 
     select = (
@@ -260,9 +326,17 @@ def _copy_table(
             fresh = values
         inserted = 0
         if fresh:
-            with dst.transaction(), dst.cursor() as cur:
-                cur.executemany(insert, fresh)
-                inserted = max(cur.rowcount, 0)
+            try:
+                with dst.transaction(), dst.cursor() as cur:
+                    cur.executemany(insert, fresh)
+                    inserted = max(cur.rowcount, 0)
+            except psycopg.Error as exc:
+                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                raise GraduateError(
+                    f"PostgreSQL refused a batch of {t.name} ({key[0]} {values[0][0]!r} to "
+                    f"{values[-1][0]!r}): {first}; earlier batches stay copied — fix the "
+                    "source row(s) and run graduate again to carry on"
+                ) from None
         t.copied += inserted
         t.skipped += len(values) - inserted
         done += len(values)

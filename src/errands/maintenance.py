@@ -72,10 +72,13 @@ class Maintenance:
     def renew_every(self) -> float:
         return min([self.ttl / 3, *(s.interval for s in self.services)])
 
-    def tick(self, now: float) -> float:
+    def tick(self, now: float, mono: float | None = None) -> float:
         """Renew or seek leadership when due, run the due services we lead; return when to
-        call again."""
-        if now >= self._next_lead:
+        call again. ``now`` (wall clock) goes to the database; the schedule runs on ``mono``
+        (a monotonic reading; ``now`` if not given, as tests that drive time do), so a step
+        of the wall clock neither stalls nor rushes maintenance."""
+        at = now if mono is None else mono
+        if at >= self._next_lead:
             for service in self.services:
                 try:
                     self.leading[service.name] = self.backend.try_lead(
@@ -83,17 +86,17 @@ class Maintenance:
                     )
                 except DatabaseError as exc:
                     log.warning("leader election for %s postponed: %s", service.name, exc)
-            self._next_lead = now + self.renew_every
+            self._next_lead = at + self.renew_every
         due = [self._next_lead]
         for service in self.services:
             if not self.leading[service.name]:
                 continue
-            if now >= self._next_run[service.name]:
+            if at >= self._next_run[service.name]:
                 try:
                     self.reports[service.name] = service.run_once(now)
                 except DatabaseError as exc:
                     log.warning("%s postponed: %s", service.name, exc)
-                self._next_run[service.name] = now + service.interval
+                self._next_run[service.name] = at + service.interval
             due.append(self._next_run[service.name])
         return min(due)
 

@@ -54,6 +54,7 @@ class Queue:
         shutdown_timeout: Duration = 30.0,
         busy_timeout: Duration = 5.0,
         max_payload_bytes: int = 1024 * 1024,
+        max_result_bytes: int = 1024 * 1024,
         retention: Retention | Mapping[str, Duration] | None = None,
         audit: Iterable[Event | str] | None = None,
         allow_network_filesystem: bool = False,
@@ -68,6 +69,7 @@ class Queue:
             shutdown_timeout=shutdown_timeout,
             busy_timeout=busy_timeout,
             max_payload_bytes=max_payload_bytes,
+            max_result_bytes=max_result_bytes,
             retention=retention,
             audit=audit,
             allow_network_filesystem=allow_network_filesystem,
@@ -513,9 +515,14 @@ class Queue:
         burst: bool = False,
         handle_signals: bool = True,
         recycle_on_timeout: bool = False,
+        supervised: bool = False,
     ) -> Any:
         """Run jobs until stopped (SIGTERM/SIGINT), or with ``burst=True`` until no job this
-        worker handles is due and none is running. Returns a summary of what it did."""
+        worker handles is due and none is running. Returns a summary of what it did.
+
+        ``recycle_on_timeout`` and ``supervised`` are set by ``errands worker --processes``
+        for its children: exit (status 75) after a sync handler overran its timeout; ignore
+        SIGINT and repeated SIGTERMs, leaving "stop now" to the supervisor."""
         from .worker import Worker
 
         return Worker(
@@ -525,6 +532,7 @@ class Queue:
             burst=burst,
             handle_signals=handle_signals,
             recycle_on_timeout=recycle_on_timeout,
+            supervised=supervised,
         ).run()
 
 

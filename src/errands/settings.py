@@ -55,6 +55,7 @@ class Settings:
     shutdown_timeout: float = 30.0
     busy_timeout: float = 5.0
     max_payload_bytes: int = 1024 * 1024
+    max_result_bytes: int = 1024 * 1024
     retention: Retention = field(default_factory=Retention)
     audit: frozenset[Event] = DEFAULT_AUDIT
     allow_network_filesystem: bool = False
@@ -70,6 +71,7 @@ class Settings:
         shutdown_timeout: Duration = 30.0,
         busy_timeout: Duration = 5.0,
         max_payload_bytes: int = 1024 * 1024,
+        max_result_bytes: int = 1024 * 1024,
         retention: Retention | Mapping[str, Duration] | None = None,
         audit: Iterable[Event | str] | None = None,
         allow_network_filesystem: bool = False,
@@ -89,6 +91,8 @@ class Settings:
             )
         if max_payload_bytes <= 0:
             raise ConfigurationError(f"max_payload_bytes must be > 0, got {max_payload_bytes}")
+        if max_result_bytes <= 0:
+            raise ConfigurationError(f"max_result_bytes must be > 0, got {max_result_bytes}")
         events = DEFAULT_AUDIT if audit is None else frozenset(_event(e) for e in audit)
         return cls(
             durability=durability,
@@ -98,6 +102,7 @@ class Settings:
             shutdown_timeout=seconds(shutdown_timeout, "shutdown_timeout", allow_zero=True),
             busy_timeout=seconds(busy_timeout, "busy_timeout"),
             max_payload_bytes=max_payload_bytes,
+            max_result_bytes=max_result_bytes,
             retention=Retention.of(retention),
             audit=events,
             allow_network_filesystem=allow_network_filesystem,

@@ -4,6 +4,12 @@ Children are started fresh (``python -m errands worker …``), never forked from
 holding an open database connection. A child that dies is restarted with backoff; SIGTERM or
 SIGINT is passed on so each child shuts down gracefully; a second signal kills them all (their
 leases recover whatever was running).
+
+A signal often reaches the children directly too: Ctrl-C sends SIGINT to the terminal's whole
+process group, ``kill -TERM -PGID`` and systemd (KillMode=control-group) signal every process.
+So children start with SIGINT ignored (the supervisor forwards it as SIGTERM) and take a
+repeated SIGTERM as the same request, never as "stop now": only a second signal to the
+supervisor means that (docs/runtime.md, "Graceful shutdown").
 """
 
 from __future__ import annotations
@@ -59,6 +65,9 @@ class Supervisor:
         child.proc = subprocess.Popen(
             [sys.executable, "-m", "errands", "worker", *self.child_args],
             env={**os.environ, SUPERVISED_ENV: "1"},
+            # Ignored from the first instruction, not only once the worker installs its
+            # handlers: a Ctrl-C during the child's start-up must not kill it mid-import.
+            preexec_fn=_ignore_sigint,
         )
         child.started = time.monotonic()
         log.info("worker process %d started (pid %d)", child.slot, child.proc.pid)
@@ -67,6 +76,7 @@ class Supervisor:
         if self._stopping:
             self._kill = True
         self._stopping = True
+        # Nothing else here (no logging, no locks): the main loop acts on the flags.
 
     def run(self) -> int:
         previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
@@ -124,6 +134,10 @@ class Supervisor:
 
     def _stop_all(self) -> int:
         live = [c.proc for c in self.children if c.proc is not None]
+        log.info(
+            "stopping %d worker process(es) gracefully; a second signal stops them at once",
+            len(live),
+        )
         for proc in live:
             proc.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + self.shutdown_timeout + 5
@@ -139,3 +153,7 @@ class Supervisor:
         # -SIGTERM: a child still starting up (no handler installed yet) had nothing running.
         clean = all(p.returncode in (0, -signal.SIGTERM) for p in live)
         return 0 if clean and not self._kill else 1
+
+
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -4,6 +4,10 @@ One control thread owns every database write of the worker (claims, outcomes, he
 rescue), so writes are naturally grouped: while one transaction commits, the next handlers'
 outcomes pile up and go in the next. Sync handlers run on ``concurrency`` runner threads;
 ``async def`` handlers on one event loop thread, at most ``concurrency`` at a time.
+
+Two clocks: the Queue's ``clock`` (wall time) only for what is stored in or compared by the
+database; ``time.monotonic`` for every local deadline (heartbeats, timeouts, polling,
+maintenance, cancel checks), so a wall-clock step never stalls or rushes them.
 """
 
 from __future__ import annotations
@@ -57,6 +61,9 @@ BUFFERED, STARTED, DONE, RELEASED, LOST, ABANDONED = range(6)
 # jobs are claimed in large batches and slow ones are not hoarded away from other workers.
 PREFETCH_HORIZON = 0.02
 CANCEL_CHECK_INTERVAL = 1.0
+# An async handler still running this long past its timeout is blocking the event loop (the
+# loop would have cancelled it at its deadline): it is failed and the loop replaced.
+ASYNC_WEDGE_GRACE = 1.0
 
 
 @dataclass(slots=True)
@@ -65,8 +72,9 @@ class _Slot:
     task: Task[Any, Any]
     ctx: JobContext | None = None
     state: int = BUFFERED
-    started_at: float = 0.0
-    deadline: float | None = None
+    started_at: float = 0.0  # wall clock: stored as the attempt's start
+    begun: float = 0.0  # monotonic: run time and deadline
+    deadline: float | None = None  # monotonic
     cancel_requested: bool = False
     async_task: asyncio.Task[Any] | None = None
 
@@ -110,6 +118,7 @@ class Worker:
         max_prefetch: int = 200,
         worker_id: str | None = None,
         recycle_on_timeout: bool = False,
+        supervised: bool = False,
     ) -> None:
         if concurrency < 1:
             raise ConfigurationError(f"concurrency must be >= 1, got {concurrency}")
@@ -131,6 +140,7 @@ class Worker:
         self.handle_signals = handle_signals
         self.max_prefetch = max_prefetch
         self.recycle_on_timeout = recycle_on_timeout
+        self.supervised = supervised
         self.id = worker_id or make_worker_id()
         self.summary = WorkerSummary(self.id)
 
@@ -144,7 +154,7 @@ class Worker:
         self._stopping = False
         self._hard_stop = False
         self._avg_run = 0.0
-        self._last_renewal = self.clock()
+        self._last_renewal = time.monotonic()
         self._renewal_lost = False
         self._maintenance = Maintenance(
             self.backend, self.id, queue.services(), ttl=self.settings.lease_seconds
@@ -157,6 +167,9 @@ class Worker:
         # With no task timeout, the per-iteration scans of held jobs for deadlines are skipped
         # (they were a tenth of a no-op job's cost with hundreds held).
         self._any_timeout = any(t.options.timeout is not None for t in queue.tasks.values())
+        # Event loops replaced because a handler blocked them: closed at shutdown if they
+        # ever come free.
+        self._wedged: list[tuple[asyncio.AbstractEventLoop, threading.Thread | None]] = []
 
     # -- public ----------------------------------------------------------------------------
 
@@ -200,13 +213,15 @@ class Worker:
 
     def _loop_forever(self) -> None:
         s = self.settings
-        now = self.clock()
-        next_poll = now
-        next_beat = now + s.heartbeat_seconds
-        next_maintenance = now
-        next_cancel_check = now + CANCEL_CHECK_INTERVAL
+        # Deadlines below are monotonic; ``now`` (the Queue's clock) goes to the database.
+        mono = time.monotonic()
+        next_poll = mono
+        next_beat = mono + s.heartbeat_seconds
+        next_maintenance = mono
+        next_cancel_check = mono + CANCEL_CHECK_INTERVAL
         while not self._stopping:
             now = self.clock()
+            mono = time.monotonic()
             self._flush(now)
             if self._stopping:
                 break
@@ -215,34 +230,34 @@ class Worker:
             want = self._target_held() - len(self._held)
             if self._renewal_lost:
                 want = 0  # cannot renew leases: take no new work until the database answers
-            if want > 0 and (self._more or self._dirty or now >= next_poll):
+            if want > 0 and (self._more or self._dirty or mono >= next_poll):
                 self._dirty = False
                 jobs = self._claim(want, now)
                 self._more = len(jobs) == want
                 if len(jobs) < want:
                     claimed_nothing = not jobs
-                    next_poll = now + s.poll_interval
+                    next_poll = mono + s.poll_interval
                     due = self._next_due()
                     if due is not None and due > now:
-                        next_poll = min(next_poll, due)
+                        next_poll = min(next_poll, mono + (due - now))
 
-            if now >= next_beat:
+            if mono >= next_beat:
                 self._heartbeat(now)
-                next_beat = now + s.heartbeat_seconds
-            if now >= next_maintenance:
-                next_maintenance = self._maintenance.tick(now)
+                next_beat = mono + s.heartbeat_seconds
+            if mono >= next_maintenance:
+                next_maintenance = self._maintenance.tick(now, mono)
                 if self.burst and any(self._maintenance.leading.values()):
                     # A service may just have made jobs due (the rescuer requeued some): a
                     # burst must look again before deciding nothing is left.
                     self._dirty = True
                     claimed_nothing = False
-            if now >= next_cancel_check:
+            if mono >= next_cancel_check:
                 # Advanced even when nothing is held: a deadline left in the past would make
                 # the wait below return at once, and an idle worker would spin.
                 if self._held:
                     self._check_cancels()
-                next_cancel_check = now + CANCEL_CHECK_INTERVAL
-            self._check_timeouts(now)
+                next_cancel_check = mono + CANCEL_CHECK_INTERVAL
+            self._check_timeouts(now, mono)
 
             if self.burst and claimed_nothing and not self._held and not self._done:
                 return
@@ -251,7 +266,7 @@ class Worker:
             timeout = min(
                 next_poll, next_beat, next_maintenance, next_cancel_check, self._next_deadline()
             )
-            self._wake.wait(max(0.0, min(timeout - self.clock(), 1.0)))
+            self._wake.wait(max(0.0, min(timeout - time.monotonic(), 1.0)))
             self._wake.clear()
 
     def _target_held(self) -> int:
@@ -316,11 +331,21 @@ class Worker:
                 applied, jobs = self.backend.finish_and_claim(
                     [o for _, o in outcomes], self.id, request, now
                 )
-        except DatabaseError as exc:
+        except DatabaseBusyError as exc:
             self._db_trouble(f"recording {len(outcomes)} outcome(s) postponed", exc)
             self._done.extendleft(reversed(batch))
             self._dirty = self._dirty or request is not None  # that claim did not happen
             return
+        except Exception as exc:
+            # Not contention: maybe one outcome the database refuses. Write them one by one
+            # so only the culprit is affected; if every write fails, the database itself is
+            # in trouble (disk full…) and the whole batch waits, as for contention.
+            if request is not None:  # the claim rolled back with the batch
+                self._dirty, request = True, None
+            written = self._finish_each(batch, exc, now)
+            if written is None:
+                return
+            outcomes, applied = written
         for (_, outcome), ok in zip(outcomes, applied, strict=True):
             self._count(outcome, ok)
         # A retry may already be due, and a burst decides when to return by claiming: look
@@ -335,6 +360,64 @@ class Worker:
         if request is not None:  # after the pops: a retried job may come back with its id
             self._take(jobs)
             self._more = full
+
+    def _finish_each(
+        self, batch: list[tuple[_Slot, Outcome | None, float]], first: Exception, now: float
+    ) -> tuple[list[tuple[_Slot, Outcome]], list[bool]] | None:
+        """Write a failed batch's outcomes one at a time. An outcome the database refuses is
+        replaced by a final failure naming why (a storable one, so it cannot fail forever).
+        Returns what was written, or None when the database refused even that: the rest of
+        the batch goes back to wait, as for contention."""
+        log.warning(
+            "recording %d outcome(s) in one batch failed (%s); writing them one by one",
+            len(batch),
+            _one_line(first),
+        )
+        outcomes: list[tuple[_Slot, Outcome]] = []
+        applied: list[bool] = []
+        for i, (slot, outcome, _) in enumerate(batch):
+            if outcome is None:
+                continue
+            try:
+                (ok,) = self.backend.finish([outcome], self.id, now)
+            except DatabaseBusyError as exc:
+                self._postpone_rest(batch, i, outcomes, applied, exc)
+                return None
+            except Exception as exc:
+                fallback = execution.unstorable(outcome, _one_line(exc))
+                try:
+                    (ok,) = self.backend.finish([fallback], self.id, now)
+                except Exception as again:
+                    self._postpone_rest(batch, i, outcomes, applied, again)
+                    return None
+                log.error(
+                    "job %d attempt %d: its outcome could not be stored (%s); recorded as %s",
+                    outcome.job_id,
+                    outcome.attempt,
+                    _one_line(exc),
+                    getattr(fallback, "error_code", "failed"),
+                )
+                outcome = fallback
+            outcomes.append((slot, outcome))
+            applied.append(ok)
+        return outcomes, applied
+
+    def _postpone_rest(
+        self,
+        batch: list[tuple[_Slot, Outcome | None, float]],
+        i: int,
+        outcomes: list[tuple[_Slot, Outcome]],
+        applied: list[bool],
+        exc: Exception,
+    ) -> None:
+        """Count what was written, put batch[i:] back in the queue of outcomes to write."""
+        for (_, outcome), ok in zip(outcomes, applied, strict=True):
+            self._count(outcome, ok)
+        for slot, _, _ in batch[:i]:  # written, or completed in the handler's transaction
+            self._held.pop(slot.job.id, None)
+        self._done.extendleft(reversed(batch[i:]))
+        error = exc if isinstance(exc, DatabaseError) else DatabaseError(_one_line(exc))
+        self._db_trouble(f"recording {len(batch) - i} outcome(s) postponed", error)
 
     def _db_trouble(self, what: str, exc: DatabaseError) -> None:
         """Contention is expected and retried quietly; anything else (disk full, read-only,
@@ -387,7 +470,8 @@ class Worker:
             self.backend.worker_seen(self.id, now, self._counters())
         except DatabaseError as exc:
             self._db_trouble("heartbeat failed", exc)
-            if now - self._last_renewal >= self.settings.lease_seconds and not self._renewal_lost:
+            lapsed = time.monotonic() - self._last_renewal
+            if lapsed >= self.settings.lease_seconds and not self._renewal_lost:
                 log.warning(
                     "leases could not be renewed for %ss: taking no new work and "
                     "giving up %d held job(s)",
@@ -398,7 +482,7 @@ class Worker:
                 for job_id, _ in held:
                     self._lose(job_id)
             return
-        self._last_renewal = now
+        self._last_renewal = time.monotonic()
         self._renewal_lost = False
         for (job_id, _), alive in zip(held, ok, strict=True):
             if not alive:
@@ -444,7 +528,7 @@ class Worker:
             )
         except DatabaseError as exc:
             log.warning("ctx.heartbeat() for job %d failed: %s", ctx.job_id, exc)
-            return now - self._last_renewal < self.settings.lease_seconds
+            return time.monotonic() - self._last_renewal < self.settings.lease_seconds
         if not ok:
             self._lose(ctx.job_id)
         return ok
@@ -453,7 +537,9 @@ class Worker:
         slot = self._held.get(ctx.job_id)
         if slot is None:
             raise InvalidTransitionError(f"job {ctx.job_id} is not held by this worker")
-        outcome = execution.succeeded(slot.job, slot.started_at, result)
+        outcome = execution.succeeded(
+            slot.job, slot.started_at, result, self.settings.max_result_bytes
+        )
         if isinstance(outcome, Failed):
             raise JobError(outcome.error_code, outcome.error_detail, retry=False)
         assert isinstance(outcome, Succeeded)
@@ -487,30 +573,41 @@ class Worker:
             slot.cancel_requested = True
             if slot.ctx is not None:
                 slot.ctx._cancel.set()
-            if slot.async_task is not None and self._loop is not None:
-                self._loop.call_soon_threadsafe(slot.async_task.cancel)
+            if slot.async_task is not None:
+                slot.async_task.get_loop().call_soon_threadsafe(slot.async_task.cancel)
 
     def _next_deadline(self) -> float:
         if not self._any_timeout:
             return float("inf")
+        # An async job's own loop enforces its deadline; the control thread looks only once
+        # the grace is over (waking at the deadline itself would spin until the loop acts).
         deadlines = [
-            s.deadline for s in self._held.values() if s.deadline is not None and s.state == STARTED
+            s.deadline + (ASYNC_WEDGE_GRACE if s.task.is_async else 0.0)
+            for s in self._held.values()
+            if s.deadline is not None and s.state == STARTED
         ]
         return min(deadlines, default=float("inf"))
 
-    def _check_timeouts(self, now: float) -> None:
+    def _check_timeouts(self, now: float, mono: float) -> None:
         """Sync handlers cannot be interrupted: past the timeout the attempt is failed with
-        TIMEOUT:JOB, its thread is left to finish (its result dropped) and replaced."""
+        TIMEOUT:JOB, its thread is left to finish (its result dropped) and replaced. An async
+        handler is cancelled by its own loop at the deadline; one still running a grace period
+        later never yields (it blocks the loop): it is failed the same way and the loop is
+        replaced for new work."""
         if not self._any_timeout:
             return
         for slot in list(self._held.values()):
-            if slot.deadline is None or slot.deadline > now or slot.async_task is not None:
+            if slot.deadline is None or slot.deadline > mono:
+                continue
+            wedged = slot.task.is_async
+            if wedged and slot.deadline + ASYNC_WEDGE_GRACE > mono:
                 continue
             with self._lock:
                 if slot.state != STARTED:
                     continue
                 slot.state = ABANDONED
-                self._extra_runners += 1
+                if not wedged:
+                    self._extra_runners += 1
             exc = JobError(
                 "TIMEOUT:JOB", f"ran longer than its {slot.task.options.timeout}s timeout"
             )
@@ -518,9 +615,18 @@ class Worker:
                 (
                     slot,
                     execution.failed(slot.task, slot.job, slot.started_at, now, exc),
-                    now - slot.started_at,
+                    mono - slot.begun,
                 )
             )
+            if wedged:
+                log.warning(
+                    "async job %d is blocking the event loop past its timeout (it never "
+                    "awaits); failed it and moved new async work to a fresh event loop",
+                    slot.job.id,
+                )
+                self._replace_loop(slot)
+                if not self.recycle_on_timeout:
+                    continue
             if self.recycle_on_timeout:
                 # Under the supervisor, killing the stuck thread is possible after all: stop
                 # gracefully and exit so a fresh process takes this one's place.
@@ -539,7 +645,8 @@ class Worker:
     def _dispatch(self, slot: _Slot) -> None:
         if slot.task.is_async:
             loop = self._ensure_loop()
-            asyncio.run_coroutine_threadsafe(self._run_async(slot), loop)
+            assert self._sem is not None
+            asyncio.run_coroutine_threadsafe(self._run_async(slot, self._sem), loop)
         else:
             self._inbox.put(slot)
 
@@ -549,9 +656,10 @@ class Worker:
                 return False
             slot.state = STARTED
         slot.started_at = self.clock()
+        slot.begun = time.monotonic()
         timeout = slot.task.options.timeout
         if timeout is not None:
-            slot.deadline = slot.started_at + timeout
+            slot.deadline = slot.begun + timeout
         return True
 
     def _end(self, slot: _Slot, outcome: Outcome | None) -> None:
@@ -559,7 +667,7 @@ class Worker:
             if slot.state != STARTED:
                 return  # abandoned after a timeout: its outcome was already recorded
             slot.state = DONE
-        self._done.append((slot, outcome, self.clock() - slot.started_at))
+        self._done.append((slot, outcome, time.monotonic() - slot.begun))
         # is_set() takes no lock: only the first of a burst of finishing jobs pays for set().
         if not self._wake.is_set():
             self._wake.set()
@@ -600,26 +708,45 @@ class Worker:
                 return execution.cancelled(job, started)
             exc = execution.explain(task, kwargs, exc)
             return execution.failed(task, job, started, self.clock(), exc)
+        except BaseException as exc:
+            # SystemExit, KeyboardInterrupt…: raised by the handler itself (signals reach the
+            # main thread, never a runner), so it ends this attempt, not the worker — and the
+            # runner thread lives on to take the next job.
+            return execution.failed(task, job, started, self.clock(), exc)
         if slot.ctx is not None and slot.ctx.completed:
             return None
         if slot.cancel_requested:
             return execution.cancelled(job, started)
-        return execution.succeeded(job, started, result)
+        return execution.succeeded(job, started, result, self.settings.max_result_bytes)
 
     def _ensure_loop(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:
             loop = asyncio.new_event_loop()
             self._sem = asyncio.Semaphore(self.concurrency)
             self._loop_thread = threading.Thread(
-                target=loop.run_forever, name="errands-async", daemon=True
+                target=_run_loop, args=(loop,), name="errands-async", daemon=True
             )
             self._loop_thread.start()
             self._loop = loop
         return self._loop
 
-    async def _run_async(self, slot: _Slot) -> None:
-        assert self._sem is not None
-        async with self._sem:
+    def _replace_loop(self, slot: _Slot) -> None:
+        """The loop running ``slot`` is blocked by its handler: new async jobs go to a fresh
+        loop. The old one keeps its thread; its other jobs resume if the handler ever returns
+        (their outcomes are recorded as usual; the blocked job's is dropped)."""
+        task = slot.async_task
+        if task is None or task.get_loop() is not self._loop:
+            return  # already replaced
+        self._wedged.append((self._loop, self._loop_thread))
+        self._loop, self._loop_thread, self._sem = None, None, None
+        # Jobs still waiting for their turn on the blocked loop start on the new one instead
+        # (whichever loop reaches _begin first runs it; the other finds it taken).
+        for other in list(self._held.values()):
+            if other.state == BUFFERED and other.task.is_async:
+                self._dispatch(other)
+
+    async def _run_async(self, slot: _Slot, sem: asyncio.Semaphore) -> None:
+        async with sem:
             if not self._begin(slot):
                 return
             slot.async_task = asyncio.current_task()
@@ -644,11 +771,15 @@ class Worker:
                 exc = JobError("TIMEOUT:JOB", f"ran longer than its {timeout}s timeout")
             exc = execution.explain(task, kwargs, exc)
             return execution.failed(task, job, started, self.clock(), exc)
+        except BaseException as exc:
+            # Caught here, inside the task: asyncio would re-raise SystemExit and
+            # KeyboardInterrupt out of run_forever and kill the loop every async job runs on.
+            return execution.failed(task, job, started, self.clock(), exc)
         if slot.ctx is not None and slot.ctx.completed:
             return None
         if slot.cancel_requested:
             return execution.cancelled(job, started)
-        return execution.succeeded(job, started, result)
+        return execution.succeeded(job, started, result, self.settings.max_result_bytes)
 
     # -- shutdown --------------------------------------------------------------------------
 
@@ -676,21 +807,27 @@ class Worker:
         for _ in self._runners:
             self._inbox.put(None)
         if self._loop is not None:
-            self._close_loop(self._loop)
+            self._close_loop(self._loop, self._loop_thread)
+        for loop, thread in self._wedged:
+            self._close_loop(loop, thread, wait=0.1)
         self._maintenance.stop()
         try:
             self.backend.worker_stopped(self.id, self.clock(), self._counters())
         except DatabaseError as exc:
             log.warning("could not mark worker stopped: %s", exc)
 
-    def _close_loop(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Stop the async handlers' loop and close it: an unclosed loop leaks its selector and
-        self-pipe sockets (ResourceWarning) every time a worker with async tasks returns."""
+    def _close_loop(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        thread: threading.Thread | None,
+        wait: float = 5.0,
+    ) -> None:
+        """Stop the async handlers' loop; its thread then closes it (an unclosed loop leaks
+        its selector and self-pipe sockets: a ResourceWarning every time a worker with async
+        tasks returns). A loop a handler still blocks closes whenever that handler returns."""
         loop.call_soon_threadsafe(loop.stop)
-        if self._loop_thread is not None:
-            self._loop_thread.join(timeout=5)
-        if not loop.is_running():  # a handler blocking the loop: leave it to the daemon thread
-            loop.close()
+        if thread is not None:
+            thread.join(timeout=wait)
 
     # -- signals ---------------------------------------------------------------------------
 
@@ -699,7 +836,10 @@ class Worker:
             return {}
         previous: dict[int, Any] = {}
         for sig in (signal.SIGTERM, signal.SIGINT):
-            previous[sig] = signal.signal(sig, self._on_signal)
+            # Under the supervisor, Ctrl-C's SIGINT reaches the whole process group: the
+            # supervisor turns it into one SIGTERM per child, so a child ignores it.
+            handler = signal.SIG_IGN if self.supervised and sig == signal.SIGINT else None
+            previous[sig] = signal.signal(sig, handler or self._on_signal)
         return previous
 
     def _restore_signals(self, previous: dict[int, Any]) -> None:
@@ -707,6 +847,12 @@ class Worker:
             signal.signal(sig, handler)
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        if self._stopping and self.supervised:
+            # The same stop can arrive twice (a signal to the whole process group or cgroup,
+            # and the supervisor passing it on): stopping at once is the supervisor's call,
+            # made on a second signal *it* receives.
+            log.info("%s again: already stopping gracefully", signal.Signals(signum).name)
+            return
         if self._stopping:
             log.warning(
                 "second %s: stopping now; leases will recover running jobs",
@@ -720,6 +866,19 @@ class Worker:
         # possibly while that thread holds the Event's (non-reentrant) lock inside
         # _wake.wait(), and set() would deadlock every thread. Only flags are set; the control
         # loop waits at most 1 s (50 ms during shutdown), so it sees them promptly.
+
+
+def _run_loop(loop: asyncio.AbstractEventLoop) -> None:
+    # The thread closes its own loop once stopped: a loop replaced because a handler blocked
+    # it stops only when that handler returns, long after the worker stopped waiting for it.
+    try:
+        loop.run_forever()
+    finally:
+        loop.close()
+
+
+def _one_line(exc: BaseException) -> str:
+    return execution.summary(exc).splitlines()[0]
 
 
 def _pid_alive(pid: int) -> bool:

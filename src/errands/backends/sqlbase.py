@@ -96,6 +96,11 @@ class SQLBackend:
     def _read(self) -> contextlib.AbstractContextManager[Conn]:
         raise NotImplementedError
 
+    def _read_rows(self) -> contextlib.AbstractContextManager[Conn]:
+        """A read of whole rows for people (get, lists, attempts, events): it must work on
+        any row ever stored, even one an older errands wrote badly. Default: ``_read``."""
+        return self._read()
+
     def _user_conn(self, connection: Any) -> contextlib.AbstractContextManager[Conn]:
         """The application's own connection, checked, with errors translated."""
         raise NotImplementedError
@@ -641,7 +646,7 @@ class SQLBackend:
     # -- reads -----------------------------------------------------------------------------
 
     def get_job(self, job_id: int) -> Job | None:
-        with self._read() as conn:
+        with self._read_rows() as conn:
             rows = self._dicts(conn.execute(self.q["get_job"], {"id": job_id}))
         return self._job(rows[0]) if rows else None
 
@@ -654,11 +659,11 @@ class SQLBackend:
             "before_id": flt.before_id,
             "limit": flt.limit,
         }
-        with self._read() as conn:
+        with self._read_rows() as conn:
             return [self._job(r) for r in self._dicts(conn.execute(self.q["list_jobs"], params))]
 
     def attempts(self, job_id: int) -> list[Attempt]:
-        with self._read() as conn:
+        with self._read_rows() as conn:
             rows = self._dicts(conn.execute(self.q["job_attempts"], {"job_id": job_id}))
         dt = self._dt
         return [
@@ -678,7 +683,7 @@ class SQLBackend:
         ]
 
     def events(self, job_id: int) -> list[EventRecord]:
-        with self._read() as conn:
+        with self._read_rows() as conn:
             rows = self._dicts(conn.execute(self.q["job_events"], {"job_id": job_id}))
         return [
             EventRecord(
@@ -690,7 +695,7 @@ class SQLBackend:
     def blob(self, ref: str) -> str | None:
         if not ref.startswith("blob:") or not ref[5:].isdigit():
             return None
-        with self._read() as conn:
+        with self._read_rows() as conn:
             row = conn.execute(self.q["get_blob"], {"id": int(ref[5:])}).fetchone()
         return None if row is None else str(row[0])
 
@@ -775,8 +780,15 @@ def _event_row(
 
 
 def _json(value: Any) -> Any:
-    """JSON columns: text on SQLite, already decoded (jsonb) on PostgreSQL."""
-    return json.loads(value) if isinstance(value, str | bytes) else value
+    """JSON columns: text on SQLite, already decoded (jsonb) on PostgreSQL. Text that is not
+    JSON (only an older errands could have written it) is returned as it is, so the row
+    stays readable."""
+    if not isinstance(value, str | bytes):
+        return value
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value if isinstance(value, str) else value.decode("utf-8", "replace")
 
 
 def _text(value: Any) -> str:

@@ -226,6 +226,20 @@ class SQLiteBackend(OpsVerbs, SQLBackend):
         except sqlite3.Error as exc:
             raise translate(exc, self.path) from exc
 
+    @contextlib.contextmanager
+    def _read_rows(self) -> Iterator[sqlite3.Connection]:
+        """Like ``_read``, but text that is not valid UTF-8 (a lone surrogate an older
+        errands stored) is decoded with U+FFFD instead of failing the whole listing. Only
+        these reads pay for decoding in Python; the worker's never do."""
+        conn = self._conn()
+        conn.text_factory = _lenient_text
+        try:
+            yield conn
+        except sqlite3.Error as exc:
+            raise translate(exc, self.path) from exc
+        finally:
+            conn.text_factory = str
+
     def close(self) -> None:
         with self._lock:
             conns, self._all = self._all, []
@@ -326,6 +340,10 @@ class SQLiteBackend(OpsVerbs, SQLBackend):
         if report.recovered or report.exhausted:
             self._notifier.send(wakeup.JOBS)
         return report
+
+
+def _lenient_text(data: bytes) -> str:
+    return data.decode("utf-8", "replace")
 
 
 def _statements(script: str) -> list[str]:

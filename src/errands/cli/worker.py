@@ -153,12 +153,14 @@ def cmd_worker(args: argparse.Namespace) -> int:
             + (", burst" if args.burst else ""),
             file=sys.stderr,
         )
+    supervised = os.environ.get(SUPERVISED_ENV) == "1"
     try:
         summary = queue.run_worker(
             concurrency=args.concurrency,
             queues=queues,
             burst=args.burst,
-            recycle_on_timeout=os.environ.get(SUPERVISED_ENV) == "1",
+            recycle_on_timeout=supervised,
+            supervised=supervised,
         )
     finally:
         queue.close()
