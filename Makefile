@@ -3,7 +3,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint typecheck unit unit-fast bench bench-record clean
+.PHONY: demo test lint typecheck unit unit-fast bench bench-record bench-peers clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -15,8 +15,8 @@ demo: $(STAMP)
 	$(VENV)/bin/errands demo
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests scripts
-	$(VENV)/bin/ruff format --check src tests scripts
+	$(VENV)/bin/ruff check src tests scripts bench
+	$(VENV)/bin/ruff format --check src tests scripts bench
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
@@ -36,6 +36,11 @@ bench: $(STAMP)
 # Runs the bench and appends a dated record (machine, versions, commit) to BENCHMARKS.md.
 bench-record: $(STAMP)
 	$(PY) scripts/bench.py
+
+# The same workload against huey, litequeue, persist-queue, procrastinate, pgqueuer and RQ,
+# each installed from PyPI into its own venv under bench/.venvs/; writes bench/results/.
+bench-peers: $(STAMP)
+	$(PY) bench/peers/run.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info

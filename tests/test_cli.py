@@ -269,7 +269,7 @@ def test_worker_app_errors(tmp_path: Path) -> None:
     assert run(tmp_path, "worker").returncode == 2
 
 
-# -- demo and bench -------------------------------------------------------------------------
+# -- demo -------------------------------------------------------------------------------
 
 
 def test_demo_runs_and_leaves_a_database_to_explore(tmp_path: Path) -> None:
@@ -300,20 +300,3 @@ def test_demo_never_replaces_a_database_that_is_not_a_demo(tmp_path: Path) -> No
     before = precious.read_bytes()
     assert_one_line_error(run(tmp_path, "demo", "--db", str(precious)), 1, "not an errands demo")
     assert precious.read_bytes() == before
-
-
-def test_bench_json_has_every_figure(tmp_path: Path) -> None:
-    result = js(tmp_path, "bench", "--jobs", "500", "--latency-jobs", "20", "--dir", str(tmp_path))
-    for phase in ("raw_insert", "enqueue", "enqueue_many", "process"):
-        assert result[phase]["per_second"] > 0
-        assert result[phase]["seconds"] > 0
-    assert result["jobs"] == 500
-    assert result["durability"] == "full"
-    assert result["enqueue_vs_raw_insert"] > 0
-    for kind in ("same_queue", "other_connection"):
-        lat = result["latency"][kind]
-        assert lat["samples"] == 20
-        assert 0 <= lat["median_ms"] <= lat["p95_ms"] <= lat["max_ms"]
-    assert set(result["versions"]) == {"errands", "python", "sqlite"}
-    # The temporary databases are removed afterwards.
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith("errands-bench-")]

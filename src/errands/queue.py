@@ -46,6 +46,8 @@ log = logging.getLogger("errands")
 ENV_DB = "ERRANDS_DB"
 DEFAULT_DB = "errands.db"
 
+_NO_TASK_OPTIONS = TaskOptions()  # for types another service runs: the defaults
+
 EnqueueItem = tuple[str, Any] | tuple[str, Any, Mapping[str, Any]]
 MAX_BATCH = 1_000_000  # prune's rows per transaction
 MAX_CONCURRENCY = 10_000  # runner threads or concurrent async handlers per worker
@@ -528,7 +530,7 @@ class Queue:
             when = validate.epoch(run_at, "run_at")
         else:
             when = now
-        opts = task.options if task is not None else TaskOptions()
+        opts = task.options if task is not None else _NO_TASK_OPTIONS
         prio = (
             opts.priority
             if priority is None

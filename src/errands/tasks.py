@@ -106,6 +106,9 @@ class Task(Generic[P, R]):
                 )
         self.__name__ = name
         self.__doc__ = fn.__doc__
+        # Whether keyword arguments bind depends only on their names: remember the key sets
+        # that fit, so enqueueing many jobs of one shape binds the signature once.
+        self._fitting_keys: set[frozenset[str]] = set()
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.fn(*args, **kwargs)
@@ -120,10 +123,15 @@ class Task(Generic[P, R]):
                 f"task {self.name!r} takes keyword arguments, so its payload must be a JSON "
                 f"object (dict), got {type(payload).__name__}"
             )
+        keys = frozenset(payload)
+        if keys in self._fitting_keys:
+            return
         try:
             self.signature.bind(**payload)
         except TypeError as exc:
             raise PayloadError(f"payload does not fit {self.name}{self.signature}: {exc}") from None
+        if len(self._fitting_keys) < 256:
+            self._fitting_keys.add(keys)
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> int:
         """Enqueue a job with these keyword arguments; returns its id."""

@@ -169,6 +169,9 @@ class Worker:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: threading.Thread | None = None
         self._sem: asyncio.Semaphore | None = None
+        # With no task timeout, the per-iteration scans of held jobs for deadlines are skipped
+        # (they were a tenth of a no-op job's cost with hundreds held).
+        self._any_timeout = any(t.options.timeout is not None for t in queue.tasks.values())
         # Event loops replaced because a handler blocked them: closed at shutdown if they
         # ever come free.
         self._wedged: list[tuple[asyncio.AbstractEventLoop, threading.Thread | None]] = []
@@ -290,6 +293,11 @@ class Worker:
         except DatabaseError as exc:
             self._db_trouble("claim skipped", exc)
             return []
+        self._take(jobs)
+        return jobs
+
+    def _take(self, jobs: list[ClaimedJob]) -> None:
+        """Hold and start just-claimed jobs."""
         tasks = self.q.tasks
         for job in jobs:
             slot = _Slot(job, tasks[job.type])
@@ -299,7 +307,6 @@ class Worker:
             self._held[job.id] = slot
             self._dispatch(slot)
         self.summary.claimed += len(jobs)
-        return jobs
 
     def _next_due(self) -> float | None:
         try:
@@ -317,16 +324,34 @@ class Worker:
         for _, _, ran in batch:
             self._avg_run = ran if self._avg_run <= 0 else 0.9 * self._avg_run + 0.1 * ran
         outcomes = [(slot, o) for slot, o, _ in batch if o is not None]
+        # Claim the next jobs in the same transaction as these outcomes: one commit per batch.
+        want = self._target_held() - (len(self._held) - len(batch))
+        request = None
+        if want > 0 and outcomes and not self._renewal_lost and not self._stopping:
+            request = ClaimRequest(
+                self.id, self.types, self.queues, want, self.settings.lease_seconds
+            )
+        jobs: list[ClaimedJob] = []
+        if request is not None:
+            self._dirty = False  # cleared before the claim looks, as in the loop: no lost wake-up
         try:
-            applied = self.backend.finish([o for _, o in outcomes], self.id, now)
+            if request is None:
+                applied = self.backend.finish([o for _, o in outcomes], self.id, now)
+            else:
+                applied, jobs = self.backend.finish_and_claim(
+                    [o for _, o in outcomes], self.id, request, now
+                )
         except DatabaseBusyError as exc:
             self._db_trouble(f"recording {len(outcomes)} outcome(s) postponed", exc)
             self._done.extendleft(reversed(batch))
+            self._dirty = self._dirty or request is not None  # that claim did not happen
             return
         except Exception as exc:
             # Not contention: maybe one outcome the database refuses. Write them one by one
             # so only the culprit is affected; if every write fails, the database itself is
             # in trouble (disk full…) and the whole batch waits, as for contention.
+            if request is not None:  # the claim rolled back with the batch
+                self._dirty, request = True, None
             written = self._finish_each(batch, exc, now)
             if written is None:
                 return
@@ -337,10 +362,16 @@ class Worker:
             worker_log.outcomes(batch, [o for _, o in outcomes], applied, self.id, now)
         # A retry may already be due, and a burst decides when to return by claiming: look
         # again now instead of relying on a wake-up (PostgreSQL only NOTIFYs for enqueues).
-        if self.burst or any(isinstance(o, Failed) and o.retry_at is not None for _, o in outcomes):
+        full = request is not None and len(jobs) == request.limit
+        if (self.burst and not full) or any(
+            isinstance(o, Failed) and o.retry_at is not None for _, o in outcomes
+        ):
             self._dirty = True
         for slot, _, _ in batch:
             self._held.pop(slot.job.id, None)
+        if request is not None:  # after the pops: a retried job may come back with its id
+            self._take(jobs)
+            self._more = full
 
     def _finish_each(
         self, batch: list[tuple[_Slot, Outcome | None, float]], first: Exception, now: float
@@ -552,6 +583,8 @@ class Worker:
                 slot.async_task.get_loop().call_soon_threadsafe(slot.async_task.cancel)
 
     def _next_deadline(self) -> float:
+        if not self._any_timeout:
+            return float("inf")
         # An async job's own loop enforces its deadline; the control thread looks only once
         # the grace is over (waking at the deadline itself would spin until the loop acts).
         deadlines = [
@@ -567,6 +600,8 @@ class Worker:
         handler is cancelled by its own loop at the deadline; one still running a grace period
         later never yields (it blocks the loop): it is failed the same way and the loop is
         replaced for new work."""
+        if not self._any_timeout:
+            return
         for slot in list(self._held.values()):
             if slot.deadline is None or slot.deadline > mono:
                 continue

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from ..records import Attempt, EventRecord, Job
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # hot path (one per enqueued job): see ClaimedJob
 class NewJob:
     type: str
     payload: str
@@ -34,7 +34,9 @@ class ClaimRequest:
     lease_seconds: float
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: a frozen dataclass's __init__ costs ~4x a plain one (object.__setattr__ per
+# field), and one of these is built per job on the hot path. Treat them as read-only.
+@dataclass(slots=True)
 class ClaimedJob:
     id: int
     queue: str
@@ -50,7 +52,7 @@ class ClaimedJob:
 
 
 # Outcomes a worker records for the attempts it holds. All are fenced on (job_id, attempt).
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # hot path: see ClaimedJob
 class Succeeded:
     job_id: int
     attempt: int
@@ -213,6 +215,9 @@ class Backend(Protocol):
     # the worker's verbs
     def claim(self, request: ClaimRequest, now: float) -> list[ClaimedJob]: ...
     def finish(self, outcomes: Sequence[Outcome], worker_id: str, now: float) -> list[bool]: ...
+    def finish_and_claim(
+        self, outcomes: Sequence[Outcome], worker_id: str, request: ClaimRequest, now: float
+    ) -> tuple[list[bool], list[ClaimedJob]]: ...
     def complete_in(
         self, connection: Any, outcome: Succeeded, worker_id: str, now: float
     ) -> bool: ...
@@ -221,7 +226,7 @@ class Backend(Protocol):
     ) -> list[bool]: ...
     def cancel_requested(self, job_ids: Sequence[int]) -> list[int]: ...
     def next_due(self, types: Sequence[str], queues: Sequence[str] | None) -> float | None: ...
-    def listen(self, on_change: Callable[[], None]) -> Listener: ...
+    def listen(self, on_change: Callable[[], None], *, completions: bool = False) -> Listener: ...
     def listen_finished(self, on_finish: Callable[[frozenset[int] | None], None]) -> Listener: ...
 
     # maintenance

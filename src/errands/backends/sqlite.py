@@ -24,7 +24,8 @@ from ..errors import (
     DatabaseReplacedError,
 )
 from ..settings import Settings
-from . import sql
+from . import sql, wakeup
+from .base import ClaimedJob, ClaimRequest, NewJob, Outcome, RescueReport
 from .ops import OpsVerbs
 from .sqlbase import SQLBackend
 
@@ -135,42 +136,6 @@ def _is_network_fs(path: str) -> str | None:
     return fs if fs in _NETWORK_FS else None
 
 
-class _DataVersionListener:
-    """Cross-process wake-up: ``PRAGMA data_version`` changes whenever another connection
-    commits. Checking it costs microseconds, so a 10 ms poll gives ~10 ms pickup at near 0% CPU
-    (measured figures in docs/runtime.md)."""
-
-    INTERVAL = 0.01
-
-    def __init__(self, backend: SQLiteBackend, on_change: Callable[[], None]) -> None:
-        self._backend = backend
-        self._on_change = on_change
-        self._stop = threading.Event()
-        self.connected = threading.Event()  # set once changes from here on will be seen
-        self._thread = threading.Thread(target=self._run, name="errands-listener", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        conn = self._backend.connect()
-        try:
-            last = conn.execute("PRAGMA data_version").fetchone()[0]
-            self.connected.set()
-            while not self._stop.wait(self.INTERVAL):
-                try:
-                    current = conn.execute("PRAGMA data_version").fetchone()[0]
-                except sqlite3.Error:
-                    continue  # transient (busy); the worker's poll_interval covers us
-                if current != last:
-                    last = current
-                    self._on_change()
-        finally:
-            conn.close()
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=1)
-
-
 class SQLiteBackend(OpsVerbs, SQLBackend):
     dialect = "sqlite"
     q = sql.queries("sqlite")
@@ -198,6 +163,7 @@ class SQLiteBackend(OpsVerbs, SQLBackend):
         self._identity: tuple[int, int] | None = None  # (st_dev, st_ino) of the file opened
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
+        self._notifier = wakeup.Notifier(self.path)
 
     # -- connections -----------------------------------------------------------------------
 
@@ -314,6 +280,7 @@ class SQLiteBackend(OpsVerbs, SQLBackend):
                 conn.close()
         self._local = threading.local()
         self._identity = None  # nothing open any more: the next connection may meet a new file
+        self._notifier.close()
 
     # -- schema ----------------------------------------------------------------------------
 
@@ -407,14 +374,57 @@ class SQLiteBackend(OpsVerbs, SQLBackend):
     def _epoch(self, value: Any) -> float | None:
         return None if value is None else float(value)
 
-    def listen(self, on_change: Callable[[], None]) -> _DataVersionListener:
-        return _DataVersionListener(self, on_change)
+    # -- wake-up (see wakeup.py): one datagram to the listeners after each commit ---------
+
+    def listen(
+        self, on_change: Callable[[], None], *, completions: bool = False
+    ) -> wakeup.DatagramListener | wakeup.PollingListener:
+        return wakeup.listen(self, on_change, completions=completions)
+
+    def enqueue(
+        self, jobs: Sequence[NewJob], now: float, *, actor: str, connection: Any = None
+    ) -> list[int]:
+        ids = super().enqueue(jobs, now, actor=actor, connection=connection)
+        # Delayed jobs too: an idle worker then recomputes when its next job falls due.
+        self._notifier.send(wakeup.JOBS if connection is None else wakeup.PENDING)
+        return ids
+
+    def finish(self, outcomes: Sequence[Outcome], worker_id: str, now: float) -> list[bool]:
+        applied = super().finish(outcomes, worker_id, now)
+        self._notifier.send(wakeup.DONE)
+        return applied
+
+    def finish_and_claim(
+        self, outcomes: Sequence[Outcome], worker_id: str, request: ClaimRequest, now: float
+    ) -> tuple[list[bool], list[ClaimedJob]]:
+        result = super().finish_and_claim(outcomes, worker_id, request, now)
+        self._notifier.send(wakeup.DONE)
+        return result
+
+    def retry(self, job_ids: Sequence[int], actor: str, now: float) -> list[int]:
+        done = super().retry(job_ids, actor, now)
+        if done:
+            self._notifier.send(wakeup.JOBS)
+        return done
+
+    def rescue(self, now: float, *, limit: int = 1000) -> RescueReport:
+        report = super().rescue(now, limit=limit)
+        if report.recovered or report.exhausted:
+            self._notifier.send(wakeup.JOBS)
+        return report
+
+    def recover_workers(self, worker_ids: Sequence[str], now: float) -> RescueReport:
+        report = super().recover_workers(worker_ids, now)
+        if report.recovered or report.exhausted:
+            self._notifier.send(wakeup.JOBS)
+        return report
 
     def listen_finished(
         self, on_finish: Callable[[frozenset[int] | None], None]
-    ) -> _DataVersionListener:
-        # Any commit may have finished a job; which ones, a data_version change cannot say.
-        return _DataVersionListener(self, lambda: on_finish(None))
+    ) -> wakeup.DatagramListener | wakeup.PollingListener:
+        # Woken by recorded outcomes too (completions); which jobs finished, a data_version
+        # change cannot say, so waiters re-read the jobs they wait for.
+        return wakeup.listen(self, lambda: on_finish(None), completions=True)
 
 
 def _lenient_text(data: bytes) -> str:

@@ -50,7 +50,13 @@ $$;
 -- Statement-level triggers with transition tables: one upsert per key per statement — a
 -- worker's batch of outcomes is one UPDATE — rather than several per row (row-level triggers
 -- made the claim/finish path about 3x slower, measured), taken in key order.
-CREATE FUNCTION errands_jobs_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE FUNCTION errands_jobs_changed() RETURNS trigger LANGUAGE plpgsql
+    -- The worker's batch transactions forbid sorts, scans and hash/merge joins (stale
+    -- statistics after a bulk enqueue, see postgres.py); joining transition tables, which
+    -- have no index, needs them back or a batch of n rows costs n² comparisons.
+    SET enable_hashjoin = on SET enable_mergejoin = on SET enable_sort = on
+    SET enable_seqscan = on SET enable_bitmapscan = on
+AS $$
 BEGIN
     IF TG_OP = 'UPDATE' THEN
         WITH moved AS (
@@ -142,7 +148,13 @@ BEGIN
 END;
 $$;
 
-CREATE FUNCTION errands_attempts_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE FUNCTION errands_attempts_changed() RETURNS trigger LANGUAGE plpgsql
+    -- The worker's batch transactions forbid sorts, scans and hash/merge joins (stale
+    -- statistics after a bulk enqueue, see postgres.py); joining transition tables, which
+    -- have no index, needs them back or a batch of n rows costs n² comparisons.
+    SET enable_hashjoin = on SET enable_mergejoin = on SET enable_sort = on
+    SET enable_seqscan = on SET enable_bitmapscan = on
+AS $$
 BEGIN
     IF TG_OP = 'UPDATE' THEN
         INSERT INTO job_stats_minutely AS m
