@@ -3,26 +3,30 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint typecheck unit bench bench-record clean
+.PHONY: demo test lint typecheck unit unit-fast bench bench-record bench-peers clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,postgres,web]'
+	$(PY) -m pip install --quiet -e '.[dev,postgres,web,otel]'
 	touch $(STAMP)
 
 demo: $(STAMP)
 	$(VENV)/bin/errands demo
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests scripts
-	$(VENV)/bin/ruff format --check src tests scripts
+	$(VENV)/bin/ruff check src tests scripts bench
+	$(VENV)/bin/ruff format --check src tests scripts bench
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
 unit: $(STAMP)
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+# The suite without the long fault tests (tests/runtime: real crashes, signals, chaos).
+unit-fast: $(STAMP)
+	$(VENV)/bin/pytest --ignore=tests/runtime $(PYTEST_ARGS)
 
 test: lint typecheck unit
 
@@ -32,6 +36,11 @@ bench: $(STAMP)
 # Runs the bench and appends a dated record (machine, versions, commit) to BENCHMARKS.md.
 bench-record: $(STAMP)
 	$(PY) scripts/bench.py
+
+# The same workload against huey, litequeue, persist-queue, procrastinate, pgqueuer and RQ,
+# each installed from PyPI into its own venv under bench/.venvs/; writes bench/results/.
+bench-peers: $(STAMP)
+	$(PY) bench/peers/run.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info

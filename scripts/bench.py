@@ -65,45 +65,37 @@ def git_commit() -> str:
 
 def record(r: dict[str, Any]) -> str:
     now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    lat = r["latency"]
+    v = r["versions"]
+    db = f"PostgreSQL {v['postgresql']}" if "postgresql" in v else f"filesystem {r['filesystem']}"
     lines = [
-        f"## {now} — {os.cpu_count()} CPUs, {cpu_model()}",
+        f"### {now} — {r['backend']}, {os.cpu_count()} CPUs, {cpu_model()}",
         "",
-        f"errands {r['versions']['errands']} (commit {git_commit()}), "
-        f"Python {r['versions']['python']}, SQLite {sqlite3.sqlite_version}, "
-        f"{platform.system()} {platform.release()}, filesystem {r['filesystem']}; "
-        f"{r['jobs']} jobs, durability={r['durability']}, concurrency {r['concurrency']}.",
+        f"errands {v['errands']} (commit {git_commit()}), Python {v['python']}, "
+        f"SQLite {sqlite3.sqlite_version}, {platform.system()} {platform.release()}, {db}; "
+        f"{r['jobs']} jobs, durability={r['durability']}, {r['processes']} processes x "
+        f"concurrency {r['concurrency']}; load average at the end {r['load_average']}.",
         "",
-        "| phase | seconds | jobs/s |",
-        "|---|---:|---:|",
-    ]
-    for key, label in (
-        ("raw_insert", "raw sqlite3 insert, bare table, 1 tx/row"),
-        ("raw_job_insert", "raw sqlite3 insert into errands' `jobs` table, 1 tx/row"),
-        ("enqueue", "`q.enqueue` one by one"),
-        ("enqueue_without_enqueued_event", "`q.enqueue`, audit without `ENQUEUED`"),
-        ("enqueue_many", "`q.enqueue_many` (one tx)"),
-        ("process", "process no-op jobs (`run_worker(burst=True)`)"),
-    ):
-        m = r[key]
-        lines.append(f"| {label} | {m['seconds']:.3f} | {m['per_second']:,.0f} |")
-    lines += [
-        "",
-        f"enqueue / raw insert: **{r['enqueue_vs_raw_insert']:.2f}x** (bare table), "
-        f"**{r['enqueue_vs_raw_job_insert']:.2f}x** (jobs table)",
-        "",
-        "| pickup latency | median | p95 | max |",
+        "| phase | errands jobs/s | raw jobs/s | ratio |",
         "|---|---:|---:|---:|",
     ]
-    for key, label in (
-        ("same_queue", "same Queue (in-process wake-up)"),
-        ("other_connection", "another connection (as another process)"),
+    raw, ours, ratios = r["raw"], r["errands"], r["ratios"]
+    for key, base, label in (
+        ("enqueue", "insert", "`enqueue` one by one / raw insert, 1 tx per row"),
+        ("enqueue_many", "bulk_insert", "`enqueue_many` / raw bulk insert, 1 tx"),
+        ("process_1", "process", "processing, 1 `errands worker` / raw claims of 50"),
+        ("process_p", "process", f"processing, {r['processes']} `errands worker` / raw"),
     ):
-        m = lat[key]
         lines.append(
-            f"| {label}, {m['samples']} jobs | {m['median_ms']:.2f} ms | "
-            f"{m['p95_ms']:.2f} ms | {m['max_ms']:.2f} ms |"
+            f"| {label} | {ours[key]['per_second']:,.0f} | {raw[base]['per_second']:,.0f} | "
+            f"**{ratios[key]:.2f}x** |"
         )
+    p, idle = r["pickup"], r["idle"]
+    lines += [
+        "",
+        f"Pickup, producer process → idle worker process ({p['samples']} jobs): "
+        f"p50 {p['p50_ms']} ms, p95 {p['p95_ms']} ms, p99 {p['p99_ms']} ms, max {p['max_ms']} ms. "
+        f"Idle worker CPU over {idle['seconds']:g} s: {idle['cpu_percent']}% of one core.",
+    ]
     return "\n".join(lines) + "\n"
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import errands
+from errands import rollup
 from errands.backends.base import ClaimRequest, Failed, NewJob, Succeeded, WorkerInfo
 from support import FixedClock
 from support import is_postgres as is_postgres  # re-exported for the operations tests
@@ -21,6 +22,13 @@ DAY = 86400.0
 # The operations tests' name for support.FixedClock (T0 == its EPOCH); the SQL helpers are
 # support's, re-exported so these modules import their builders from one place.
 Clock = FixedClock
+
+
+def binned(exact: float, maximum: float) -> float:
+    """What a histogram percentile reports for an exact value: the upper bound of the bucket
+    holding it (rollup.BOUNDS), never above the largest value seen."""
+    i = rollup.bucket(exact)
+    return min(rollup.BOUNDS[i] if i < len(rollup.BOUNDS) else maximum, maximum)
 
 
 def enqueue(

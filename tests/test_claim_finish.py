@@ -6,7 +6,7 @@ import json
 from datetime import UTC, datetime
 
 import errands
-from errands.backends.base import Failed, Succeeded
+from errands.backends.base import ClaimRequest, Failed, Succeeded
 from support import FixedClock, claim, event_names
 
 
@@ -269,3 +269,35 @@ def test_rescue_leaves_an_unexpired_lease_alone(
     report = clocked_queue.backend.rescue(clock.now)
     assert (report.recovered, report.exhausted) == ([], [])
     assert clocked_queue.get(job_id).status == "running"  # type: ignore[union-attr]
+
+
+def test_finish_and_claim_records_outcomes_and_claims_in_one_call(
+    clocked_queue: errands.Queue, clock: FixedClock
+) -> None:
+    q = clocked_queue
+    ids = [q.enqueue("t", {"n": n}) for n in range(4)]
+    first, second = claim(q, ["t"], limit=2, worker_id="w1")
+    clock.advance(1)
+    outcomes = [
+        Succeeded(first.id, first.attempt, clock.now - 0.5, None),
+        # retried at once: due now, so the claim in the same transaction takes it again
+        Failed(second.id, second.attempt, clock.now - 0.5, "X:Y", "d", None, clock.now, 0.0),
+        Succeeded(ids[3], 1, clock.now, None),  # never claimed: the fence refuses it
+    ]
+    request = ClaimRequest("w1", ["t"], None, 3, 30.0)
+
+    applied, jobs = q.backend.finish_and_claim(outcomes, "w1", request, clock.now)
+
+    assert applied == [True, True, False]
+    # Claim order: the retry's run_at is now, after the two never-claimed jobs'.
+    assert [(j.id, j.attempt) for j in jobs] == [(ids[2], 1), (ids[3], 1), (second.id, 2)]
+    done = q.get(first.id)
+    assert done is not None and done.status == "succeeded"
+    assert event_names(q, first.id) == ["ENQUEUED", "CLAIMED", "SUCCEEDED"]
+    assert event_names(q, second.id) == ["ENQUEUED", "CLAIMED", "RETRY_SCHEDULED", "CLAIMED"]
+    assert [(a.attempt, a.status) for a in q.attempts(second.id)] == [
+        (1, "failed"),
+        (2, "running"),
+    ]
+    # The refused outcome changed nothing: ids[3] was then claimed for its first attempt.
+    assert event_names(q, ids[3]) == ["ENQUEUED", "CLAIMED"]

@@ -83,7 +83,7 @@ def test_bad_usage_exits_2(tmp_path: Path) -> None:
 
 def test_enqueue_refuses_bad_json_and_writes_nothing(tmp_path: Path) -> None:
     db = str(tmp_path / "q.db")
-    ok(tmp_path, "--db", db, "enqueue", "first")
+    ok(tmp_path, "--db", db, "enqueue", "first", "--create")
     for bad in ["{not json", "NaN", '{"x": Infinity}']:
         r = run(tmp_path, "--db", db, "enqueue", "send", "--payload", bad)
         assert_one_line_error(r, 2, "--payload", "JSON")
@@ -95,7 +95,9 @@ def test_enqueue_refuses_bad_json_and_writes_nothing(tmp_path: Path) -> None:
 
 def test_job_lifecycle_through_the_cli(tmp_path: Path) -> None:
     env = {"ERRANDS_DB": str(tmp_path / "env.db")}
-    first = int(ok(tmp_path, "enqueue", "send_email", "--payload", '{"to": "a@b.c"}', env=env))
+    first = int(
+        ok(tmp_path, "enqueue", "send_email", "--payload", '{"to": "a@b.c"}', "--create", env=env)
+    )
     second = js(
         tmp_path,
         "enqueue",
@@ -168,7 +170,7 @@ def test_job_lifecycle_through_the_cli(tmp_path: Path) -> None:
 
 def test_db_flag_before_or_after_the_command(tmp_path: Path) -> None:
     db = str(tmp_path / "flags.db")
-    ok(tmp_path, "enqueue", "a", "--db", db)
+    ok(tmp_path, "enqueue", "a", "--db", db, "--create")
     ok(tmp_path, "--db", db, "enqueue", "b")
     assert len(js(tmp_path, "jobs", "--db", db)) == 2
     assert not (tmp_path / "errands.db").exists()
@@ -176,12 +178,12 @@ def test_db_flag_before_or_after_the_command(tmp_path: Path) -> None:
 
 def test_reading_commands_refuse_a_missing_database(tmp_path: Path) -> None:
     for args in (["jobs"], ["show", "1"], ["stats"], ["cancel", "1"]):
-        assert_one_line_error(run(tmp_path, *args), 1, "no database at")
+        assert_one_line_error(run(tmp_path, *args), 1, "no queue database at")
     assert not (tmp_path / "errands.db").exists()
 
 
 def test_show_missing_job_exits_1(tmp_path: Path) -> None:
-    ok(tmp_path, "enqueue", "x")
+    ok(tmp_path, "enqueue", "x", "--create")
     assert_one_line_error(run(tmp_path, "show", "42"), 1, "no job with id 42")
 
 
@@ -215,9 +217,16 @@ def test_worker_burst_runs_jobs_from_the_users_app(tmp_path: Path) -> None:
     db = tmp_path / "app.db"
     write_app(tmp_path, "myapp", db)
     ids = [
-        js(tmp_path, "--db", str(db), "enqueue", "add", "--payload", json.dumps({"a": i, "b": 1}))[
-            "id"
-        ]
+        js(
+            tmp_path,
+            "--db",
+            str(db),
+            "enqueue",
+            "add",
+            "--create",
+            "--payload",
+            json.dumps({"a": i, "b": 1}),
+        )["id"]
         for i in range(5)
     ]
     # The CLI's Queue has no tasks, so the task's max_attempts is not known at enqueue time.
@@ -260,7 +269,7 @@ def test_worker_app_errors(tmp_path: Path) -> None:
     assert run(tmp_path, "worker").returncode == 2
 
 
-# -- demo and bench -------------------------------------------------------------------------
+# -- demo -------------------------------------------------------------------------------
 
 
 def test_demo_runs_and_leaves_a_database_to_explore(tmp_path: Path) -> None:
@@ -291,20 +300,3 @@ def test_demo_never_replaces_a_database_that_is_not_a_demo(tmp_path: Path) -> No
     before = precious.read_bytes()
     assert_one_line_error(run(tmp_path, "demo", "--db", str(precious)), 1, "not an errands demo")
     assert precious.read_bytes() == before
-
-
-def test_bench_json_has_every_figure(tmp_path: Path) -> None:
-    result = js(tmp_path, "bench", "--jobs", "500", "--latency-jobs", "20", "--dir", str(tmp_path))
-    for phase in ("raw_insert", "enqueue", "enqueue_many", "process"):
-        assert result[phase]["per_second"] > 0
-        assert result[phase]["seconds"] > 0
-    assert result["jobs"] == 500
-    assert result["durability"] == "full"
-    assert result["enqueue_vs_raw_insert"] > 0
-    for kind in ("same_queue", "other_connection"):
-        lat = result["latency"][kind]
-        assert lat["samples"] == 20
-        assert 0 <= lat["median_ms"] <= lat["p95_ms"] <= lat["max_ms"]
-    assert set(result["versions"]) == {"errands", "python", "sqlite"}
-    # The temporary databases are removed afterwards.
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith("errands-bench-")]

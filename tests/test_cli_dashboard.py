@@ -160,7 +160,7 @@ def test_refusals(tmp_path: Path) -> None:
         env=env(),
         timeout=60,
     )
-    one_line_error(r, 1, "no database at")
+    one_line_error(r, 1, "no queue database at")
     assert not (tmp_path / "typo.db").exists()
 
 

@@ -15,7 +15,7 @@ import pytest
 import errands
 from errands.cli import main
 from errands.cli.ops import duration
-from ops_helpers import DAY, Clock, enqueue, run_job
+from ops_helpers import DAY, Clock, enqueue, register_worker, run_job
 
 pytest_plugins = ("conftest_ops",)
 
@@ -177,10 +177,11 @@ def test_check_ok_and_problems(db_url: str, now: float, capsys: pytest.CaptureFi
     code, out, _ = _run(["check", "--db", db_url, "--max-wait", "5m", "--json"], capsys)
     assert code == 1
     problems = json.loads(out)["problems"]
-    assert len(problems) == 3
+    assert len(problems) == 4
     assert "past their lease" in problems[0]
     assert "oldest due job" in problems[1] and "stuck" in problems[1]
-    assert "failure rate" in problems[2]
+    assert "no live worker handles type 'stuck'" in problems[2]
+    assert "failure rate" in problems[3]
 
 
 def test_periodic_listing(db_url: str, now: float, capsys: pytest.CaptureFixture[str]) -> None:
@@ -201,7 +202,7 @@ def test_periodic_listing(db_url: str, now: float, capsys: pytest.CaptureFixture
 def test_missing_database_is_not_created(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
     missing = str(tmp_path / "nope.db")
     code, _, err = _run(["stats", "--db", missing], capsys)
-    assert code == 1 and "no database at" in err and not os.path.exists(missing)
+    assert code == 1 and "no queue database at" in err and not os.path.exists(missing)
 
 
 def test_duration_parser() -> None:
@@ -229,6 +230,10 @@ def test_metrics_and_check_as_subprocesses(db_url: str, built: dict[str, Any]) -
     assert proc.returncode == 0, proc.stderr
     names = {f.name for f in text_string_to_metric_families(proc.stdout)}
     assert {"errands_jobs", "errands_jobs_finished", "errands_job_wait_seconds"} <= names
+    proc = _cli("check", "--db", db_url)
+    assert proc.returncode == 1 and "no live worker handles type 'later'" in proc.stdout
+    with errands.Queue(db_url) as q:  # a live worker that runs them: nothing to report
+        register_worker(q, "w-later", at=time.time(), types=["later"])
     proc = _cli("check", "--db", db_url)
     assert proc.returncode == 0 and proc.stdout == "ok\n"
     proc = _cli("stats", "--bogus")

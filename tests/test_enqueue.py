@@ -203,6 +203,44 @@ def test_enqueue_many_returns_ids_in_order(queue: errands.Queue) -> None:
     assert last is not None and (last.type, last.priority) == ("u", 5)
 
 
+@pytest.mark.parametrize("count", [2, 7, 40])
+def test_enqueue_many_in_chunks_keeps_every_job_with_its_own_id_and_event(
+    queue: errands.Queue, monkeypatch: pytest.MonkeyPatch, count: int
+) -> None:
+    # Chunks of 3 rows: the batched insert's ids must map back to items across chunks.
+    from errands.backends import sqlbase
+
+    monkeypatch.setattr(sqlbase, "CHUNK_ROWS", 3)
+    items: list[Any] = [
+        (
+            "t",
+            {"n": n},
+            {"queue": f"q{n % 2}", "priority": n % 3, "delay": n, "max_attempts": n + 1},
+        )
+        for n in range(count)
+    ]
+    before = queue.clock()
+    ids = queue.enqueue_many(items)
+
+    assert len(ids) == count and ids == sorted(ids) and len(set(ids)) == count
+    for n, job_id in enumerate(ids):
+        job = queue.get(job_id)
+        assert job is not None
+        assert job.payload == {"n": n}
+        assert (job.queue, job.priority, job.max_attempts) == (f"q{n % 2}", n % 3, n + 1)
+        assert job.run_at is not None and job.run_at.timestamp() >= before + n - 1
+        assert event_names(queue, job_id) == ["ENQUEUED"]
+    # A later single enqueue still gets a new, larger id.
+    assert queue.enqueue("t", {}) > ids[-1]
+
+
+def test_enqueue_many_with_unique_keys_keeps_the_holders_id(queue: errands.Queue) -> None:
+    held = queue.enqueue("t", {"n": 0}, unique_key="k")
+    ids = queue.enqueue_many([("t", {"n": 1}), ("t", {"n": 2}, {"unique_key": "k"})])
+    assert ids[1] == held and ids[0] > held
+    assert event_names(queue, ids[0]) == ["ENQUEUED"]
+
+
 def test_enqueue_many_with_a_bad_item_writes_nothing(queue: errands.Queue) -> None:
     items: list[Any] = [("t", {"n": 1}), ("t", {"n": 2}), ("t", {"bad": {1}}), ("t", {"n": 4})]
     with pytest.raises(errands.PayloadError, match="item 2"):

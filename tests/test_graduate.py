@@ -213,6 +213,29 @@ def test_cli_copies_and_reports(
     assert out["ok"] and {t["name"] for t in out["tables"]} == {t for t, _ in TABLES}
     args = parser.parse_args(["graduate", "--to", "sqlite:///x.db", "--db", path])
     assert args.func(args) == 2
+    capsys.readouterr()
     args = parser.parse_args(["graduate", "--to", pg_url, "--db", str(tmp_path / "none.db")])
     assert args.func(args) == 1
-    assert "does not exist" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert err.startswith("errands: no queue database at") and "none.db" in err
+
+
+def test_job_headers_graduate_with_their_jobs(tmp_path: Path, pg_url: str) -> None:
+    """jobs.headers (schema 3, written by enqueue middleware) is copied like any column."""
+
+    class Tag(errands.Middleware):
+        def enqueue(self, job: errands.Enqueuing) -> None:
+            job.headers["traceparent"] = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+    path = str(tmp_path / "app.db")
+    with errands.Queue(path) as q:
+        plain = q.enqueue("t", {})
+        q.use(Tag())
+        tagged = q.enqueue("t", {})
+    graduate(path, pg_url)
+    with errands.Queue(pg_url) as pg:
+        moved, bare = pg.get(tagged), pg.get(plain)
+    assert moved is not None and moved.headers == {
+        "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    }
+    assert bare is not None and bare.headers is None

@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 import errands
-from errands.backends.base import ClaimRequest, WorkerInfo
+from errands.backends.base import ClaimRequest, Succeeded, WorkerInfo
 from errands.metrics import MAX_SERIES, OTHER, render_metrics
-from ops_helpers import DAY, T0, Clock, enqueue, is_postgres, run_job
+from ops_helpers import DAY, T0, Clock, claim, enqueue, is_postgres, run_job
 
 parser = pytest.importorskip("prometheus_client.parser")
 
@@ -61,6 +61,42 @@ def test_counters_survive_pruning(db_url: str, clock: Clock) -> None:
         assert q.prune().total == 3
         after = _samples(_families(q)["errands_jobs_finished"], "_total")[key]
         assert before == after == 3
+
+
+def test_counters_never_go_down_across_a_retry_and_a_prune(db_url: str, clock: Clock) -> None:
+    # A job fails for good, is retried by hand, succeeds, and is pruned: failed_total stays 1
+    # (it did fail once) and finished_total counts both outcomes; the per-state gauge is what
+    # moves. Sampled after every step, each counter is non-decreasing.
+    with errands.Queue(db_url, clock=clock, retention={"succeeded": DAY, "failed": DAY}) as q:
+        t = T0 - 2 * DAY
+        job_id = run_job(q, "flaky", run_at=t, started=t, finished=t + 1, outcome="failed")
+        fail_key = (("queue", "default"), ("type", "flaky"))
+        ok_key = (("outcome", "succeeded"), ("queue", "default"), ("type", "flaky"))
+        bad_key = (("outcome", "failed"), ("queue", "default"), ("type", "flaky"))
+        state_key = (("queue", "default"), ("state", "failed"), ("type", "flaky"))
+
+        def sample() -> tuple[float, float, float, float]:
+            fams = _families(q)
+            failed = _samples(fams["errands_jobs_failed"], "_total").get(fail_key, 0.0)
+            finished = _samples(fams["errands_jobs_finished"], "_total")
+            gauge = _samples(fams["errands_jobs"]).get(state_key, 0.0)
+            return failed, finished.get(bad_key, 0.0), finished.get(ok_key, 0.0), gauge
+
+        steps = [sample()]
+        assert steps[0] == (1, 1, 0, 1)
+        q.backend.retry([job_id], "test", t + 10)
+        steps.append(sample())
+        assert steps[-1] == (1, 1, 0, 0)  # the gauge drops; the counters do not
+        j = claim(q, "flaky", at=t + 20)
+        assert q.backend.finish([Succeeded(j.id, j.attempt, t + 20, None)], "w1", t + 21) == [True]
+        steps.append(sample())
+        assert steps[-1] == (1, 1, 1, 0)
+        assert q.prune().total == 1
+        steps.append(sample())
+        assert steps[-1] == (1, 1, 1, 0)
+        for counter in range(3):
+            values = [s[counter] for s in steps]
+            assert values == sorted(values), (counter, steps)
 
 
 def test_label_values_are_escaped(q: errands.Queue) -> None:
@@ -115,3 +151,15 @@ def test_a_rescue_by_a_real_worker_is_counted(q: errands.Queue) -> None:
     q.run_worker(burst=True, handle_signals=False)
     assert q.get(job_id).status == "succeeded"  # type: ignore[union-attr]
     assert _total(_families(q), "errands_jobs_rescued") == 1
+
+
+def test_run_time_is_per_attempt(q: errands.Queue) -> None:
+    # A job that failed once and then succeeded ran twice: two run times (each attempt's start
+    # to its outcome), one wait (due to the start of its last attempt).
+    run_job(q, "flaky", run_at=T0 - 100, started=T0 - 50, finished=T0 - 40, failures_first=1)
+    fams = _families(q)
+    run = _samples(fams["errands_job_run_seconds"], "_bucket")
+    wait = _samples(fams["errands_job_wait_seconds"], "_bucket")
+    assert run[(("le", "+Inf"), ("queue", "default"))] == 2
+    assert wait[(("le", "+Inf"), ("queue", "default"))] == 1
+    assert _samples(fams["errands_job_run_seconds_gsum"]) == {(("queue", "default"),): 10.0}

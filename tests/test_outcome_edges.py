@@ -212,7 +212,7 @@ def test_a_result_over_max_result_bytes_fails_its_job_alone(make_queue: MakeQueu
 
 @pytest.mark.parametrize("bad", [0, -1])
 def test_max_result_bytes_is_validated(db_url: str, bad: int) -> None:
-    with pytest.raises(errands.ConfigurationError, match="max_result_bytes must be > 0"):
+    with pytest.raises(errands.ConfigurationError, match="max_result_bytes must be between 1 and"):
         errands.Queue(db_url, max_result_bytes=bad)
 
 

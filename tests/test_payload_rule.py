@@ -116,7 +116,7 @@ def test_graduate_names_every_row_it_cannot_copy_and_copies_nothing(
     assert r.returncode == 1, (r.stdout, r.stderr)
     assert "Traceback" not in r.stderr
     lines = r.stderr.strip().splitlines()
-    assert lines[0].startswith("errands graduate: 3 value(s)") and "nothing was copied" in lines[0]
+    assert lines[0].startswith("errands: 3 value(s)") and "nothing was copied" in lines[0]
     assert f"  jobs id {ids['nul']}: payload['s'] holds a NUL character at index 1" in lines
     assert (
         f"  jobs id {ids['surrogate']}: result['s'] holds a lone surrogate ('\\udced') at index 0"
@@ -151,5 +151,5 @@ def test_graduate_reports_a_row_postgresql_refuses_in_one_line(tmp_path: Path, p
     r = _graduate(path, pg_url, tmp_path)
     assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
     last = r.stderr.strip().splitlines()[-1]
-    assert last.startswith("errands graduate: PostgreSQL refused a batch of job_events")
+    assert last.startswith("errands: PostgreSQL refused a batch of job_events")
     assert "run graduate again" in last

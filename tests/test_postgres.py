@@ -21,6 +21,7 @@ import psycopg
 import pytest
 
 import errands
+from errands.backends import sql as sql_files
 from errands.errors import DatabaseError
 from errands.worker import Worker
 from pgproc import make_queue
@@ -192,13 +193,30 @@ def test_several_processes_migrating_a_new_database_all_succeed(pg_empty_url: st
     procs = [spawn("enqueue", pg_empty_url, "note", "1") for _ in range(6)]
     ids = [output(p)[0] for p in procs]  # type: ignore[index]
     assert len(set(ids)) == 6
-    assert sql(pg_empty_url, "SELECT version FROM errands_migrations") == [(1,)]
+    versions = [(v,) for v, _ in sql_files.migrations("postgres")]
+    assert sql(pg_empty_url, "SELECT version FROM errands_migrations ORDER BY 1") == versions
 
 
 def test_a_foreign_jobs_table_is_refused(pg_empty_url: str) -> None:
     sql(pg_empty_url, "CREATE TABLE jobs (x int)")
     with pytest.raises(errands.SchemaVersionError, match="did not create"):
         errands.Queue(pg_empty_url)
+
+
+def test_any_name_errands_needs_is_refused_with_nothing_created(pg_empty_url: str) -> None:
+    sql(pg_empty_url, "CREATE TABLE orders (id int, item text)")
+    sql(pg_empty_url, "CREATE VIEW workers AS SELECT id FROM orders")
+    sql(pg_empty_url, "CREATE INDEX jobs_due ON orders (item)")
+    with pytest.raises(errands.SchemaConflictError) as raised:
+        errands.Queue(pg_empty_url)
+    assert "index 'jobs_due', view 'workers'" in str(raised.value)
+    assert "schema of its own" in str(raised.value) and "\n" not in str(raised.value)
+    tables = sql(
+        pg_empty_url,
+        "SELECT relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE n.nspname = current_schema() AND relkind IN ('r', 'v') ORDER BY relname",
+    )
+    assert tables == [("orders",), ("workers",)]  # no errands_migrations either
 
 
 def test_unreachable_server_gets_a_one_line_error() -> None:

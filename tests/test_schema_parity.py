@@ -19,8 +19,8 @@ FAMILY = {
     "REAL": {"double precision", "timestamp with time zone"},
     "TEXT": {"text", "jsonb"},
 }
-TIMESTAMPS = re.compile(r"^(ts|hour|.*_at)$")
-JSON_COLUMNS = {"payload", "result", "detail", "wait_hist", "run_hist"}
+TIMESTAMPS = re.compile(r"^(ts|hour|minute|.*_at)$")
+JSON_COLUMNS = {"payload", "result", "detail", "wait_hist", "run_hist", "headers"}
 
 
 def sqlite_schema(path: str) -> dict[str, Any]:

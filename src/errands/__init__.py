@@ -16,19 +16,24 @@ from .errors import (
     ConfigurationError,
     DatabaseBusyError,
     DatabaseError,
+    DatabaseReplacedError,
     ErrandsError,
     InvalidTransitionError,
     JobError,
     JobNotFoundError,
     PayloadError,
     PayloadTooLargeError,
+    SchemaConflictError,
     SchemaVersionError,
     UnknownTaskError,
+    WaitTimeout,
 )
+from .middleware import Enqueuing, Execution, Middleware
 from .queue import Queue
 from .records import Attempt, EventRecord, Job
 from .states import AttemptStatus, Event, State
 from .tasks import Task
+from .wakeups import Wakeups
 from .worker import WorkerSummary
 
 __version__ = "0.1.0"
@@ -39,21 +44,28 @@ __all__ = [
     "ConfigurationError",
     "DatabaseBusyError",
     "DatabaseError",
+    "DatabaseReplacedError",
+    "Enqueuing",
     "ErrandsError",
     "Event",
     "EventRecord",
+    "Execution",
     "InvalidTransitionError",
     "Job",
     "JobContext",
     "JobError",
     "JobNotFoundError",
+    "Middleware",
     "PayloadError",
     "PayloadTooLargeError",
     "Queue",
+    "SchemaConflictError",
     "SchemaVersionError",
     "State",
     "Task",
     "UnknownTaskError",
+    "WaitTimeout",
+    "Wakeups",
     "WorkerSummary",
     "__version__",
     "exponential",

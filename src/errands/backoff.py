@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import logging
+import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from . import validate
+from .errors import ConfigurationError
+
 Backoff = Callable[[int], float]
+log = logging.getLogger("errands.worker")
 
 # +-20% spreads retries of jobs that failed together (an outage) so they do not return together.
 _JITTER = 0.2
@@ -33,16 +39,20 @@ class _Strategy:
 
 
 def _check(name: str, value: float) -> float:
-    if value < 0:
-        raise ValueError(f"backoff {name} must be >= 0 seconds, got {value}")
-    return float(value)
+    # ConfigurationError is a ValueError, as this raised before.
+    return validate.duration(value, f"backoff {name}", allow_zero=True)
 
 
 def exponential(base: float = 2.0, cap: float = 3600.0, *, jitter: bool = True) -> Backoff:
     """``base ** attempt`` seconds (2, 4, 8 … for base 2), at most ``cap``."""
-    if base < 1:
-        raise ValueError(f"exponential backoff base must be >= 1, got {base}")
-    return _Strategy("exponential", float(base), _check("cap", cap), jitter)
+    # base ** 64 must stay a float (1e4 ** 64 = 1e256); the cap bounds the delay anyway.
+    if not isinstance(base, int | float) or isinstance(base, bool) or not 1 <= base <= 1e4:
+        raise ConfigurationError(
+            f"exponential backoff base must be between 1 and 10000, got {base!r:.60}"
+        )
+    return _Strategy(
+        "exponential", float(base), _check("cap", cap), validate.flag(jitter, "jitter")
+    )
 
 
 def linear(step: float = 10.0, cap: float = 3600.0, *, jitter: bool = True) -> Backoff:
@@ -60,8 +70,22 @@ DEFAULT_BACKOFF: Backoff = exponential()
 
 
 def delay_for(backoff: Backoff, attempt: int) -> float:
-    """Call a user's backoff and refuse a nonsense answer rather than scheduling it."""
-    delay = float(backoff(attempt))
-    if not delay >= 0:  # also catches NaN
-        raise ValueError(f"backoff returned {delay!r} for attempt {attempt}; return seconds >= 0")
-    return delay
+    """Call a user's backoff; a nonsense answer (an exception, NaN, a negative or endless
+    delay) is never scheduled — it would be stored as a time no one can read — and never
+    raised into the worker: the default backoff stands in, with a warning."""
+    try:
+        delay = float(backoff(attempt))
+    except Exception as exc:
+        delay, why = math.nan, f"raised {type(exc).__name__}: {exc}"
+    else:
+        why = f"returned {delay!r}"
+    if 0 <= delay <= validate.MAX_DURATION:  # also refuses NaN and infinity
+        return delay
+    log.warning(
+        "backoff %s for attempt %d; using the default backoff instead (return seconds between "
+        "0 and %.0f)",
+        why,
+        attempt,
+        validate.MAX_DURATION,
+    )
+    return DEFAULT_BACKOFF(attempt)

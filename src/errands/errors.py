@@ -34,6 +34,11 @@ class SchemaVersionError(ErrandsError):
     """The database was written by a newer errands (or is not an errands database)."""
 
 
+class SchemaConflictError(SchemaVersionError):
+    """The database already holds an object (table, view, index…) under a name errands needs;
+    refused before anything was changed."""
+
+
 class DatabaseError(ErrandsError):
     """The database cannot be used: read-only, corrupt, full disk, unsupported version."""
 
@@ -42,12 +47,21 @@ class DatabaseBusyError(DatabaseError):
     """The write lock could not be taken within the busy timeout."""
 
 
+class DatabaseReplacedError(DatabaseError):
+    """The SQLite file was deleted or replaced (renamed over) while errands had it open; a
+    worker stops rather than keep writing to a file nobody else can see."""
+
+
 class JobNotFoundError(ErrandsError, LookupError):
     """No job with that id."""
 
 
 class InvalidTransitionError(ErrandsError):
     """The job is not in a state that allows the requested change."""
+
+
+class WaitTimeout(ErrandsError, TimeoutError):
+    """``Queue.wait`` gave up: the job was not final within the timeout (it is left as it is)."""
 
 
 class JobError(Exception):

@@ -131,8 +131,8 @@ def failed(
     code = payload_json.storable_text(str(code), DETAIL_LIMIT)
     if retry and job.attempt < job.max_attempts:
         delay = delay_for(opts.backoff, job.attempt)
-        return Failed(job.id, job.attempt, started, code, detail, tb, now + delay, delay)
-    return Failed(job.id, job.attempt, started, code, detail, tb, None)
+        return Failed(job.id, job.attempt, started, code, detail, tb, now + delay, delay, exc)
+    return Failed(job.id, job.attempt, started, code, detail, tb, None, exception=exc)
 
 
 def unstorable(outcome: Outcome, reason: str) -> Outcome:

@@ -117,12 +117,18 @@ def graduate(
     """
     import psycopg
 
+    from .backends import redact
     from .backends.postgres import describe
     from .backends.sqlite import path_from_url
     from .queue import Queue
 
     if batch_size < 1:
         raise GraduateError(f"batch_size must be >= 1, got {batch_size}")
+    if "://" in sqlite_url and not sqlite_url.startswith("sqlite://"):
+        raise GraduateError(
+            f"the source must be the SQLite queue to copy from (--db PATH), got "
+            f"{redact(sqlite_url)}; the PostgreSQL URL goes in --to"
+        )
     path = path_from_url(sqlite_url)
     if not os.path.exists(path):
         raise GraduateError(f"{path} does not exist; give the SQLite queue with --db PATH")

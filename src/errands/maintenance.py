@@ -48,11 +48,16 @@ class Rescuer:
     def run_once(self, now: float) -> RescueReport:
         report = self.backend.rescue(now)
         self.total += len(report.recovered) + len(report.exhausted)
-        if report.recovered or report.exhausted:
-            log.info(
-                "recovered %d job(s) whose lease expired (%d had no attempts left)",
-                len(report.recovered) + len(report.exhausted),
-                len(report.exhausted),
+        # One line per rescued job: each is an attempt whose worker died or hung.
+        for job_id, fate in [(i, "queued again") for i in report.recovered] + [
+            (i, "failed (no attempts left)") for i in report.exhausted
+        ]:
+            log.warning(
+                "job %d rescued: its lease expired (worker died or hung), attempt marked lost "
+                "(LOST:LEASE_EXPIRED); %s",
+                job_id,
+                fate,
+                extra={"errands": {"event": "rescued", "job_id": job_id, "outcome": fate}},
             )
         return report
 
@@ -80,9 +85,12 @@ class Maintenance:
         """Renew or seek leadership when due, run the due services we lead; return when to
         call again. ``now`` (wall clock) goes to the database; the schedule runs on ``mono``
         (a monotonic reading; ``now`` if not given, as tests that drive time do), so a step
-        of the wall clock neither stalls nor rushes maintenance."""
+        of the wall clock neither stalls nor rushes maintenance. Raises DatabaseReplacedError
+        if the database file was deleted or replaced under this worker (checked on the same
+        cadence, on every worker)."""
         at = now if mono is None else mono
         if at >= self._next_lead:
+            self.backend.check_identity()
             for service in self.services:
                 try:
                     self.leading[service.name] = self.backend.try_lead(

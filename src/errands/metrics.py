@@ -17,7 +17,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from . import rollup
+from . import rollup, stats
 from .errors import ConfigurationError
 from .periodic import overdue_reason
 from .states import State
@@ -74,10 +74,10 @@ class ErrandsCollector:
         )
         current: dict[tuple[str, ...], float] = {}
         finished: dict[tuple[str, ...], float] = defaultdict(float)
-        for status, queue, jtype, n in b.counts():
-            current[(status, queue, jtype)] = n
-            if status in (State.SUCCEEDED, State.FAILED, State.CANCELLED):
-                finished[(queue, jtype, status)] += n
+        for c in b.state_counts():
+            current[(c.status, c.queue, c.type)] = c.count
+            if c.status in stats.OUTCOMES:
+                finished[(c.queue, c.type, c.status)] += c.count
         for labels, value in sorted(_bounded(current, 2).items()):
             jobs.add_metric(list(labels), value)
         yield jobs
@@ -109,24 +109,21 @@ class ErrandsCollector:
 
         # Wait and run time over the last hour, per queue: a gauge histogram, because it
         # describes a sliding window rather than counting since process start.
-        per_queue: dict[str, list[Any]] = defaultdict(list)
-        for (queue, _, _), w in b.window_figures(now - rollup.HOUR).items():
-            per_queue[queue].append(w)
-        for kind, doc in (("wait", "Due-to-start"), ("run", "Start-to-finish")):
+        _, per_queue = stats.windows(b.window_rows(now - rollup.HOUR))
+        for kind, doc in (
+            ("wait", "Wait (due to start of the last attempt) of jobs finished"),
+            ("run", "Run time (start to outcome) of attempts ended"),
+        ):
             hist = core.GaugeHistogramMetricFamily(
                 f"errands_job_{kind}_seconds",
-                f"{doc} time of jobs finished in the last hour, by queue.",
+                f"{doc} in the last hour, by queue.",
                 labels=["queue"],
             )
-            for queue, windows in sorted(per_queue.items()):
-                hists, total = [], 0.0
-                for w in windows:
-                    fig = w.figures()
-                    hists.append(fig.wait_hist if kind == "wait" else fig.run_hist)
-                    total += fig.wait_sum if kind == "wait" else fig.run_sum
-                cum = rollup.cumulative(hists)
+            for queue, w in sorted(per_queue.items()):
+                measure = w.wait if kind == "wait" else w.run
+                cum = rollup.cumulative([measure.hist])
                 bounds = [*(repr(float(x)) for x in rollup.BOUNDS), "+Inf"]
-                hist.add_metric([queue], list(zip(bounds, cum, strict=True)), total)
+                hist.add_metric([queue], list(zip(bounds, cum, strict=True)), measure.total)
             yield hist
 
         # What only workers see, summed over every worker's registry row.

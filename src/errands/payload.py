@@ -121,6 +121,11 @@ def unstorable_text_in(value: Any, what: str) -> PayloadError | None:
     return _bad_text(value, what, "")
 
 
+# Built once: json.dumps with non-default options builds a new encoder on every call, which
+# was a tenth of enqueue_many's time per job.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
 def encode(
     value: Any,
     *,
@@ -130,7 +135,7 @@ def encode(
 ) -> str:
     """Return compact JSON text for ``value`` or raise ``PayloadError`` naming the bad part."""
     _check(value, what, "", 0)
-    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    text = _ENCODER.encode(value)
     # Fast checks for the common case: one encode (fails on any surrogate) and one scan
     # (json.dumps writes NUL as \u0000). Only on a hint is the value walked to name the path;
     # the scan can also hit an innocent literal backslash-u0000, which the walk clears.

@@ -10,20 +10,28 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from . import validate
+
+_FIRST = datetime.min.replace(tzinfo=UTC)
+_LAST = datetime.max.replace(tzinfo=UTC)
+
 
 def to_datetime(epoch: float | None) -> datetime | None:
-    return None if epoch is None else datetime.fromtimestamp(epoch, UTC)
+    """A stored time as an aware datetime. errands never stores a time outside the years
+    1-9999, but a row written by hand (or by an older errands) may hold one: it reads as the
+    nearest representable moment instead of breaking every read with an OverflowError."""
+    if epoch is None:
+        return None
+    try:
+        return datetime.fromtimestamp(epoch, UTC)
+    except (OverflowError, ValueError, OSError):
+        return _FIRST if epoch < 0 else _LAST  # NaN compares False: the far end
 
 
 def to_epoch(value: datetime | float | int | None) -> float | None:
-    if value is None or isinstance(value, int | float):
-        return None if value is None else float(value)
-    if value.tzinfo is None:
-        raise ValueError(
-            f"naive datetime {value.isoformat()} is ambiguous; pass an aware datetime "
-            "(e.g. datetime.now(UTC)) so errands knows which moment you mean"
-        )
-    return value.timestamp()
+    if value is None:
+        return None
+    return validate.epoch(value, "time")
 
 
 def _jsonable(value: Any) -> Any:
@@ -54,6 +62,7 @@ class Job:
     payload_ref: str | None
     result_ref: str | None
     cancel_requested: bool
+    headers: dict[str, Any] | None = None  # written by enqueue middleware (e.g. traceparent)
 
     def to_dict(self) -> dict[str, Any]:
         """Every column as a JSON-ready value (datetimes as ISO 8601 UTC)."""

@@ -40,6 +40,7 @@ class RetentionVerbs(Protocol):
 
     def prune_count(self, state: str, cutoff: float) -> int: ...
     def prune_batch(self, state: str, cutoff: float, limit: int) -> int: ...
+    def tidy_figures(self, now: float) -> None: ...
     def checkpoint(self) -> None: ...
 
 
@@ -98,6 +99,9 @@ class Pruner:
             if not self._drain(state, cutoff, report):
                 break
         self.behind = report.interrupted or report.more
+        if not self.behind:
+            # A whole pass: drop minute figures past their keep and fold counter shards.
+            self.backend.tidy_figures(now)
         self.uncheckpointed += report.total
         if self.uncheckpointed >= self.checkpoint_after:
             self.backend.checkpoint()

@@ -17,6 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 HOUR = 3600.0
+MINUTE = 60.0
+# How long job_stats_minutely keeps its rows (prune drops older ones): windows up to a week
+# are answered from them; longer ones count the rows still in the table.
+MINUTES_KEPT = 8 * 86400.0
 
 # Seconds: fine below a second (fast handlers), coarse up to a day (long waits).
 BOUNDS: tuple[float, ...] = (
@@ -72,6 +76,10 @@ def dump(hist: Sequence[int]) -> str:
 
 def hour_of(ts: float) -> float:
     return ts - ts % HOUR
+
+
+def minute_of(ts: float) -> float:
+    return ts - ts % MINUTE
 
 
 @dataclass(slots=True)

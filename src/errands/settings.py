@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from . import validate
 from .errors import ConfigurationError
 from .states import DEFAULT_AUDIT, Event
 
@@ -15,12 +16,13 @@ DAY = 86400.0
 
 
 def seconds(value: Duration, name: str, *, allow_zero: bool = False) -> float:
-    """Accept float seconds or a timedelta; refuse negatives (and zero unless allowed)."""
-    s = value.total_seconds() if isinstance(value, timedelta) else float(value)
-    if not (s > 0 or (allow_zero and s == 0)):
-        need = ">= 0" if allow_zero else "> 0"
-        raise ConfigurationError(f"{name} must be {need} seconds (or a timedelta), got {value!r}")
-    return s
+    """Accept float seconds or a timedelta; refuse negatives (and zero unless allowed),
+    NaN, infinity, strings and anything over 1000 years (see errands.validate)."""
+    return validate.duration(value, name, allow_zero=allow_zero)
+
+
+# SQLite's busy timeout is a 32-bit count of milliseconds.
+MAX_BUSY_TIMEOUT = (2**31 - 1) // 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +39,11 @@ class Retention:
             return cls()
         if isinstance(value, Retention):
             return value
+        if not isinstance(value, Mapping):
+            raise ConfigurationError(
+                f"retention must be a mapping such as {{'succeeded': timedelta(days=7)}}, "
+                f"got {value!r:.60}"
+            )
         unknown = set(value) - {"succeeded", "failed", "cancelled"}
         if unknown:
             raise ConfigurationError(
@@ -76,36 +83,50 @@ class Settings:
         audit: Iterable[Event | str] | None = None,
         allow_network_filesystem: bool = False,
     ) -> Settings:
-        if durability not in ("full", "normal"):
+        if not isinstance(durability, str) or durability not in ("full", "normal"):
             raise ConfigurationError(
                 f"durability must be 'full' (survives power loss) or 'normal' "
                 f"(survives an app crash), got {durability!r}"
             )
         lease = seconds(lease_seconds, "lease_seconds")
         # Three beats per lease: one lost beat never loses a healthy job.
-        beat = lease / 4 if heartbeat_seconds is None else seconds(heartbeat_seconds, "heartbeat")
+        beat = (
+            lease / 4
+            if heartbeat_seconds is None
+            else seconds(heartbeat_seconds, "heartbeat_seconds")
+        )
         if beat >= lease:
             raise ConfigurationError(
                 f"heartbeat_seconds ({beat}) must be shorter than lease_seconds ({lease}), "
                 "or every lease would expire before it is renewed"
             )
-        if max_payload_bytes <= 0:
-            raise ConfigurationError(f"max_payload_bytes must be > 0, got {max_payload_bytes}")
-        if max_result_bytes <= 0:
-            raise ConfigurationError(f"max_result_bytes must be > 0, got {max_result_bytes}")
-        events = DEFAULT_AUDIT if audit is None else frozenset(_event(e) for e in audit)
+        validate.integer(max_payload_bytes, "max_payload_bytes", 1, validate.INT32_MAX)
+        validate.integer(max_result_bytes, "max_result_bytes", 1, validate.INT32_MAX)
+        if isinstance(audit, str):
+            raise ConfigurationError(
+                f"audit must be a collection of event names, e.g. ['ENQUEUED', 'FAILED'], "
+                f"got the string {audit!r:.60}"
+            )
+        try:
+            events = DEFAULT_AUDIT if audit is None else frozenset(_event(e) for e in audit)
+        except TypeError:
+            raise ConfigurationError(
+                f"audit must be a collection of event names, got {audit!r:.60}"
+            ) from None
         return cls(
             durability=durability,
             lease_seconds=lease,
             heartbeat_seconds=beat,
             poll_interval=seconds(poll_interval, "poll_interval"),
             shutdown_timeout=seconds(shutdown_timeout, "shutdown_timeout", allow_zero=True),
-            busy_timeout=seconds(busy_timeout, "busy_timeout"),
+            busy_timeout=validate.duration(busy_timeout, "busy_timeout", maximum=MAX_BUSY_TIMEOUT),
             max_payload_bytes=max_payload_bytes,
             max_result_bytes=max_result_bytes,
             retention=Retention.of(retention),
             audit=events,
-            allow_network_filesystem=allow_network_filesystem,
+            allow_network_filesystem=validate.flag(
+                allow_network_filesystem, "allow_network_filesystem"
+            ),
         )
 
 

@@ -30,6 +30,10 @@ RESTART_BACKOFF_MAX = 30.0
 # A child exits with this after a sync handler overran its timeout (a thread cannot be
 # killed, a process can): it is replaced at once, not counted as a crash.
 RECYCLE_EXIT = 75
+# A child exits with this when restarting it cannot help (its SQLite file was deleted or
+# replaced): the supervisor stops every child and exits 1 instead of restarting it on a fresh,
+# empty file created where the old one was.
+FATAL_EXIT = 78
 SUPERVISED_ENV = "ERRANDS_SUPERVISED"
 HEALTHY_AFTER = 60.0  # a child that ran this long restarts with no delay
 
@@ -59,6 +63,7 @@ class Supervisor:
         self.shutdown_timeout = shutdown_timeout
         self._stopping = False
         self._kill = False
+        self._fatal = False
         self.restarts = 0
 
     def _start(self, child: _Child) -> None:
@@ -100,6 +105,15 @@ class Supervisor:
                 code = child.proc.returncode
                 if self.burst and code == 0:
                     child.done, child.proc = True, None
+                    continue
+                if code == FATAL_EXIT:
+                    log.error(
+                        "worker process %d stopped for good (its database file is gone): "
+                        "stopping every worker process",
+                        child.slot,
+                    )
+                    child.done, child.proc = True, None
+                    self._stopping = self._fatal = True
                     continue
                 if code == RECYCLE_EXIT:
                     log.info(
@@ -152,7 +166,7 @@ class Supervisor:
             p.wait()
         # -SIGTERM: a child still starting up (no handler installed yet) had nothing running.
         clean = all(p.returncode in (0, -signal.SIGTERM) for p in live)
-        return 0 if clean and not self._kill else 1
+        return 0 if clean and not self._kill and not self._fatal else 1
 
 
 def _ignore_sigint() -> None:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
+from . import validate
 from .backoff import DEFAULT_BACKOFF, Backoff
 from .errors import ConfigurationError, PayloadError
 
@@ -33,19 +34,18 @@ class TaskOptions:
     discard_on: tuple[type[BaseException], ...] = ()
 
     def __post_init__(self) -> None:
-        if not self.queue or not isinstance(self.queue, str):
-            raise ConfigurationError(f"queue must be a non-empty string, got {self.queue!r}")
-        if self.max_attempts < 1:
-            raise ConfigurationError(f"max_attempts must be >= 1, got {self.max_attempts}")
-        if self.timeout is not None and self.timeout <= 0:
-            raise ConfigurationError(f"timeout must be > 0 seconds, got {self.timeout}")
-        if not callable(self.backoff):
-            raise ConfigurationError("backoff must be a callable attempt -> seconds")
+        validate.text(self.queue, "queue")
+        validate.integer(self.priority, "priority", *validate.PRIORITY_RANGE)
+        validate.integer(self.max_attempts, "max_attempts", 1, validate.MAX_ATTEMPTS_MAX)
+        if self.timeout is not None:
+            validate.duration(self.timeout, "timeout")
+        validate.callable_(self.backoff, "backoff", "a callable attempt -> seconds")
 
 
 @dataclass(frozen=True, slots=True)
 class EnqueueOptions:
-    """Per-call overrides for ``Task.options(...).enqueue(**kwargs)``."""
+    """Per-call overrides for ``Task.with_options(...).enqueue(**kwargs)``, checked when
+    given (so a mistake shows where the options are built, not at a later enqueue)."""
 
     queue: str | None = None
     priority: int | None = None
@@ -54,6 +54,32 @@ class EnqueueOptions:
     max_attempts: int | None = None
     unique_key: str | None = None
     connection: Any = None
+
+    def __post_init__(self) -> None:
+        if self.queue is not None:
+            validate.text(self.queue, "queue")
+        if self.priority is not None:
+            validate.integer(self.priority, "priority", *validate.PRIORITY_RANGE)
+        if self.max_attempts is not None:
+            validate.integer(self.max_attempts, "max_attempts", 1, validate.MAX_ATTEMPTS_MAX)
+        if self.run_at is not None and self.delay is not None:
+            raise ConfigurationError("give run_at or delay, not both")
+        if self.run_at is not None:
+            validate.epoch(self.run_at, "run_at")
+        if self.delay is not None:
+            validate.duration(self.delay, "delay", allow_zero=True)
+        if self.unique_key is not None:
+            validate.text(self.unique_key, "unique_key", max_bytes=validate.MAX_KEY_BYTES)
+
+    @classmethod
+    def check_names(cls, overrides: Mapping[str, Any]) -> None:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(k for k in overrides if k not in known)
+        if unknown:
+            raise ConfigurationError(
+                f"with_options got unknown option(s) {', '.join(unknown)}; "
+                f"use {', '.join(sorted(known))}"
+            )
 
 
 class Task(Generic[P, R]):
@@ -80,6 +106,9 @@ class Task(Generic[P, R]):
                 )
         self.__name__ = name
         self.__doc__ = fn.__doc__
+        # Whether keyword arguments bind depends only on their names: remember the key sets
+        # that fit, so enqueueing many jobs of one shape binds the signature once.
+        self._fitting_keys: set[frozenset[str]] = set()
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.fn(*args, **kwargs)
@@ -94,10 +123,15 @@ class Task(Generic[P, R]):
                 f"task {self.name!r} takes keyword arguments, so its payload must be a JSON "
                 f"object (dict), got {type(payload).__name__}"
             )
+        keys = frozenset(payload)
+        if keys in self._fitting_keys:
+            return
         try:
             self.signature.bind(**payload)
         except TypeError as exc:
             raise PayloadError(f"payload does not fit {self.name}{self.signature}: {exc}") from None
+        if len(self._fitting_keys) < 256:
+            self._fitting_keys.add(keys)
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> int:
         """Enqueue a job with these keyword arguments; returns its id."""
@@ -108,8 +142,18 @@ class Task(Generic[P, R]):
             )
         return self.queue.enqueue(self.name, dict(kwargs))
 
+    async def enqueue_async(self, *args: P.args, **kwargs: P.kwargs) -> int:
+        """``enqueue`` for async code (see ``Queue.enqueue_async``)."""
+        if args:
+            raise PayloadError(
+                f"{self.name}.enqueue_async takes keyword arguments only (they are stored as "
+                f"JSON), got {len(args)} positional"
+            )
+        return await self.queue.enqueue_async(self.name, dict(kwargs))
+
     def with_options(self, **overrides: Any) -> BoundTask:
         """Per-call options: ``send_email.with_options(delay=30).enqueue(to=…)``."""
+        EnqueueOptions.check_names(overrides)
         return BoundTask(self, EnqueueOptions(**overrides))
 
 
@@ -119,18 +163,23 @@ class BoundTask:
     options: EnqueueOptions = field(default_factory=EnqueueOptions)
 
     def enqueue(self, **kwargs: Any) -> int:
+        return self.task.queue.enqueue(self.task.name, kwargs, **self._options())
+
+    async def enqueue_async(self, **kwargs: Any) -> int:
+        return await self.task.queue.enqueue_async(self.task.name, kwargs, **self._options())
+
+    def _options(self) -> dict[str, Any]:
         o = self.options
-        return self.task.queue.enqueue(
-            self.task.name,
-            kwargs,
-            queue=o.queue,
-            priority=o.priority,
-            run_at=o.run_at,
-            delay=o.delay,
-            max_attempts=o.max_attempts,
-            unique_key=o.unique_key,
-            connection=o.connection,
-        )
+        return {
+            "queue": o.queue,
+            "priority": o.priority,
+            "run_at": o.run_at,
+            "delay": o.delay,
+            "max_attempts": o.max_attempts,
+            "unique_key": o.unique_key,
+            "connection": o.connection,
+        }
 
     def with_options(self, **overrides: Any) -> BoundTask:
+        EnqueueOptions.check_names(overrides)
         return replace(self, options=replace(self.options, **overrides))

@@ -57,9 +57,11 @@ def drain(queue: Queue, *, concurrency: int = 1, queues: list[str] | None = None
 
 @contextmanager
 def eager(queue: Queue) -> Iterator[None]:
-    """Inside the block, each enqueue on ``queue`` runs due jobs at once (in this thread,
-    through the real worker path: payload checks, retries, events)."""
+    """Inside the block, each enqueue on ``queue`` (``enqueue``, ``enqueue_many`` and their
+    ``_async`` forms) runs due jobs at once (in the calling thread — for the async forms, on the
+    event loop — through the real worker path: payload checks, retries, events)."""
     original_enqueue, original_many = queue.enqueue, queue.enqueue_many
+    original_async, original_many_async = queue.enqueue_async, queue.enqueue_many_async
 
     def enqueue(*args: object, **kwargs: object) -> int:
         job_id = original_enqueue(*args, **kwargs)  # type: ignore[arg-type]
@@ -71,9 +73,21 @@ def eager(queue: Queue) -> Iterator[None]:
         drain(queue)
         return ids
 
+    async def enqueue_async(*args: object, **kwargs: object) -> int:
+        job_id = await original_async(*args, **kwargs)  # type: ignore[arg-type]
+        drain(queue)
+        return job_id
+
+    async def enqueue_many_async(*args: object, **kwargs: object) -> list[int]:
+        ids = await original_many_async(*args, **kwargs)  # type: ignore[arg-type]
+        drain(queue)
+        return ids
+
     queue.enqueue = enqueue  # type: ignore[method-assign]
     queue.enqueue_many = enqueue_many  # type: ignore[method-assign]
+    queue.enqueue_async = enqueue_async  # type: ignore[method-assign]
+    queue.enqueue_many_async = enqueue_many_async  # type: ignore[method-assign]
     try:
         yield
     finally:
-        del queue.enqueue, queue.enqueue_many
+        del queue.enqueue, queue.enqueue_many, queue.enqueue_async, queue.enqueue_many_async

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from . import execution
+from . import execution, worker_log
 from .backends.base import (
     ClaimedJob,
     ClaimRequest,
@@ -42,6 +42,7 @@ from .errors import (
     ConfigurationError,
     DatabaseBusyError,
     DatabaseError,
+    DatabaseReplacedError,
     InvalidTransitionError,
     JobError,
 )
@@ -77,6 +78,8 @@ class _Slot:
     deadline: float | None = None  # monotonic
     cancel_requested: bool = False
     async_task: asyncio.Task[Any] | None = None
+    hooks: Any = None  # execute middleware resumed when the attempt ends (errands.middleware)
+    timed_out: Outcome | None = None  # what was recorded for an abandoned attempt
 
 
 @dataclass(slots=True)
@@ -143,6 +146,8 @@ class Worker:
         self.supervised = supervised
         self.id = worker_id or make_worker_id()
         self.summary = WorkerSummary(self.id)
+        chain = queue._chain
+        self._hooks = chain if chain is not None and chain.execute_hooks else None
 
         self._held: dict[int, _Slot] = {}
         self._lock = threading.Lock()
@@ -164,6 +169,9 @@ class Worker:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: threading.Thread | None = None
         self._sem: asyncio.Semaphore | None = None
+        # With no task timeout, the per-iteration scans of held jobs for deadlines are skipped
+        # (they were a tenth of a no-op job's cost with hundreds held).
+        self._any_timeout = any(t.options.timeout is not None for t in queue.tasks.values())
         # Event loops replaced because a handler blocked them: closed at shutdown if they
         # ever come free.
         self._wedged: list[tuple[asyncio.AbstractEventLoop, threading.Thread | None]] = []
@@ -195,6 +203,11 @@ class Worker:
         self._start_runners()
         try:
             self._loop_forever()
+        except DatabaseReplacedError:
+            # Outcomes would go to a file nobody reads: do not wait for running jobs.
+            log.error("the database file is gone; stopping without waiting for running jobs")
+            self._hard_stop = True
+            raise
         finally:
             self.q._wakers.discard(self._on_change)
             listener.close()
@@ -280,6 +293,11 @@ class Worker:
         except DatabaseError as exc:
             self._db_trouble("claim skipped", exc)
             return []
+        self._take(jobs)
+        return jobs
+
+    def _take(self, jobs: list[ClaimedJob]) -> None:
+        """Hold and start just-claimed jobs."""
         tasks = self.q.tasks
         for job in jobs:
             slot = _Slot(job, tasks[job.type])
@@ -289,7 +307,6 @@ class Worker:
             self._held[job.id] = slot
             self._dispatch(slot)
         self.summary.claimed += len(jobs)
-        return jobs
 
     def _next_due(self) -> float | None:
         try:
@@ -307,28 +324,54 @@ class Worker:
         for _, _, ran in batch:
             self._avg_run = ran if self._avg_run <= 0 else 0.9 * self._avg_run + 0.1 * ran
         outcomes = [(slot, o) for slot, o, _ in batch if o is not None]
+        # Claim the next jobs in the same transaction as these outcomes: one commit per batch.
+        want = self._target_held() - (len(self._held) - len(batch))
+        request = None
+        if want > 0 and outcomes and not self._renewal_lost and not self._stopping:
+            request = ClaimRequest(
+                self.id, self.types, self.queues, want, self.settings.lease_seconds
+            )
+        jobs: list[ClaimedJob] = []
+        if request is not None:
+            self._dirty = False  # cleared before the claim looks, as in the loop: no lost wake-up
         try:
-            applied = self.backend.finish([o for _, o in outcomes], self.id, now)
+            if request is None:
+                applied = self.backend.finish([o for _, o in outcomes], self.id, now)
+            else:
+                applied, jobs = self.backend.finish_and_claim(
+                    [o for _, o in outcomes], self.id, request, now
+                )
         except DatabaseBusyError as exc:
             self._db_trouble(f"recording {len(outcomes)} outcome(s) postponed", exc)
             self._done.extendleft(reversed(batch))
+            self._dirty = self._dirty or request is not None  # that claim did not happen
             return
         except Exception as exc:
             # Not contention: maybe one outcome the database refuses. Write them one by one
             # so only the culprit is affected; if every write fails, the database itself is
             # in trouble (disk full…) and the whole batch waits, as for contention.
+            if request is not None:  # the claim rolled back with the batch
+                self._dirty, request = True, None
             written = self._finish_each(batch, exc, now)
             if written is None:
                 return
             outcomes, applied = written
         for (_, outcome), ok in zip(outcomes, applied, strict=True):
             self._count(outcome, ok)
+        if log.isEnabledFor(logging.WARNING):  # failures, retries, refusals (worker_log.py)
+            worker_log.outcomes(batch, [o for _, o in outcomes], applied, self.id, now)
         # A retry may already be due, and a burst decides when to return by claiming: look
         # again now instead of relying on a wake-up (PostgreSQL only NOTIFYs for enqueues).
-        if self.burst or any(isinstance(o, Failed) and o.retry_at is not None for _, o in outcomes):
+        full = request is not None and len(jobs) == request.limit
+        if (self.burst and not full) or any(
+            isinstance(o, Failed) and o.retry_at is not None for _, o in outcomes
+        ):
             self._dirty = True
         for slot, _, _ in batch:
             self._held.pop(slot.job.id, None)
+        if request is not None:  # after the pops: a retried job may come back with its id
+            self._take(jobs)
+            self._more = full
 
     def _finish_each(
         self, batch: list[tuple[_Slot, Outcome | None, float]], first: Exception, now: float
@@ -402,13 +445,7 @@ class Worker:
     def _count(self, outcome: Outcome, ok: bool) -> None:
         s = self.summary
         if not ok:
-            s.refused += 1
-            log.warning(
-                "outcome for job %d attempt %d refused: the attempt no longer holds the job "
-                "(its lease was recovered)",
-                outcome.job_id,
-                outcome.attempt,
-            )
+            s.refused += 1  # logged by worker_log.outcomes
             return
         name = type(outcome).__name__
         if isinstance(outcome, Failed):
@@ -546,6 +583,8 @@ class Worker:
                 slot.async_task.get_loop().call_soon_threadsafe(slot.async_task.cancel)
 
     def _next_deadline(self) -> float:
+        if not self._any_timeout:
+            return float("inf")
         # An async job's own loop enforces its deadline; the control thread looks only once
         # the grace is over (waking at the deadline itself would spin until the loop acts).
         deadlines = [
@@ -561,28 +600,26 @@ class Worker:
         handler is cancelled by its own loop at the deadline; one still running a grace period
         later never yields (it blocks the loop): it is failed the same way and the loop is
         replaced for new work."""
+        if not self._any_timeout:
+            return
         for slot in list(self._held.values()):
             if slot.deadline is None or slot.deadline > mono:
                 continue
             wedged = slot.task.is_async
             if wedged and slot.deadline + ASYNC_WEDGE_GRACE > mono:
                 continue
+            exc = JobError(
+                "TIMEOUT:JOB", f"ran longer than its {slot.task.options.timeout}s timeout"
+            )
+            timed_out = execution.failed(slot.task, slot.job, slot.started_at, now, exc)
             with self._lock:
                 if slot.state != STARTED:
                     continue
                 slot.state = ABANDONED
+                slot.timed_out = timed_out  # under the lock: _end reads it once abandoned
                 if not wedged:
                     self._extra_runners += 1
-            exc = JobError(
-                "TIMEOUT:JOB", f"ran longer than its {slot.task.options.timeout}s timeout"
-            )
-            self._done.append(
-                (
-                    slot,
-                    execution.failed(slot.task, slot.job, slot.started_at, now, exc),
-                    mono - slot.begun,
-                )
-            )
+            self._done.append((slot, timed_out, mono - slot.begun))
             if wedged:
                 log.warning(
                     "async job %d is blocking the event loop past its timeout (it never "
@@ -622,16 +659,24 @@ class Worker:
             slot.state = STARTED
         slot.started_at = self.clock()
         slot.begun = time.monotonic()
+        if log.isEnabledFor(logging.DEBUG):  # --verbose: one line per job started
+            worker_log.started(slot.job, self.id)
         timeout = slot.task.options.timeout
         if timeout is not None:
             slot.deadline = slot.begun + timeout
+        if self._hooks is not None:  # on the handler's thread / task, so it shares its context
+            slot.hooks = self._hooks.begin(slot.job, self.id)
         return True
 
     def _end(self, slot: _Slot, outcome: Outcome | None) -> None:
         with self._lock:
-            if slot.state != STARTED:
-                return  # abandoned after a timeout: its outcome was already recorded
-            slot.state = DONE
+            abandoned = slot.state != STARTED
+            if not abandoned:
+                slot.state = DONE
+        if slot.hooks is not None and self._hooks is not None:
+            self._hooks.end(slot.hooks, slot.timed_out if abandoned else outcome, slot.ctx)
+        if abandoned:
+            return  # abandoned after a timeout: its outcome was already recorded
         self._done.append((slot, outcome, time.monotonic() - slot.begun))
         # is_set() takes no lock: only the first of a burst of finishing jobs pays for set().
         if not self._wake.is_set():

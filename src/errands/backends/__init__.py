@@ -2,41 +2,103 @@
 
 from __future__ import annotations
 
+import re
+from urllib.parse import unquote
+
 from ..errors import ConfigurationError
 from ..settings import Settings
 from .base import Backend
 
+# key=value pairs whose value is a secret, in a URL's query string or a libpq conninfo string.
+_SECRET_PAIR = re.compile(
+    r"(?i)(\b(?:ssl)?password\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&#]*)",
+)
+_CONNINFO = re.compile(r"(?i)(?:^|\s)(?:host|hostaddr|port|dbname|user|password|service)\s*=")
+_URL = re.compile(r"\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s'\"()]+")
+MASK = "***"
+
 
 def redact(url: str) -> str:
-    """A database URL fit to print or log: any password replaced by ***."""
-    scheme, sep, rest = url.partition("://")
+    """A database URL (or any text holding one) fit to print or log: the password of a URL's
+    user info — everything between the user's ':' and the last '@', so an unencoded '@' in
+    the password is covered — and every ``password=`` / ``sslpassword=`` value (query string,
+    or a libpq conninfo string) replaced by ***. The one function every message that names a
+    database goes through."""
+    text = _SECRET_PAIR.sub(lambda m: m.group(1) + MASK, url)
+    scheme, sep, rest = text.partition("://")
     if not sep or "@" not in rest:
-        return url
+        return text
     creds, at, host = rest.rpartition("@")
+    if "/" in creds.split(":", 1)[0]:  # the '@' is in the path, not in user info
+        return text
     user, colon, _ = creds.partition(":")
-    return f"{scheme}://{user}{':***' if colon else ''}{at}{host}"
+    return f"{scheme}://{user}{':' + MASK if colon else ''}{at}{host}"
+
+
+def secrets(url: str) -> list[str]:
+    """The secret values a database URL or conninfo string holds (as written and
+    percent-decoded, longest first), so ``scrub`` can remove them from any text — a driver's
+    own error message included."""
+    found: set[str] = set()
+    for m in _SECRET_PAIR.finditer(url):
+        found.add(m.group(2).strip("'"))
+    _, sep, rest = url.partition("://")
+    if sep and "@" in rest:
+        creds = rest.rpartition("@")[0]
+        _, colon, password = creds.partition(":")
+        if colon:
+            found.add(password)
+            found.add(unquote(password))
+    # Shorter values would mangle ordinary words; the structural redaction covers them.
+    return sorted((s for s in found if len(s) >= 4), key=len, reverse=True)
+
+
+def scrub(text: str, *urls: str | None) -> str:
+    """Free ``text`` (a message) with every secret of ``urls`` replaced by ***, and every URL
+    or ``password=`` pair in it redacted."""
+    for url in urls:
+        if url:
+            for secret in secrets(url):
+                text = text.replace(secret, MASK)
+    text = _URL.sub(lambda m: redact(m.group(0)), text)
+    return _SECRET_PAIR.sub(lambda m: m.group(1) + MASK, text)
 
 
 def open_backend(url: str, settings: Settings) -> Backend:
     if url.startswith(("postgresql://", "postgres://")):
+        creds = url.partition("://")[2].rpartition("@")[0]
+        if any(c in creds for c in "@/?#"):
+            # libpq would split the password at the first '@' and treat the rest as the host,
+            # so the password would end up in its "cannot resolve host" message.
+            raise ConfigurationError(
+                f"the password in {redact(url)} holds a character that must be percent-encoded "
+                "in a URL ('@' as %40, '/' as %2F, '?' as %3F, '#' as %23); e.g. "
+                "postgresql://user:p%40ss@host/db"
+            )
         try:
             from .postgres import PostgresBackend  # type: ignore[import-not-found, unused-ignore]
         except ImportError as exc:  # the extra is not installed
             raise ConfigurationError(
-                f"{url.split('@')[-1]!r} needs the PostgreSQL extra: "
-                f"pip install 'errands[postgres]' ({exc})"
+                f"{redact(url)} needs the PostgreSQL extra: pip install 'errands[postgres]' ({exc})"
             ) from exc
         backend: Backend = PostgresBackend(url, settings)
         return backend
+    if "://" not in url and _CONNINFO.search(url):
+        # Not a file name: a libpq "host=… password=…" string would become a SQLite file
+        # named after it (password and all).
+        raise ConfigurationError(
+            f"{redact(url)!r} looks like a libpq connection string; errands takes a URL: "
+            "postgresql://user:password@host:5432/dbname (or a SQLite file path)"
+        )
     if "://" in url and not url.startswith("sqlite://"):
         scheme = url.split("://", 1)[0]
         raise ConfigurationError(
-            f"unknown database URL scheme {scheme!r}; use a file path, sqlite:///path or "
-            "postgresql://user@host/db"
+            f"unknown database URL scheme {scheme!r}; use a file path, sqlite:///relative.db, "
+            "sqlite:////absolute.db or postgresql://user@host/db"
         )
     from .sqlite import SQLiteBackend
 
     return SQLiteBackend(url, settings)
 
 
-__all__ = ["Backend", "open_backend", "redact"]
+__all__ = ["Backend", "open_backend", "redact", "scrub", "secrets"]

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from ..records import Attempt, EventRecord, Job
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # hot path (one per enqueued job): see ClaimedJob
 class NewJob:
     type: str
     payload: str
@@ -22,6 +22,7 @@ class NewJob:
     run_at: float
     max_attempts: int
     unique_key: str | None = None
+    headers: str | None = None  # JSON object text written by enqueue middleware, or None
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +34,9 @@ class ClaimRequest:
     lease_seconds: float
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: a frozen dataclass's __init__ costs ~4x a plain one (object.__setattr__ per
+# field), and one of these is built per job on the hot path. Treat them as read-only.
+@dataclass(slots=True)
 class ClaimedJob:
     id: int
     queue: str
@@ -45,10 +48,11 @@ class ClaimedJob:
     run_at: float
     created_at: float
     cancel_requested: bool
+    headers: str | None = None  # JSON object text, or None
 
 
 # Outcomes a worker records for the attempts it holds. All are fenced on (job_id, attempt).
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # hot path: see ClaimedJob
 class Succeeded:
     job_id: int
     attempt: int
@@ -66,6 +70,8 @@ class Failed:
     traceback: str | None
     retry_at: float | None  # None: final failure
     retry_delay: float = 0.0
+    # The handler's exception, for execution middleware (never stored; not compared).
+    exception: BaseException | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +170,32 @@ class PeriodicRow:
     next_run_raw: Any
 
 
+@dataclass(frozen=True, slots=True)
+class StateCount:
+    """Jobs in one state of one queue and type."""
+
+    status: str
+    queue: str
+    type: str
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class WindowRow:
+    """One measure of one queue summed over the minutes of a window (``job_stats_minutely``).
+
+    ``measure`` is an outcome (``succeeded``/``failed``/``cancelled``: ``bucket`` is the
+    attempts used, ``count`` the jobs), ``wait`` or ``run`` (``bucket`` is the histogram bucket
+    of ``errands.rollup.BOUNDS``; ``total`` and ``maximum`` in seconds)."""
+
+    measure: str
+    queue: str
+    bucket: int
+    count: int
+    total: float
+    maximum: float
+
+
 class Listener(Protocol):
     def close(self) -> None: ...
 
@@ -177,6 +209,7 @@ class Backend(Protocol):
 
     def migrate(self) -> None: ...
     def close(self) -> None: ...
+    def check_identity(self) -> None: ...  # DatabaseReplacedError: the file was swapped
 
     # jobs in
     def enqueue(
@@ -186,6 +219,9 @@ class Backend(Protocol):
     # the worker's verbs
     def claim(self, request: ClaimRequest, now: float) -> list[ClaimedJob]: ...
     def finish(self, outcomes: Sequence[Outcome], worker_id: str, now: float) -> list[bool]: ...
+    def finish_and_claim(
+        self, outcomes: Sequence[Outcome], worker_id: str, request: ClaimRequest, now: float
+    ) -> tuple[list[bool], list[ClaimedJob]]: ...
     def complete_in(
         self, connection: Any, outcome: Succeeded, worker_id: str, now: float
     ) -> bool: ...
@@ -194,7 +230,8 @@ class Backend(Protocol):
     ) -> list[bool]: ...
     def cancel_requested(self, job_ids: Sequence[int]) -> list[int]: ...
     def next_due(self, types: Sequence[str], queues: Sequence[str] | None) -> float | None: ...
-    def listen(self, on_change: Callable[[], None]) -> Listener: ...
+    def listen(self, on_change: Callable[[], None], *, completions: bool = False) -> Listener: ...
+    def listen_finished(self, on_finish: Callable[[frozenset[int] | None], None]) -> Listener: ...
 
     # maintenance
     def rescue(self, now: float, *, limit: int = 1000) -> RescueReport: ...
@@ -227,13 +264,16 @@ class Backend(Protocol):
     def worker_counters(self) -> dict[str, int]: ...
 
     # operations (backends/ops.py: OpsVerbs)
-    def ops_stats(
-        self, now: float, *, alive_seconds: float, window: float, top: int, running_limit: int
-    ) -> dict[str, Any]: ...
+    def state_counts(self) -> list[StateCount]: ...
+    def window_rows(self, since: float) -> list[WindowRow]: ...
+    def retry_histogram(self, since: float, now: float | None = None) -> dict[str, int]: ...
+    def queued_types(self) -> list[tuple[str, str, int]]: ...
+    def oldest_running(
+        self, now: float, alive_seconds: float, limit: int
+    ) -> list[dict[str, Any]]: ...
     def top_errors(self, since: float, limit: int) -> list[dict[str, Any]]: ...
     def running_past_lease(self, now: float, grace: float) -> int: ...
     def oldest_due(self, now: float) -> dict[str, Any] | None: ...
-    def window_figures(self, since: float) -> dict[tuple[str, str, str], Any]: ...
     def rollup_totals(self) -> list[tuple[str, str, str, int]]: ...
     def live_workers(self, now: float, alive_seconds: float) -> list[dict[str, Any]]: ...
     def match_ids(
@@ -242,6 +282,7 @@ class Backend(Protocol):
     # retention: the Pruner (errands.retention) runs the loop over these
     def prune_count(self, state: str, cutoff: float) -> int: ...
     def prune_batch(self, state: str, cutoff: float, limit: int) -> int: ...
+    def tidy_figures(self, now: float) -> None: ...
     def checkpoint(self) -> None: ...
     def vacuum(self) -> dict[str, int | None]: ...
     def storage(self) -> dict[str, int | None]: ...

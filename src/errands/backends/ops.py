@@ -13,14 +13,13 @@ import contextlib
 import json
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .. import rollup
 from ..records import to_datetime
 from ..settings import Settings
 from ..states import State
-from .base import NewJob, PeriodicRow
+from .base import NewJob, PeriodicRow, StateCount, WindowRow
 
 if TYPE_CHECKING:
     from .sqlbase import Conn, Cursor
@@ -31,47 +30,6 @@ FINISHED = (State.SUCCEEDED.value, State.FAILED.value, State.CANCELLED.value)
 def iso(epoch: float | None) -> str | None:
     dt = to_datetime(epoch)
     return None if dt is None else dt.isoformat()
-
-
-@dataclass(slots=True)
-class Window:
-    """Finished jobs of one (queue, type, outcome) in a time window: rolled-up figures of
-    pruned rows plus the exact durations of rows still in the table."""
-
-    rolled: rollup.Figures = field(default_factory=rollup.Figures)
-    rows: rollup.Figures = field(default_factory=rollup.Figures)
-    waits: list[float] = field(default_factory=list)
-    runs: list[float] = field(default_factory=list)
-
-    @property
-    def count(self) -> int:
-        return self.rolled.count + self.rows.count
-
-    def add_row(self, wait: float | None, run: float | None) -> None:
-        self.rows.add(wait, run)
-        if wait is not None:
-            self.waits.append(max(wait, 0.0))
-        if run is not None:
-            self.runs.append(max(run, 0.0))
-
-    def merged(self, other: Window) -> Window:
-        return Window(
-            self.rolled.merged(other.rolled),
-            self.rows.merged(other.rows),
-            self.waits + other.waits,
-            self.runs + other.runs,
-        )
-
-    def figures(self) -> rollup.Figures:
-        return self.rolled.merged(self.rows)
-
-    def wait_pct(self, p: float) -> float | None:
-        cap = max(self.rolled.wait_max, self.rows.wait_max)
-        return rollup.percentile(self.waits, self.rolled.wait_hist, cap, p)
-
-    def run_pct(self, p: float) -> float | None:
-        cap = max(self.rolled.run_max, self.rows.run_max)
-        return rollup.percentile(self.runs, self.rolled.run_hist, cap, p)
 
 
 class OpsVerbs:
@@ -140,9 +98,15 @@ class OpsVerbs:
             "wait_seconds": round(max(now - run_at, 0.0), 3),
         }
 
-    def retry_histogram(self, since: float) -> dict[str, int]:
-        """Attempts used → number of jobs finished since ``since``."""
-        return {str(r[0]): int(r[1]) for r in self._rows("retry_histogram", {"since": since})}
+    def retry_histogram(self, since: float, now: float | None = None) -> dict[str, int]:
+        """Attempts used → number of jobs finished since ``since`` (from the minute of
+        ``since``). Within ``rollup.MINUTES_KEPT`` of ``now`` this sums minute rows; further
+        back it counts the rows still in ``jobs`` (exact, but a scan of the window)."""
+        if now is not None and now - since <= rollup.MINUTES_KEPT:
+            rows = self._rows("attempts_used_since", {"since": rollup.minute_of(since)})
+        else:
+            rows = self._rows("retry_histogram", {"since": since})
+        return {str(r[0]): int(r[1]) for r in rows}
 
     def top_errors(self, since: float, limit: int) -> list[dict[str, Any]]:
         rows = self._rows("top_errors", {"since": since, "limit": limit})
@@ -156,28 +120,16 @@ class OpsVerbs:
             for r in rows
         ]
 
-    def window_figures(self, since: float) -> dict[tuple[str, str, str], Window]:
-        """Finished jobs per (queue, type, outcome) since ``since``: rolled-up hours that start
-        at or after the hour holding ``since`` (pruned data has hour granularity), plus rows."""
-        out: dict[tuple[str, str, str], Window] = {}
-        ep = self._epoch
-        for r in self._rows("rollups_since", {"since": rollup.hour_of(since)}):
-            w = out.setdefault((r[1], r[2], r[3]), Window())
-            w.rolled = w.rolled.merged(
-                rollup.Figures(
-                    int(r[4]),
-                    float(r[5]),
-                    float(r[6]),
-                    float(r[7]),
-                    float(r[8]),
-                    rollup.load(r[9]),
-                    rollup.load(r[10]),
-                )
-            )
-        for r in self._rows("finished_since", {"since": since}):
-            w = out.setdefault((r[0], r[1], r[2]), Window())
-            w.add_row(*rollup.durations(ep(r[3]), ep(r[4]), ep(r[5])))
-        return out
+    def state_counts(self) -> list[StateCount]:
+        """Jobs per state, queue and type: queued and running counted live (index ranges),
+        final states from the trigger-kept ``job_counts`` — never a scan of finished rows."""
+        return [StateCount(r[0], r[1], r[2], int(r[3])) for r in self._rows("state_counts")]
+
+    def window_rows(self, since: float) -> list[WindowRow]:
+        """Every measure per queue and bucket over the minutes starting at or after the minute
+        holding ``since`` (``job_stats_minutely``, kept by triggers)."""
+        rows = self._rows("window_rows", {"since": rollup.minute_of(since)})
+        return [WindowRow(r[0], r[1], int(r[2]), int(r[3]), float(r[4]), float(r[5])) for r in rows]
 
     def rollup_totals(self) -> list[tuple[str, str, str, int]]:
         return [(r[0], r[1], r[2], int(r[3])) for r in self._rows("rollup_totals")]
@@ -201,44 +153,6 @@ class OpsVerbs:
             }
             for r in rows
         ]
-
-    def ops_stats(
-        self, now: float, *, alive_seconds: float, window: float, top: int, running_limit: int
-    ) -> dict[str, Any]:
-        """The five questions as one JSON-ready object (see docs/operations.md)."""
-        from ..periodic import overdue_reason  # periodic imports base; avoid a cycle at import
-
-        rows = self.counts()
-        counts = {s.value: 0 for s in State}
-        for status, _, _, n in rows:
-            counts[status] = counts.get(status, 0) + n
-        workers = self.live_workers(now, alive_seconds)
-        hour = summarize(self.window_figures(now - rollup.HOUR), rollup.HOUR)
-        unhandled = [
-            {"queue": queue, "type": jtype, "queued": n}
-            for queue, jtype, n in self.queued_types()
-            if not any(_handles(w, queue, jtype) for w in workers)
-        ]
-        overdue = []
-        for p in self.list_periodic():
-            reason = overdue_reason(p, now)
-            if reason:
-                overdue.append({"name": p.name, "type": p.type, "reason": reason})
-        return {
-            "now": iso(now),
-            "counts": counts,
-            "by_queue_type": [
-                {"status": s, "queue": q, "type": t, "count": n} for s, q, t, n in sorted(rows)
-            ],
-            "oldest_running": self.oldest_running(now, alive_seconds, running_limit),
-            "oldest_due": self.oldest_due(now),
-            "retries": {"window_seconds": window, "histogram": self.retry_histogram(now - window)},
-            "top_errors": self.top_errors(now - window, top),
-            "last_hour": hour,
-            "unhandled_types": unhandled,
-            "periodic_overdue": overdue,
-            "workers": workers,
-        }
 
     # -- bulk selection --------------------------------------------------------------------
 
@@ -264,6 +178,20 @@ class OpsVerbs:
             rows = conn.execute(self.q["prune_batch"], params).fetchall()
             self._roll_up(conn, rows)
         return len(rows)
+
+    def tidy_figures(self, now: float) -> None:
+        """Drop minute figures older than ``rollup.MINUTES_KEPT`` and fold PostgreSQL's
+        per-connection counter shards into shard 0 (SQLite: shard 0 only), so readers sum few
+        rows. Each is one short transaction that never waits on a worker's."""
+        cutoff = {"cutoff": rollup.minute_of(now - rollup.MINUTES_KEPT)}
+        before = {"before": rollup.minute_of(now) - 2 * rollup.MINUTE}
+        for name, params in (
+            ("forget_minutes", cutoff),
+            ("fold_count_shards", {}),
+            ("fold_minute_shards", before),
+        ):
+            with self._write("prune") as conn:
+                conn.execute(self.q[name], params)
 
     def _roll_up(self, conn: Conn, rows: Sequence[Any]) -> None:
         """Merge deleted rows (queue, type, status, run_at, started_at, finished_at) into
@@ -410,38 +338,6 @@ class OpsVerbs:
             conn.execute(
                 self.q["record_periodic_success"], {"name": name, "succeeded_at": succeeded_at}
             )
-
-
-def summarize(figures: dict[tuple[str, str, str], Window], window: float) -> dict[str, Any]:
-    """Throughput, failure rate and wait/run p50/p95 over every group of a window."""
-    total = Window()
-    outcomes = {s: 0 for s in FINISHED}
-    for (_, _, outcome), w in figures.items():
-        total = total.merged(w)
-        outcomes[outcome] = outcomes.get(outcome, 0) + w.count
-    n = total.count
-    failed = outcomes.get(State.FAILED.value, 0)
-    return {
-        "window_seconds": window,
-        "processed": n,
-        **outcomes,
-        "per_minute": round(n / (window / 60.0), 3),
-        "failure_rate": round(failed / n, 4) if n else 0.0,
-        "wait_p50": _round(total.wait_pct(0.5)),
-        "wait_p95": _round(total.wait_pct(0.95)),
-        "run_p50": _round(total.run_pct(0.5)),
-        "run_p95": _round(total.run_pct(0.95)),
-    }
-
-
-def _round(value: float | None) -> float | None:
-    return None if value is None else round(value, 4)
-
-
-def _handles(worker: dict[str, Any], queue: str, jtype: str) -> bool:
-    queues, types = worker["queues"], worker["types"]
-    # A worker registered without types (an older errands) may handle anything: no alarm.
-    return (queues is None or queue in queues) and (types is None or jtype in types)
 
 
 def _json_text(value: Any) -> str:

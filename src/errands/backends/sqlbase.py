@@ -11,10 +11,11 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from operator import attrgetter
+from typing import Any, NamedTuple, Protocol, TypeVar
 
-from ..errors import SchemaVersionError
+from ..errors import SchemaConflictError, SchemaVersionError
 from ..records import Attempt, EventRecord, Job, to_datetime
 from ..settings import Settings
 from ..states import AttemptStatus, Event, single_source, transition
@@ -78,6 +79,45 @@ def _attempt_detail(attempt: int) -> str:
     return f'{{"attempt":{attempt}}}'
 
 
+# A write written once as a generator of steps: each yielded Step is run by a driver, which
+# sends back its result (fetchone() for ONE, fetchall() for ALL, None otherwise). ``drive`` runs
+# them on a blocking connection; the PostgreSQL backend has an asyncio driver for the same steps,
+# so the async producers share the sync ones' SQL and logic instead of keeping a twin.
+ONE, ALL, EXEC, MANY, COPY = "one", "all", "exec", "many", "copy"
+T = TypeVar("T")
+
+
+class Step(NamedTuple):  # a tuple: built once per row on the enqueue path, so kept cheap
+    sql: str
+    params: Any = None
+    mode: str = ONE  # MANY: params is a list of parameter sets; COPY: a list of rows
+
+
+Steps = Generator[Step, Any, T]
+
+
+def drive(conn: Conn, steps: Steps[T]) -> T:
+    """Run a generator of steps on a blocking connection and return its value."""
+    result: Any = None
+    send, execute = steps.send, conn.execute
+    try:
+        while True:
+            sql, params, mode = send(result)
+            if mode == ONE:
+                result = execute(sql, params).fetchone()
+            elif mode == MANY:
+                conn.executemany(sql, params)
+                result = None
+            elif mode == COPY:
+                conn.copy(sql, params)  # type: ignore[attr-defined]
+                result = None
+            else:
+                cur = execute(sql, params)
+                result = cur.fetchall() if mode == ALL else None
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+
+
 class SQLBackend:
     """Shared verbs. Subclasses provide ``q`` (named queries) and the hooks below."""
 
@@ -112,8 +152,24 @@ class SQLBackend:
         """A timestamp column value as unix seconds."""
         raise NotImplementedError
 
-    def listen(self, on_change: Callable[[], None]) -> Listener:
+    def listen(self, on_change: Callable[[], None], *, completions: bool = False) -> Listener:
+        """Call ``on_change`` (from another thread) soon after another connection commits
+        jobs; with ``completions``, after outcomes are recorded too (where the dialect can tell:
+        SQLite; PostgreSQL wakes for enqueues only)."""
         raise NotImplementedError
+
+    def _roll_up(self, conn: Conn, rows: Sequence[Any]) -> None:
+        """Merge finished-job rows into job_stats_hourly (OpsVerbs supplies it)."""
+        raise NotImplementedError
+
+    def listen_finished(self, on_finish: Callable[[frozenset[int] | None], None]) -> Listener:
+        """Call ``on_finish`` when jobs reach a final state (with their ids, or None when the
+        dialect cannot tell which): what ``Queue.wait`` sleeps on."""
+        raise NotImplementedError
+
+    def _finished(self, conn: Conn, job_ids: Sequence[int]) -> None:
+        """Inside the transaction that made these jobs final: tell waiters (PostgreSQL: one
+        NOTIFY per transaction; SQLite's listeners see every commit anyway)."""
 
     # -- schema ----------------------------------------------------------------------------
 
@@ -126,38 +182,49 @@ class SQLBackend:
     def _run_script(self, conn: Conn, script: str) -> None:
         raise NotImplementedError
 
-    def _after_migration(self, conn: Conn, version: int) -> None:
-        """Anything a dialect records beside errands_migrations (SQLite: user_version)."""
-
     def migrate(self) -> None:
         """Apply pending migrations in one transaction; safe when many processes race here
         (the first applies them, the rest find nothing to do). A database written by a newer
-        errands, or holding a ``jobs`` table errands did not create, is refused untouched."""
+        errands, or holding an object under a name errands needs, is refused untouched.
+        The schema version lives only in ``errands_migrations``: never in the database's
+        header (SQLite's ``user_version`` and ``application_id`` belong to the application)."""
         q = self.q
         if self._schema_is_current():
             return  # the common case: opening a queue needs no write lock
         with self._write("migrate") as conn:
             self._serialize_migrations(conn)
             if conn.execute(q["schema_table_exists"], {}).fetchone() is None:
-                if conn.execute(q["jobs_table_exists"], {}).fetchone() is not None:
-                    raise SchemaVersionError(
-                        f"{self.where} already has a 'jobs' table that errands did not create; "
-                        f"{self.other_jobs_table_hint}"
-                    )
+                self._refuse_conflicts(conn)
                 conn.execute(q["create_schema_table"], {})
             current = int(conn.execute(q["schema_version"], {}).fetchone()[0])
-            if current > self.schema_target:
-                raise SchemaVersionError(
-                    f"{self.where} has errands schema version {current}, newer than this errands "
-                    f"supports ({self.schema_target}); upgrade errands (pip install -U errands) "
-                    "— nothing was changed"
-                )
+            self._refuse_newer(current)
             for version, script in sql_files.migrations(self.dialect):
                 if version <= current:
                     continue
                 self._run_script(conn, script)
                 conn.execute(q["record_migration"], {"version": version, "now": time.time()})
-                self._after_migration(conn, version)
+
+    def _refuse_newer(self, current: int) -> None:
+        if current > self.schema_target:
+            raise SchemaVersionError(
+                f"{self.where} has errands schema version {current}, newer than this errands "
+                f"supports ({self.schema_target}); upgrade errands (pip install -U errands) "
+                "— nothing was changed"
+            )
+
+    def _refuse_conflicts(self, conn: Conn) -> None:
+        """A database errands has never migrated must not already use a name errands' own
+        migrations create: CREATE would fail half-way, or errands would read the
+        application's table as its own."""
+        names = [name for _, name in sql_files.created_objects(self.dialect)]
+        rows = conn.execute(self.q["conflicting_objects"], {"names": self._list(names)})
+        found = [f"{kind} '{name}'" for kind, name in rows.fetchall()]
+        if found:
+            raise SchemaConflictError(
+                f"{self.where} already has {', '.join(found)}, which errands did not create "
+                f"and needs the name{'s' if len(found) > 1 else ''} of; "
+                f"{self.other_jobs_table_hint} — nothing was changed"
+            )
 
     def schema_version(self) -> int:
         with self._read() as conn:
@@ -211,6 +278,7 @@ class SQLBackend:
             payload_ref=r["payload_ref"],
             result_ref=r["result_ref"],
             cancel_requested=bool(r["cancel_requested"]),
+            headers=_json(r.get("headers")),
         )
 
     # -- enqueue ---------------------------------------------------------------------------
@@ -225,11 +293,21 @@ class SQLBackend:
             return self._insert(conn, jobs, now, actor)
 
     def _insert(self, conn: Conn, jobs: Sequence[NewJob], now: float, actor: str) -> list[int]:
+        return drive(conn, self._insert_steps(jobs, now, actor))
+
+    def _insert_steps(self, jobs: Sequence[NewJob], now: float, actor: str) -> Steps[list[int]]:
+        """The enqueue write as steps, so the same code runs on a blocking connection
+        (``drive``) and on an asyncio one (the PostgreSQL backend's ``enqueue_async``)."""
+        if len(jobs) > 1 and all(j.unique_key is None and j.headers is None for j in jobs):
+            # Many plain jobs: one statement per chunk (a per-row INSERT costs ~5x more in the
+            # driver than the row costs in the database). Unique keys need the per-row check,
+            # and headers (middleware) are written per row.
+            return (yield from self._insert_batched_steps(jobs, now, actor))
         ids: list[int] = []
         events: list[dict[str, Any]] = []
         insert, existing = self.q["insert_job"], self.q["active_job_by_unique_key"]
         for job in jobs:
-            row = conn.execute(
+            row = yield Step(
                 insert,
                 {
                     "queue": job.queue,
@@ -241,20 +319,55 @@ class SQLBackend:
                     "run_at": job.run_at,
                     "now": now,
                     "unique_key": job.unique_key,
+                    "headers": job.headers,
                 },
-            ).fetchone()
+            )
             if row is None:  # an active job holds this unique_key
-                ids.append(conn.execute(existing, {"unique_key": job.unique_key}).fetchone()[0])
+                ids.append((yield Step(existing, {"unique_key": job.unique_key}))[0])
             else:
                 ids.append(row[0])
                 events.append(_event_row(row[0], now, Event.ENQUEUED, actor, None))
         if events and Event.ENQUEUED in self._audit:
-            conn.executemany(self.q["insert_event"], events)
+            yield Step(self.q["insert_event"], events, MANY)
+        return ids
+
+    def _insert_batched_steps(
+        self, jobs: Sequence[NewJob], now: float, actor: str
+    ) -> Steps[list[int]]:
+        """Many jobs, one statement per chunk, and one for the chunk's ENQUEUED events."""
+        ids: list[int] = []
+        q = self.q
+        for chunk in _chunks(jobs):
+            batch = _dumps(
+                [[j.queue, j.type, j.payload, j.priority, j.max_attempts, j.run_at] for j in chunk]
+            )
+            rows = yield Step(
+                q["insert_jobs"], {"batch": batch, "to_state": T_ENQUEUE, "now": now}, ALL
+            )
+            new = sorted(r[0] for r in rows)
+            if len(new) != len(chunk):  # cannot happen without unique keys; never guess ids
+                raise RuntimeError(f"inserted {len(new)} of {len(chunk)} jobs")
+            ids.extend(new)
+            if Event.ENQUEUED in self._audit:
+                params = {
+                    "job_ids": _dumps(new),
+                    "now": now,
+                    "event": Event.ENQUEUED.value,
+                    "actor": actor,
+                }
+                yield Step(q["insert_enqueued_events"], params, EXEC)
         return ids
 
     # -- worker verbs ----------------------------------------------------------------------
 
     def claim(self, request: ClaimRequest, now: float) -> list[ClaimedJob]:
+        if not request.types or request.limit <= 0:
+            return []
+        with self._write("claim") as conn:
+            rows = self._claim_in(conn, request, now)
+        return self._claimed(rows)
+
+    def _claim_in(self, conn: Conn, request: ClaimRequest, now: float) -> list[Any]:
         if not request.types or request.limit <= 0:
             return []
         params = {
@@ -266,18 +379,17 @@ class SQLBackend:
             "queues": None if request.queues is None else self._list(list(request.queues)),
             "limit": request.limit,
         }
-        wid = request.worker_id
-        with self._write("claim") as conn:
-            rows = conn.execute(self.q["claim"], params).fetchall()
-            if rows:
-                running = AttemptStatus.RUNNING.value
-                ids = _dumps([r[0] for r in rows])
-                conn.execute(
-                    self.q["open_attempts"], {"job_ids": ids, "now": now, "status": running}
-                )
-                if Event.CLAIMED in self._audit:
-                    events = [[r[0], now, "CLAIMED", wid, _attempt_detail(r[5])] for r in rows]
-                    conn.execute(self.q["insert_events"], {"rows": _dumps(events)})
+        rows: list[Any] = conn.execute(self.q["claim"], params).fetchall()
+        if rows:
+            running = AttemptStatus.RUNNING.value
+            ids = _dumps([r[0] for r in rows])
+            conn.execute(self.q["open_attempts"], {"job_ids": ids, "now": now, "status": running})
+            if Event.CLAIMED in self._audit:
+                params = {"job_ids": ids, "now": now, "event": Event.CLAIMED.value}
+                conn.execute(self.q["insert_claimed_events"], params)
+        return rows
+
+    def _claimed(self, rows: list[Any]) -> list[ClaimedJob]:
         ep = self._epoch
         jobs = [
             ClaimedJob(
@@ -291,10 +403,14 @@ class SQLBackend:
                 ep(r[7]) or 0.0,
                 ep(r[8]) or 0.0,
                 bool(r[9]),
+                None if r[10] is None else _text(r[10]),
             )
             for r in rows
         ]
-        jobs.sort(key=lambda j: (-j.priority, j.run_at, j.id))
+        if len({j.priority for j in jobs}) > 1:
+            jobs.sort(key=lambda j: (-j.priority, j.run_at, j.id))
+        else:  # the common case, one priority: a C key instead of a lambda per job
+            jobs.sort(key=attrgetter("run_at", "id"))
         return jobs
 
     def finish(self, outcomes: Sequence[Outcome], worker_id: str, now: float) -> list[bool]:
@@ -304,40 +420,73 @@ class SQLBackend:
         applied. A refused one (the lease was recovered and the job moved on) changes nothing.
         Successes — the hot path — go in one batched statement; the rest one by one.
         """
+        with self._write("finish") as conn:
+            return self._finish_in(conn, outcomes, worker_id, now)
+
+    def finish_and_claim(
+        self, outcomes: Sequence[Outcome], worker_id: str, request: ClaimRequest, now: float
+    ) -> tuple[list[bool], list[ClaimedJob]]:
+        """``finish`` then ``claim`` in one transaction: one commit (one fsync with SQLite's
+        synchronous=FULL, one WAL flush on PostgreSQL) per batch instead of two. All or
+        nothing: if the claim fails, the outcomes are not recorded either."""
+        with self._write("finish") as conn:
+            applied = self._finish_in(conn, outcomes, worker_id, now)
+            rows = self._claim_in(conn, request, now)
+        return applied, self._claimed(rows)
+
+    def _finish_in(
+        self, conn: Conn, outcomes: Sequence[Outcome], worker_id: str, now: float
+    ) -> list[bool]:
         attempts: list[list[Any]] = []
         events: list[list[Any]] = []
         succeeded = [o for o in outcomes if isinstance(o, Succeeded)]
         done: set[tuple[int, int]] = set()
         other: dict[int, bool] = {}
-        with self._write("finish") as conn:
-            if succeeded:
-                batch = [[o.job_id, o.attempt, o.started_at, o.result] for o in succeeded]
-                params = {**F_SUCCEED, "now": now, "batch": _dumps(batch)}
-                rows = conn.execute(self.q["succeed_jobs"], params).fetchall()
-                done = {(r[0], r[1]) for r in rows}
-                for s in succeeded:
-                    if (s.job_id, s.attempt) in done:
-                        attempts.append(
-                            [s.job_id, s.attempt, "succeeded", s.started_at, None, None, None]
-                        )
-                        events.append(
-                            [s.job_id, now, "SUCCEEDED", worker_id, _attempt_detail(s.attempt)]
-                        )
-            for i, o in enumerate(outcomes):
-                if not isinstance(o, Succeeded):
-                    other[i] = self._apply(conn, o, now, attempts, events, worker_id)
-            applied = [
-                (o.job_id, o.attempt) in done if isinstance(o, Succeeded) else other[i]
-                for i, o in enumerate(outcomes)
-            ]
-            if Event.STARTED in self._audit:
-                events.extend(
-                    [o.job_id, o.started_at, "STARTED", worker_id, _attempt_detail(o.attempt)]
-                    for o, ok in zip(outcomes, applied, strict=True)
-                    if ok and not isinstance(o, Released)
-                )
-            self._write_rows(conn, attempts, events, now)
+        if succeeded:
+            done = self._succeed(conn, succeeded, worker_id, now)
+        for i, o in enumerate(outcomes):
+            if not isinstance(o, Succeeded):
+                other[i] = self._apply(conn, o, now, attempts, events, worker_id)
+        applied = [
+            (o.job_id, o.attempt) in done if isinstance(o, Succeeded) else other[i]
+            for i, o in enumerate(outcomes)
+        ]
+        if Event.STARTED in self._audit:
+            events.extend(
+                [o.job_id, o.started_at, "STARTED", worker_id, _attempt_detail(o.attempt)]
+                for o, ok in zip(outcomes, applied, strict=True)
+                if ok and not isinstance(o, Released)
+            )
+        self._write_rows(conn, attempts, events, now)
+        final = [
+            o.job_id
+            for o, ok in zip(outcomes, applied, strict=True)
+            if ok and not isinstance(o, Released) and getattr(o, "retry_at", None) is None
+        ]
+        if final:
+            self._finished(conn, final)
         return applied
+
+    def _succeed(
+        self, conn: Conn, succeeded: Sequence[Succeeded], worker_id: str, now: float
+    ) -> set[tuple[int, int]]:
+        """The hot path: every success of a batch in three statements sharing one JSON
+        parameter (the fenced update, the attempt rows, the audit events)."""
+        q = self.q
+        batch = [[o.job_id, o.attempt, o.started_at, o.result] for o in succeeded]
+        text = _dumps(batch)
+        rows = conn.execute(q["succeed_jobs"], {**F_SUCCEED, "now": now, "batch": text}).fetchall()
+        done = {(r[0], r[1]) for r in rows}
+        if not done:
+            return done
+        if len(done) < len(batch):  # some were refused: only the applied ones get their rows
+            text = _dumps([b for b in batch if (b[0], b[1]) in done])
+        status = AttemptStatus.SUCCEEDED.value
+        conn.execute(q["close_succeeded_attempts"], {"now": now, "batch": text, "status": status})
+        if Event.SUCCEEDED in self._audit:
+            params = {"now": now, "batch": text, "event": Event.SUCCEEDED.value, "actor": worker_id}
+            conn.execute(q["insert_succeeded_events"], params)
+        return done
 
     def complete_in(self, connection: Any, outcome: Succeeded, worker_id: str, now: float) -> bool:
         """Transactional completion: the fenced success, written in the application's own
@@ -348,6 +497,7 @@ class SQLBackend:
             if not self._apply(conn, outcome, now, attempts, events, worker_id):
                 return False
             self._write_rows(conn, attempts, events, now)
+            self._finished(conn, [outcome.job_id])
         return True
 
     def _write_rows(
@@ -475,7 +625,10 @@ class SQLBackend:
         left) or failed (that was the last one)."""
         with self._write("rescue") as conn:
             expired = conn.execute(self.q["expired_leases"], {"now": now, "limit": limit})
-            return self._recover(conn, expired.fetchall(), "lease_expired", now)
+            report = self._recover(conn, expired.fetchall(), "lease_expired", now)
+            if report.exhausted:
+                self._finished(conn, report.exhausted)
+        return report
 
     def recover_workers(self, worker_ids: Sequence[str], now: float) -> RescueReport:
         """Startup cleanup: recover at once the running jobs of workers known to be dead
@@ -486,6 +639,8 @@ class SQLBackend:
             ids = self._list(list(worker_ids))
             rows = conn.execute(self.q["running_of_workers"], {"worker_ids": ids}).fetchall()
             report = self._recover(conn, rows, "startup_cleanup", now)
+            if report.exhausted:
+                self._finished(conn, report.exhausted)
             for wid in worker_ids:
                 conn.execute(self.q["mark_worker_dead"], {"id": wid, "now": now})
                 # A dead leader's roles go at once, not when its leases lapse.
@@ -538,18 +693,27 @@ class SQLBackend:
             "from_states": self._list(sorted(s.value for s in T_RETRY.source)),
             "now": now,
         }
+        left: list[Any] = []
         with self._write("retry") as conn:
             for job_id in job_ids:
+                ident = {"job_id": job_id, "from_states": params["from_states"]}
+                before = conn.execute(self.q["retry_outcome"], ident).fetchone()
                 if (
-                    conn.execute(self.q["retry_job"], {**params, "job_id": job_id}).fetchone()
+                    before is None
+                    or conn.execute(self.q["retry_job"], {**params, "job_id": job_id}).fetchone()
                     is None
                 ):
                     continue
+                left.append(before)
                 done.append(job_id)
                 if Event.RETRIED in self._audit:
                     conn.execute(
                         self.q["insert_event"], _event_row(job_id, now, "RETRIED", actor, None)
                     )
+            # The outcome the job leaves is history: kept in the hourly rollup, as pruning
+            # does, so "jobs finished" counters (metrics) never go down when a job is retried.
+            if left:
+                self._roll_up(conn, left)
         return done
 
     def cancel(self, job_ids: Sequence[int], actor: str, now: float) -> CancelReport:
@@ -572,6 +736,8 @@ class SQLBackend:
                         )
                 elif conn.execute(q["request_cancel"], {"job_id": job_id}).fetchone() is not None:
                     report.requested.append(job_id)
+            if report.cancelled:
+                self._finished(conn, report.cancelled)
         return report
 
     # -- reads -----------------------------------------------------------------------------
@@ -636,8 +802,9 @@ class SQLBackend:
         return [(r[0], r[1], r[2], int(r[3])) for r in rows]
 
     def hourly_outcomes(self, since: float) -> list[tuple[float, str, int]]:
-        """(hour start, outcome, jobs) for every hour since ``since`` that has finished jobs:
-        live rows plus the rollup of pruned ones (series.sql)."""
+        """(hour start, outcome, jobs) for every hour since ``since`` that has finished jobs
+        (series.sql): hours the minute figures cover whole from them, older ones from live
+        rows plus the rollup of pruned ones."""
         with self._read() as conn:
             rows = conn.execute(self.q["hourly_outcomes"], {"since": since}).fetchall()
         return [(self._epoch(r[0]) or 0.0, str(r[1]), int(r[2])) for r in rows]
@@ -684,6 +851,20 @@ class SQLBackend:
 
 def _counters(counters: Mapping[str, int] | None) -> str | None:
     return None if counters is None else json.dumps(dict(counters), sort_keys=True)
+
+
+CHUNK_ROWS = 5000
+CHUNK_BYTES = 4 << 20  # payload text per statement: bounds the JSON parameter's size
+
+
+def _chunks(jobs: Sequence[NewJob]) -> Iterator[Sequence[NewJob]]:
+    start, size = 0, 0
+    for i, job in enumerate(jobs):
+        size += len(job.payload)
+        if i - start >= CHUNK_ROWS or (size > CHUNK_BYTES and i > start):
+            yield jobs[start:i]
+            start, size = i, len(job.payload)
+    yield jobs[start:]
 
 
 def _dumps(value: Any) -> str:

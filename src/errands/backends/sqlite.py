@@ -17,9 +17,15 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from .. import faults
-from ..errors import ConfigurationError, DatabaseBusyError, DatabaseError
+from ..errors import (
+    ConfigurationError,
+    DatabaseBusyError,
+    DatabaseError,
+    DatabaseReplacedError,
+)
 from ..settings import Settings
-from . import sql
+from . import sql, wakeup
+from .base import ClaimedJob, ClaimRequest, NewJob, Outcome, RescueReport
 from .ops import OpsVerbs
 from .sqlbase import SQLBackend
 
@@ -68,15 +74,22 @@ def translate(exc: sqlite3.Error, path: str) -> DatabaseError:
     low = msg.lower()
     if "readonly" in low or "read-only" in low:
         text = f"{path} is read-only ({msg}); make the file and its directory writable"
+    elif ("malformed" in low or "not a database" in low) and not _looks_like_sqlite(path):
+        text = (
+            f"{path} is not an SQLite database ({msg}); point the Queue at your errands "
+            "database file — errands will not write to this one"
+        )
     elif "malformed" in low or "not a database" in low:
         text = (
-            f"{path} is corrupt or not a SQLite database ({msg}); restore it from a backup "
+            f"{path} is a corrupt SQLite database ({msg}); restore it from a backup "
             "(see docs/operations.md) — errands will not write to it"
         )
     elif "disk is full" in low or "database or disk is full" in low:
         text = (
             f"the disk holding {path} is full ({msg}); free space and retry — nothing was written"
         )
+    elif "unable to open" in low and os.path.isdir(path):
+        text = f"{path} is a directory, not a database file; give the path of a file, e.g. app.db"
     elif "unable to open" in low:
         text = f"cannot open {path} ({msg}); check the directory exists and is writable"
     elif "locked" in low or "busy" in low:
@@ -88,6 +101,16 @@ def translate(exc: sqlite3.Error, path: str) -> DatabaseError:
     else:
         text = f"database error on {path}: {msg}"
     return DatabaseError(text)
+
+
+def _looks_like_sqlite(path: str) -> bool:
+    """An SQLite file starts with this header; a damaged database still does, a text file or
+    another format does not — which tells "wrong file" from "corrupt" apart."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(16) == b"SQLite format 3\x00"
+    except OSError:
+        return False
 
 
 def filesystem_type(path: str) -> str | None:
@@ -113,45 +136,13 @@ def _is_network_fs(path: str) -> str | None:
     return fs if fs in _NETWORK_FS else None
 
 
-class _DataVersionListener:
-    """Cross-process wake-up: ``PRAGMA data_version`` changes whenever another connection
-    commits. Checking it costs microseconds, so a 10 ms poll gives ~10 ms pickup at near 0% CPU
-    (measured figures in docs/runtime.md)."""
-
-    INTERVAL = 0.01
-
-    def __init__(self, backend: SQLiteBackend, on_change: Callable[[], None]) -> None:
-        self._backend = backend
-        self._on_change = on_change
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="errands-listener", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        conn = self._backend.connect()
-        try:
-            last = conn.execute("PRAGMA data_version").fetchone()[0]
-            while not self._stop.wait(self.INTERVAL):
-                try:
-                    current = conn.execute("PRAGMA data_version").fetchone()[0]
-                except sqlite3.Error:
-                    continue  # transient (busy); the worker's poll_interval covers us
-                if current != last:
-                    last = current
-                    self._on_change()
-        finally:
-            conn.close()
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=1)
-
-
 class SQLiteBackend(OpsVerbs, SQLBackend):
     dialect = "sqlite"
     q = sql.queries("sqlite")
     schema_target = SCHEMA_VERSION
-    other_jobs_table_hint = "use another file, or another database for errands"
+    other_jobs_table_hint = (
+        "give errands a file of its own (e.g. Queue('jobs.db')) or use PostgreSQL"
+    )
 
     def __init__(self, url: str, settings: Settings) -> None:
         if sqlite3.sqlite_version_info < MIN_SQLITE:
@@ -169,13 +160,18 @@ class SQLiteBackend(OpsVerbs, SQLBackend):
                 "pass allow_network_filesystem=True if only one host ever opens it"
             )
         self._local = threading.local()
+        self._identity: tuple[int, int] | None = None  # (st_dev, st_ino) of the file opened
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
+        self._notifier = wakeup.Notifier(self.path)
 
     # -- connections -----------------------------------------------------------------------
 
     def connect(self) -> sqlite3.Connection:
         """A new, fully configured connection (the caller owns it)."""
+        # Once a file is open, a new connection (a new thread's) must not open whatever now
+        # sits at the path — nor create an empty file where a deleted one was.
+        self.check_identity()
         try:
             conn = sqlite3.connect(
                 self.path,
@@ -201,6 +197,10 @@ class SQLiteBackend(OpsVerbs, SQLBackend):
         except BaseException:
             conn.close()
             raise
+        if self._identity is None:
+            with contextlib.suppress(OSError):
+                st = os.stat(self.path)
+                self._identity = (st.st_dev, st.st_ino)
         return conn
 
     def _set_wal(self, conn: sqlite3.Connection) -> None:
@@ -279,6 +279,8 @@ class SQLiteBackend(OpsVerbs, SQLBackend):
             with contextlib.suppress(sqlite3.Error):
                 conn.close()
         self._local = threading.local()
+        self._identity = None  # nothing open any more: the next connection may meet a new file
+        self._notifier.close()
 
     # -- schema ----------------------------------------------------------------------------
 
@@ -286,9 +288,54 @@ class SQLiteBackend(OpsVerbs, SQLBackend):
         for statement in _statements(script):
             conn.execute(statement)
 
-    def _after_migration(self, conn: Any, version: int) -> None:
-        # Also in the header, so `sqlite3 app.db 'PRAGMA user_version'` tells it.
-        conn.execute(f"PRAGMA user_version = {int(version)}")
+    def migrate(self) -> None:
+        self._preflight()
+        super().migrate()
+
+    def _preflight(self) -> None:
+        """Refuse a file errands cannot use before anything is changed in it — before even
+        the switch to WAL, which rewrites the header: a plain connection with no PRAGMA
+        writes, reads only. The check in migrate()'s transaction stays for a file created
+        by another process in between."""
+        if not os.path.exists(self.path):
+            return  # a new file: nothing of the application's to protect
+        try:
+            conn = sqlite3.connect(
+                self.path, timeout=self.settings.busy_timeout, isolation_level=None
+            )
+        except sqlite3.Error as exc:
+            raise translate(exc, self.path) from exc
+        try:
+            if conn.execute(self.q["schema_table_exists"]).fetchone() is None:
+                self._refuse_conflicts(conn)
+            else:
+                self._refuse_newer(int(conn.execute(self.q["schema_version"]).fetchone()[0]))
+        except sqlite3.Error as exc:
+            raise translate(exc, self.path) from exc
+        finally:
+            conn.close()
+
+    def check_identity(self) -> None:
+        """Raise DatabaseReplacedError if the path no longer names the file errands opened
+        (deleted, or another file renamed over it). Open connections keep writing to the old
+        inode, where nobody else will ever read it."""
+        if self._identity is None:
+            return
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            raise DatabaseReplacedError(
+                f"{self.path} was deleted while errands had it open; its jobs are gone with "
+                "it — restore the file (or start afresh) and restart the worker"
+            ) from None
+        except OSError:
+            return  # unreadable for a moment (permissions, NFS hiccup): look again next time
+        if (st.st_dev, st.st_ino) != self._identity:
+            raise DatabaseReplacedError(
+                f"{self.path} was replaced by another file while errands had it open; "
+                "restart the worker to use the new file (jobs recorded since the swap went "
+                "to the old one)"
+            )
 
     # -- dialect hooks for SQLBackend ------------------------------------------------------
 
@@ -327,8 +374,57 @@ class SQLiteBackend(OpsVerbs, SQLBackend):
     def _epoch(self, value: Any) -> float | None:
         return None if value is None else float(value)
 
-    def listen(self, on_change: Callable[[], None]) -> _DataVersionListener:
-        return _DataVersionListener(self, on_change)
+    # -- wake-up (see wakeup.py): one datagram to the listeners after each commit ---------
+
+    def listen(
+        self, on_change: Callable[[], None], *, completions: bool = False
+    ) -> wakeup.DatagramListener | wakeup.PollingListener:
+        return wakeup.listen(self, on_change, completions=completions)
+
+    def enqueue(
+        self, jobs: Sequence[NewJob], now: float, *, actor: str, connection: Any = None
+    ) -> list[int]:
+        ids = super().enqueue(jobs, now, actor=actor, connection=connection)
+        # Delayed jobs too: an idle worker then recomputes when its next job falls due.
+        self._notifier.send(wakeup.JOBS if connection is None else wakeup.PENDING)
+        return ids
+
+    def finish(self, outcomes: Sequence[Outcome], worker_id: str, now: float) -> list[bool]:
+        applied = super().finish(outcomes, worker_id, now)
+        self._notifier.send(wakeup.DONE)
+        return applied
+
+    def finish_and_claim(
+        self, outcomes: Sequence[Outcome], worker_id: str, request: ClaimRequest, now: float
+    ) -> tuple[list[bool], list[ClaimedJob]]:
+        result = super().finish_and_claim(outcomes, worker_id, request, now)
+        self._notifier.send(wakeup.DONE)
+        return result
+
+    def retry(self, job_ids: Sequence[int], actor: str, now: float) -> list[int]:
+        done = super().retry(job_ids, actor, now)
+        if done:
+            self._notifier.send(wakeup.JOBS)
+        return done
+
+    def rescue(self, now: float, *, limit: int = 1000) -> RescueReport:
+        report = super().rescue(now, limit=limit)
+        if report.recovered or report.exhausted:
+            self._notifier.send(wakeup.JOBS)
+        return report
+
+    def recover_workers(self, worker_ids: Sequence[str], now: float) -> RescueReport:
+        report = super().recover_workers(worker_ids, now)
+        if report.recovered or report.exhausted:
+            self._notifier.send(wakeup.JOBS)
+        return report
+
+    def listen_finished(
+        self, on_finish: Callable[[frozenset[int] | None], None]
+    ) -> wakeup.DatagramListener | wakeup.PollingListener:
+        # Woken by recorded outcomes too (completions); which jobs finished, a data_version
+        # change cannot say, so waiters re-read the jobs they wait for.
+        return wakeup.listen(self, lambda: on_finish(None), completions=True)
 
 
 def _lenient_text(data: bytes) -> str:
@@ -336,6 +432,14 @@ def _lenient_text(data: bytes) -> str:
 
 
 def _statements(script: str) -> list[str]:
-    """Split a migration script into statements (none of ours contain ';' inside literals)."""
+    """Split a migration script into statements (none of ours contain ';' inside literals);
+    a trigger's BEGIN … END holds several, so pieces join until SQLite calls them complete."""
     body = "\n".join(line for line in script.splitlines() if not line.lstrip().startswith("--"))
-    return [s.strip() for s in body.split(";") if s.strip()]
+    out, pending = [], ""
+    for piece in body.split(";"):
+        pending += piece + ";"
+        if sqlite3.complete_statement(pending):
+            if pending.strip(" \n;"):
+                out.append(pending.strip())
+            pending = ""
+    return out

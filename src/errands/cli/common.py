@@ -1,15 +1,22 @@
-"""What every command shares: finding the database, and the two kinds of failure."""
+"""What every command shares: finding the database, and the two kinds of failure.
+
+The database rule, the same for the CLI and ``errands.Queue()``: ``--db``, else
+``$ERRANDS_DB``, else ``errands.db``. CLI commands never create a database by accident: every
+command except ``enqueue --create`` refuses a SQLite path that is not already an errands queue,
+and commands that only read never migrate (write) it.
+"""
 
 from __future__ import annotations
 
 import argparse
 import os
+import sqlite3
 
+from ..backends import redact
 from ..errors import ErrandsError
-from ..queue import Queue
+from ..queue import DEFAULT_DB, ENV_DB, Queue
 
-DEFAULT_DB = "errands.db"
-ENV_DB = "ERRANDS_DB"
+SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
 class UsageError(Exception):
@@ -30,38 +37,113 @@ def db_was_given(args: argparse.Namespace) -> bool:
     return bool(getattr(args, "db", None))
 
 
+def db_source(args: argparse.Namespace) -> str:
+    """Where the database URL came from, for messages."""
+    if db_was_given(args):
+        return "--db"
+    return f"${ENV_DB}" if os.environ.get(ENV_DB) else f"the default, {DEFAULT_DB}"
+
+
 def is_sqlite(url: str) -> bool:
     return "://" not in url or url.startswith("sqlite://")
 
 
-def open_queue(args: argparse.Namespace, *, must_exist: bool) -> Queue:
-    """Open the queue; commands that only read refuse to create a new, empty database (a typo
-    in --db would otherwise show "no jobs" instead of the mistake)."""
-    url = resolve_db(args)
-    if must_exist and is_sqlite(url):
-        from ..backends.sqlite import path_from_url
+def _schema_version(path: str) -> int:
+    """errands' schema version, read without writing: the highest row of its own
+    ``errands_migrations`` table (0 when the file has none; ``user_version`` is the app's)."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        if not conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'errands_migrations'"
+        ).fetchone():
+            return 0
+        return int(conn.execute("SELECT MAX(version) FROM errands_migrations").fetchone()[0] or 0)
+    finally:
+        conn.close()
 
-        path = path_from_url(url)
-        if not os.path.exists(path):
-            where = (
-                "--db"
-                if db_was_given(args)
-                else (f"${ENV_DB}" if os.environ.get(ENV_DB) else "the default")
+
+def sqlite_problem(url: str, where: str, *, create: bool) -> str | None:
+    """Why ``url`` (a SQLite path or URL) cannot be opened as an errands queue by a CLI
+    command, or None when it can. ``create``: a missing file may be created."""
+    from ..backends.sqlite import path_from_url
+
+    path = path_from_url(url)
+    shown = redact(path)  # a conninfo string given as --db may carry a password
+    hint = f"pass --db with the file your application's errands.Queue uses, or set ${ENV_DB} to it"
+    if os.path.isdir(path):
+        return f"{shown} (from {where}) is a directory, not a database file; {hint}"
+    if not os.path.exists(path):
+        if create:
+            return None
+        absolute = "/" + path
+        if url.startswith("sqlite:///") and not path.startswith("/") and os.path.exists(absolute):
+            return (
+                f"no queue database at {shown}: sqlite:///{shown} is a path relative to the "
+                f"current directory (three slashes); for the absolute path {absolute} write "
+                f"sqlite:///{absolute} (four slashes)"
             )
-            raise CommandFailed(
-                f"no database at {path} (from {where}); pass --db PATH or set {ENV_DB} "
-                "to the file your application uses"
-            )
+        return (
+            f"no queue database at {shown} (from {where}); create it by starting your application "
+            "(errands.Queue(PATH) creates and migrates it) or with `errands enqueue --create`, "
+            f"or {hint}"
+        )
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(SQLITE_MAGIC))
+    except OSError as exc:
+        return f"cannot read {shown} (from {where}): {exc.strerror}; check its permissions"
+    if not head:
+        if create:
+            return None  # an empty file is what sqlite3 makes a new database from
+        return (
+            f"{shown} (from {where}) is an empty file, not an errands queue; {hint} "
+            "(or delete the empty file)"
+        )
+    if head != SQLITE_MAGIC:
+        return f"{shown} (from {where}) is not an SQLite database; {hint}"
+    if create:
+        return None
+    try:
+        version = _schema_version(path)
+    except sqlite3.Error as exc:
+        return (
+            f"{shown} (from {where}) starts like an SQLite database but cannot be read ({exc}); "
+            "if it is your queue it may be corrupt: restore it from a backup "
+            "(see docs/operations.md)"
+        )
+    if version == 0:
+        return (
+            f"{shown} (from {where}) is an SQLite database without an errands queue in it; "
+            f"{hint}, or start your application once so its Queue creates the tables"
+        )
+    return None
+
+
+def open_queue(args: argparse.Namespace, *, must_exist: bool = True) -> Queue:
+    """Open the queue named by --db / $ERRANDS_DB / errands.db for a command.
+
+    ``must_exist=True`` (every command but ``enqueue --create``): a SQLite path must already
+    hold an errands queue, so a typo in --db says so instead of quietly creating a new, empty
+    database (reads would show "no jobs", enqueues would go where no worker looks)."""
+    url = resolve_db(args)
+    if is_sqlite(url):
+        problem = sqlite_problem(url, db_source(args), create=not must_exist)
+        if problem:
+            raise CommandFailed(problem)
     return Queue(url)
 
 
-def add_db(parser: argparse.ArgumentParser, *, top_level: bool = False) -> None:
+def add_db(
+    parser: argparse.ArgumentParser, *, top_level: bool = False, help: str | None = None
+) -> None:
     # On subcommands the default is SUPPRESS so `errands --db X jobs` is not overwritten.
     parser.add_argument(
         "--db",
         metavar="URL",
         default=None if top_level else argparse.SUPPRESS,
-        help=f"database path or URL (default: ${ENV_DB}, else {DEFAULT_DB})",
+        help=help
+        or f"database: a SQLite path, sqlite:///relative.db, sqlite:////absolute.db or "
+        f"postgresql://… (default: ${ENV_DB}, else {DEFAULT_DB})",
     )
 
 

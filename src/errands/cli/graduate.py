@@ -4,13 +4,16 @@ parsed arguments carry ``func`` (returns the exit status)."""
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from typing import Any
 
+from ..backends import redact, scrub
 from ..errors import ErrandsError
-from .common import add_db
+from ..queue import MAX_BATCH
+from . import output
+from .common import add_db, db_source, is_sqlite, resolve_db, sqlite_problem
+from .jobs import int_between
 
 
 def register(subparsers: Any) -> None:
@@ -30,7 +33,9 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="copy into a target that already has errands rows (rows whose ids exist are kept)",
     )
-    parser.add_argument("--batch-size", type=int, default=5000, help="rows per transaction")
+    parser.add_argument(
+        "--batch-size", type=int_between(1, MAX_BATCH), default=5000, help="rows per transaction"
+    )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.set_defaults(func=run)
 
@@ -39,11 +44,23 @@ def run(args: argparse.Namespace) -> int:
     from ..graduate import graduate
 
     if not args.to.startswith(("postgresql://", "postgres://")):
-        print(
-            f"errands graduate: --to must be a postgresql:// URL, got {args.to!r}", file=sys.stderr
+        output.error(
+            f"--to must be a postgresql:// URL (the target), got {redact(args.to)!r}; "
+            "e.g. errands graduate --db app.db --to postgresql://app@db.internal/app"
         )
         return 2
-    source = getattr(args, "db", None) or os.environ.get("ERRANDS_DB") or "errands.db"
+    source = resolve_db(args)
+    if not is_sqlite(source):
+        output.error(
+            f"the source ({db_source(args)}) is {redact(source)}, a PostgreSQL URL: graduate "
+            "copies a SQLite file to PostgreSQL; pass the SQLite file with --db, "
+            "e.g. --db app.db"
+        )
+        return 2
+    problem = sqlite_problem(source, db_source(args), create=False)
+    if problem:
+        output.error(problem)
+        return 1
     last = [0.0]
 
     def progress(table: str, done: int, total: int) -> None:
@@ -62,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
             force=args.force,
         )
     except ErrandsError as exc:
-        print(f"errands graduate: {exc}", file=sys.stderr)
+        output.error(scrub(str(exc), source, args.to))
         return 1
     if args.json:
         import json
@@ -91,5 +108,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(report.summary())
         if report.ok:
-            print(f"point your workers and application at {args.to.split('@')[-1]} now")
+            print(
+                f"now point your workers and application at {redact(args.to)} "
+                f"(ERRANDS_DB={redact(args.to)}; see docs/postgres.md, cut-over)"
+            )
     return 0 if report.ok else 1

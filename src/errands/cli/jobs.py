@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
+from collections.abc import Callable
 from typing import Any
 
-from ..errors import InvalidTransitionError, JobNotFoundError
+from .. import validate
+from ..errors import ConfigurationError, InvalidTransitionError, JobNotFoundError
 from ..states import State
 from . import output
 from .common import UsageError, add_db, add_json, open_queue
@@ -16,23 +18,35 @@ STATES = [s.value for s in State]
 ACTOR = "cli"
 
 
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
+def int_between(lo: int, hi: int) -> Callable[[str], int]:
+    """An argparse type: a whole number within [lo, hi] (bad usage, exit 2, otherwise)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r:.40} is not a whole number") from None
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"must be between {lo} and {hi}, got {text:.40}")
+        return value
+
+    parse.__name__ = "whole number"  # argparse names the type in its messages
+    return parse
+
+
+positive_int = int_between(1, validate.INT64_MAX)
+job_id = int_between(1, validate.INT64_MAX)
 
 
 def seconds(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0 seconds, got {text}")
+        raise argparse.ArgumentTypeError(f"{text!r:.40} is not a number of seconds") from None
+    if not (math.isfinite(value) and 0 <= value <= validate.MAX_DURATION):
+        raise argparse.ArgumentTypeError(
+            f"must be between 0 and {validate.MAX_DURATION:.0f} seconds, got {text:.40}"
+        )
     return value
 
 
@@ -50,16 +64,27 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--delay", type=seconds, metavar="S", help="run no sooner than S seconds from now"
     )
-    p.add_argument("--priority", type=int, metavar="N", help="higher runs first (default 0)")
+    p.add_argument(
+        "--priority",
+        type=int_between(*validate.PRIORITY_RANGE),
+        metavar="N",
+        help="higher runs first (default 0)",
+    )
     p.add_argument("--queue", metavar="Q", help="queue name (default 'default')")
     p.add_argument(
         "--max-attempts",
-        type=positive_int,
+        type=int_between(1, validate.MAX_ATTEMPTS_MAX),
         metavar="N",
         help="attempts before it fails (default 20)",
     )
     p.add_argument(
         "--unique-key", metavar="K", help="if a queued or running job holds K, print its id instead"
+    )
+    p.add_argument(
+        "--create",
+        action="store_true",
+        help="create the SQLite database if it does not exist (otherwise a missing file is an "
+        "error: a job in a new file would be seen by no worker)",
     )
     add_db(p)
     add_json(p)
@@ -86,7 +111,7 @@ def register(sub: Any) -> None:
         help="one job: its columns, attempts and event timeline",
         description="Show one job, its attempts and its event timeline.",
     )
-    p.add_argument("id", type=int, metavar="ID")
+    p.add_argument("id", type=job_id, metavar="ID")
     p.add_argument(
         "--tracebacks", action="store_true", help="also print each failed attempt's traceback"
     )
@@ -102,32 +127,44 @@ def parse_payload(text: str | None) -> Any:
     def refuse(name: str) -> Any:
         raise ValueError(f"{name} is not JSON (JSON has no NaN or Infinity)")
 
+    example = '--payload \'{"to": "a@example.com"}\''
     try:
-        return json.loads(text, parse_constant=refuse)
+        value = json.loads(text, parse_constant=refuse)
     except ValueError as exc:
         raise UsageError(
-            f"--payload is not valid JSON ({exc}); pass a JSON object, e.g. "
-            '--payload \'{"to": "a@example.com"}\''
+            f"--payload is not valid JSON ({exc}); pass a JSON object, e.g. {example}"
         ) from None
+    if not isinstance(value, dict):
+        # Handlers take keyword arguments: a worker would fail it as INVALID_INPUT:PAYLOAD.
+        kinds = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
+        kind = kinds.get(type(value), "a number")
+        raise UsageError(
+            f"--payload is {kind}, but a job's payload is the handler's keyword arguments: "
+            f"pass a JSON object, e.g. {example}"
+        )
+    return value
 
 
 def cmd_enqueue(args: argparse.Namespace) -> int:
     payload = parse_payload(args.payload)
-    with open_queue(args, must_exist=False) as q:
-        job_id = q.enqueue(
-            args.type,
-            payload,
-            queue=args.queue,
-            priority=args.priority,
-            delay=args.delay,
-            max_attempts=args.max_attempts,
-            unique_key=args.unique_key,
-            actor="cli",
-        )
+    with open_queue(args, must_exist=not args.create) as q:
+        try:
+            new_id = q.enqueue(
+                args.type,
+                payload,
+                queue=args.queue,
+                priority=args.priority,
+                delay=args.delay,
+                max_attempts=args.max_attempts,
+                unique_key=args.unique_key,
+                actor="cli",
+            )
+        except ConfigurationError as exc:  # an option errands cannot take: bad usage
+            raise UsageError(str(exc)) from None
     if args.json:
-        output.emit_json({"id": job_id})
+        output.emit_json({"id": new_id})
     else:
-        print(job_id)
+        print(new_id)
     return 0
 
 

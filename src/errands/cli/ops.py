@@ -9,22 +9,24 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
-from .. import bulk
+from .. import bulk, stats, validate
+from ..backends import scrub
 from ..backends.base import PruneProgress
-from ..backends.ops import summarize
 from ..errors import ErrandsError
 from ..periodic import describe
-from ..queue import Queue
+from ..queue import MAX_BATCH, Queue
 from . import jobs
 from .common import add_db, open_queue
 
 OK, ACT, USAGE = 0, 1, 2
+TOP = jobs.int_between(1, validate.INT32_MAX)
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
 
 
@@ -33,9 +35,25 @@ def duration(text: str) -> float:
     match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*", text)
     if not match:
         raise argparse.ArgumentTypeError(
-            f"{text!r} is not a duration; use seconds or a number with s/m/h/d/w, e.g. 24h"
+            f"{text!r:.40} is not a duration; use seconds or a number with s/m/h/d/w, e.g. 24h"
         )
-    return float(match.group(1)) * _UNITS[match.group(2) or "s"]
+    value = float(match.group(1)) * _UNITS[match.group(2) or "s"]
+    if not value <= validate.MAX_DURATION:  # '9' * 400 is a float infinity
+        raise argparse.ArgumentTypeError(
+            f"{text:.40} is longer than {validate.MAX_DURATION:.0f} seconds (1000 years)"
+        )
+    return value
+
+
+def fraction(text: str) -> float:
+    """A rate between 0 and 1 (argparse type)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r:.40} is not a number") from None
+    if not 0 <= value <= 1:  # also refuses NaN
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text:.40}")
+    return value
 
 
 def _open(args: argparse.Namespace) -> Queue:
@@ -56,7 +74,8 @@ def _guarded(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Na
         try:
             return func(args)
         except ErrandsError as exc:  # one line that says what to do; the user must act
-            print(f"errands: {exc}", file=sys.stderr)
+            urls = (getattr(args, "db", None), os.environ.get("ERRANDS_DB"))
+            print(f"errands: {scrub(str(exc), *urls)}", file=sys.stderr)
             return ACT
 
     return run
@@ -68,17 +87,17 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--window", type=duration, default=86400.0, help="retries/errors window")
-    p.add_argument("--top", type=int, default=10, help="how many error codes to show")
+    p.add_argument("--top", type=TOP, default=10, help="how many error codes to show")
 
     p = _add(subparsers, "errors", "most frequent error codes with type and last seen", _errors)
-    p.add_argument("--top", type=int, default=10)
+    p.add_argument("--top", type=TOP, default=10)
     p.add_argument("--since", type=duration, default=86400.0, help="window, e.g. 24h, 7d")
     p.add_argument("--json", action="store_true")
 
     p = _add(
         subparsers, "retry", "retry jobs by id, or every failed/cancelled job matching", _retry
     )
-    p.add_argument("ids", nargs="*", type=int, help="job ids (or use --status)")
+    p.add_argument("ids", nargs="*", type=jobs.job_id, help="job ids (or use --status)")
     p.add_argument("--status", choices=sorted(bulk.RETRYABLE))
     p.add_argument("--type")
     p.add_argument("--queue")
@@ -88,7 +107,7 @@ def register(subparsers: Any) -> None:
     p = _add(
         subparsers, "cancel", "cancel jobs by id, or every queued/running job matching", _cancel
     )
-    p.add_argument("ids", nargs="*", type=int, help="job ids (or use --status)")
+    p.add_argument("ids", nargs="*", type=jobs.job_id, help="job ids (or use --status)")
     p.add_argument("--status", choices=sorted(bulk.CANCELLABLE))
     p.add_argument("--type")
     p.add_argument("--queue")
@@ -97,7 +116,12 @@ def register(subparsers: Any) -> None:
 
     p = _add(subparsers, "prune", "delete finished jobs past retention (rolled up first)", _prune)
     p.add_argument("--dry-run", action="store_true", help="only count what would go")
-    p.add_argument("--batch-size", type=int, default=1000, help="rows per transaction")
+    p.add_argument(
+        "--batch-size",
+        type=jobs.int_between(1, MAX_BATCH),
+        default=1000,
+        help="rows per transaction",
+    )
     p.add_argument("--json", action="store_true")
 
     _add(subparsers, "vacuum", "shrink the database file (locks it: run off-peak)", _vacuum)
@@ -110,10 +134,13 @@ def register(subparsers: Any) -> None:
     p = _add(subparsers, "check", "health probe: exit 1 with one line per problem", _check)
     p.add_argument("--max-wait", type=duration, default=300.0, help="oldest due job's wait")
     p.add_argument(
-        "--max-failure-rate", type=float, default=0.5, help="failed/finished in the last hour"
+        "--max-failure-rate", type=fraction, default=0.5, help="failed/finished in the last hour"
     )
     p.add_argument(
-        "--min-finished", type=int, default=10, help="finished jobs needed to judge the rate"
+        "--min-finished",
+        type=jobs.int_between(0, validate.INT64_MAX),
+        default=10,
+        help="finished jobs needed to judge the rate",
     )
     p.add_argument(
         "--lease-grace", type=duration, default=30.0, help="how far past its lease a job may be"
@@ -189,8 +216,15 @@ def render_stats(st: dict[str, Any], url: str) -> str:
     h = st["last_hour"]
     lines.append(
         f"last hour {h['processed']:,} finished ({h['per_minute']}/min), "
-        f"failure rate {h['failure_rate']:.1%}; wait p50 {_age(h['wait_p50'])} "
-        f"p95 {_age(h['wait_p95'])}; run p50 {_age(h['run_p50'])} p95 {_age(h['run_p95'])}"
+        f"{h['failure_rate']:.1%} of them failed"
+    )
+    lines.append(
+        f"          waited from due to start: median {_age(h['wait_p50'])}, "
+        f"95% within {_age(h['wait_p95'])}"
+    )
+    lines.append(
+        f"          ran (handler start to outcome): median {_age(h['run_p50'])}, "
+        f"95% within {_age(h['run_p95'])}"
     )
     for u in st["unhandled_types"]:
         lines.append(
@@ -234,13 +268,27 @@ def _confirm(verb: str, n: int, args: argparse.Namespace) -> bool:
         answer = ""
     if answer.strip().lower() in ("y", "yes"):
         return True
-    print(f"nothing changed (pass --yes to {verb.lower()} without asking)", file=sys.stderr)
+    print(
+        f"errands: nothing changed (pass --yes to {verb.lower()} without asking)",
+        file=sys.stderr,
+    )
     return False
 
 
 def _bulk(args: argparse.Namespace, verb: str, allowed: frozenset[str]) -> int:
-    if bool(args.ids) == bool(args.status):
-        print(f"errands {verb.lower()}: give job ids or --status, not both", file=sys.stderr)
+    if args.ids and args.status:
+        print(
+            f"errands: give job ids or --status, not both; e.g. errands {verb.lower()} 12 13, "
+            f"or errands {verb.lower()} --status {sorted(allowed)[0]} --yes",
+            file=sys.stderr,
+        )
+        return USAGE
+    if not args.ids and not args.status:
+        print(
+            f"errands: say which jobs to {verb.lower()}: job ids (errands {verb.lower()} 12 13) "
+            f"or --status {'|'.join(sorted(allowed))} with optional --type/--queue/--error-code",
+            file=sys.stderr,
+        )
         return USAGE
     with _open(args) as q:
         if args.ids:
@@ -352,7 +400,14 @@ def check_problems(q: Queue, args: argparse.Namespace) -> list[str]:
             f"oldest due job #{due['id']} ({due['type']}) has waited "
             f"{_age(due['wait_seconds'])}, over --max-wait {_age(args.max_wait)}"
         )
-    hour = summarize(b.window_figures(now - 3600.0), 3600.0)
+    workers = b.live_workers(now, q.settings.lease_seconds)
+    for queue, jtype, n in b.queued_types():
+        if not any(stats.handles(w, queue, jtype) for w in workers):
+            problems.append(
+                f"{n:,} queued {queue}/{jtype} job(s) but no live worker handles type {jtype!r}: "
+                "start a worker whose app has that task (or is the type misspelled?)"
+            )
+    hour = stats.last_hour(b, now)
     if hour["processed"] >= args.min_finished and hour["failure_rate"] > args.max_failure_rate:
         problems.append(
             f"failure rate {hour['failure_rate']:.1%} in the last hour "

@@ -1,9 +1,10 @@
 """``errands worker --app MODULE[:ATTR]``: import the user's app and run its Queue's worker.
 
 The app's ``Queue`` decides which database the worker uses (it is the object the handlers are
-registered on). ``--db`` is therefore only a cross-check: if it is given and names another
-database than the app's Queue, the worker refuses to start rather than guess. ``$ERRANDS_DB``
-is not consulted — the app may read it itself when it builds its Queue.
+registered on). ``--db`` and ``$ERRANDS_DB`` are cross-checks that cannot strand jobs: if
+either names another database than the app's Queue, the worker refuses to start (exit 2) and
+says which is which, rather than run on one database while the jobs wait in another. An app
+that builds ``errands.Queue()`` without a URL follows ``$ERRANDS_DB`` itself.
 """
 
 from __future__ import annotations
@@ -17,12 +18,16 @@ import sys
 import traceback
 from typing import Any
 
+from .. import worker_log
 from ..backends import redact
-from ..queue import Queue
-from ..supervisor import RECYCLE_EXIT, SUPERVISED_ENV
+from ..errors import DatabaseReplacedError
+from ..queue import ENV_DB, Queue
+from ..supervisor import FATAL_EXIT, RECYCLE_EXIT, SUPERVISED_ENV
 from . import output
 from .common import CommandFailed, UsageError, add_db, add_json, is_sqlite
 from .jobs import positive_int
+
+log = logging.getLogger("errands.worker")
 
 
 def register(sub: Any) -> None:
@@ -32,7 +37,9 @@ def register(sub: Any) -> None:
         description="Import MODULE (from the current directory first, like uvicorn), find its "
         "errands.Queue (ATTR, or the only Queue in the module) and run jobs until SIGTERM/SIGINT "
         "(graceful) or, with --burst, until no job it handles is due. The database is the one "
-        "the app's Queue was built with; --db, if given, must name the same database.",
+        "the app's Queue was built with (errands.Queue() with no URL reads $ERRANDS_DB, else "
+        "errands.db). --db and $ERRANDS_DB, when set, must name that same database: otherwise "
+        "the worker refuses to start (exit 2) instead of running where no jobs are.",
     )
     p.add_argument("--app", required=True, metavar="MODULE[:ATTR]", help="e.g. myapp.jobs:q")
     p.add_argument(
@@ -53,8 +60,25 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--burst", action="store_true", help="exit when no job this worker handles is due"
     )
-    p.add_argument("--quiet", action="store_true", help="log warnings only")
-    add_db(p)
+    p.add_argument(
+        "--quiet", action="store_true", help="log warnings only (failed attempts, rescues…)"
+    )
+    p.add_argument(
+        "--verbose",
+        action="store_true",
+        help="also log every job started and finished, with its duration",
+    )
+    p.add_argument(
+        "--log-format",
+        choices=["text", "json"],
+        default="text",
+        help="json: one JSON object per line, for log shippers (default text)",
+    )
+    add_db(
+        p,
+        help="a cross-check only: must name the database of the app's Queue, or the worker "
+        "refuses to start (the same check applies to $ERRANDS_DB)",
+    )
     add_json(p)
     p.set_defaults(func=cmd_worker)
 
@@ -65,6 +89,14 @@ def load_app(spec: str) -> Queue:
     module_name, _, attr = spec.partition(":")
     if not module_name or (":" in spec and not attr):
         raise UsageError(f"--app {spec!r} should be MODULE or MODULE:ATTR, e.g. myapp.jobs:q")
+    if module_name.endswith(".py") or "/" in module_name:
+        # A file path where a module name belongs: say the name to use.
+        name = module_name.removesuffix(".py").strip("/").replace("/", ".")
+        raise UsageError(
+            f"--app takes a module name, not a file: use --app {name}"
+            + (f":{attr}" if attr else "")
+            + " (run from the directory that holds it)"
+        )
     cwd = os.getcwd()
     if cwd not in sys.path:
         sys.path.insert(0, cwd)
@@ -122,18 +154,41 @@ def _same_db(a: str, b: str) -> bool:
         from ..backends.sqlite import path_from_url
 
         return os.path.realpath(path_from_url(a)) == os.path.realpath(path_from_url(b))
-    return a == b
+    if is_sqlite(a) or is_sqlite(b):
+        return False
+    return _pg_key(a) == _pg_key(b)
+
+
+def _pg_key(url: str) -> str:
+    scheme, _, rest = url.partition("://")
+    return f"{'postgresql' if scheme == 'postgres' else scheme}://{rest.rstrip('/')}"
+
+
+def check_database(spec: str, queue: Queue, db: str | None) -> None:
+    """Refuse to start when --db or $ERRANDS_DB names another database than the app's Queue:
+    a worker on the wrong database processes nothing while the jobs wait elsewhere."""
+    if db and not _same_db(db, queue.url):
+        raise UsageError(
+            f"--db {redact(db)} differs from the database of {spec}'s Queue "
+            f"({queue.display_url}); the worker runs on the app's Queue — drop --db, or build "
+            "the Queue from the right URL (errands.Queue() with no URL reads $ERRANDS_DB)"
+        )
+    env = os.environ.get(ENV_DB)
+    if env and not db and not _same_db(env, queue.url):
+        raise UsageError(
+            f"${ENV_DB} is {redact(env)} but {spec}'s Queue uses {queue.display_url}; the worker "
+            f"runs on the app's Queue — build it with errands.Queue() (no URL: it reads "
+            f"${ENV_DB}) or errands.Queue(os.environ['{ENV_DB}']), or unset ${ENV_DB}"
+        )
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
     queue = load_app(args.app)
-    db = getattr(args, "db", None)
-    if db and not _same_db(db, queue.url):
-        raise UsageError(
-            f"--db {redact(db)} differs from the database of {args.app}'s Queue "
-            f"({queue.display_url}); the "
-            "worker uses the app's Queue — drop --db or build the Queue from the right URL"
-        )
+    try:
+        check_database(args.app, queue, getattr(args, "db", None))
+    except UsageError:
+        queue.close()
+        raise
     queues = (
         None if args.queues is None else [s.strip() for s in args.queues.split(",") if s.strip()]
     )
@@ -141,18 +196,16 @@ def cmd_worker(args: argparse.Namespace) -> int:
         raise UsageError("--queues needs at least one queue name, e.g. --queues emails,reports")
     if args.processes > 1:
         return _supervise(args, queue)
-    logging.basicConfig(
-        level=logging.WARNING if args.quiet else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
+    worker_log.configure(quiet=args.quiet, verbose=args.verbose, fmt=args.log_format)
+    banner = (
+        f"errands worker: {queue.display_url}, tasks {', '.join(sorted(queue.tasks)) or '-'}, "
+        f"queues {', '.join(queues) if queues else 'all'}, concurrency {args.concurrency}"
+        + (", burst" if args.burst else "")
     )
-    if not args.quiet:
-        print(
-            f"errands worker: {queue.display_url}, tasks {', '.join(sorted(queue.tasks)) or '-'}, "
-            f"queues {', '.join(queues) if queues else 'all'}, concurrency {args.concurrency}"
-            + (", burst" if args.burst else ""),
-            file=sys.stderr,
-        )
+    if args.log_format == "json":
+        log.info(banner, extra={"errands": {"event": "worker_started"}})
+    elif not args.quiet:
+        print(banner, file=sys.stderr)
     supervised = os.environ.get(SUPERVISED_ENV) == "1"
     try:
         summary = queue.run_worker(
@@ -162,17 +215,25 @@ def cmd_worker(args: argparse.Namespace) -> int:
             recycle_on_timeout=supervised,
             supervised=supervised,
         )
+    except DatabaseReplacedError as exc:
+        if not supervised:
+            raise
+        output.error(str(exc))
+        return FATAL_EXIT  # a restart would only create an empty file where the old one was
     finally:
         queue.close()
+    stopped = (
+        f"errands worker {summary.worker_id} stopped: {summary.succeeded} succeeded, "
+        f"{summary.retried} to retry, {summary.failed} failed, {summary.cancelled} cancelled, "
+        f"{summary.released} released"
+    )
     if args.json:
         output.emit_json({**dataclasses.asdict(summary), "processed": summary.processed})
+    elif args.log_format == "json":
+        fields = {"event": "worker_stopped", **dataclasses.asdict(summary)}
+        log.info(stopped, extra={"errands": fields})
     elif not args.quiet:
-        print(
-            f"errands worker {summary.worker_id} stopped: {summary.succeeded} succeeded, "
-            f"{summary.retried} to retry, {summary.failed} failed, {summary.cancelled} cancelled, "
-            f"{summary.released} released",
-            file=sys.stderr,
-        )
+        print(stopped, file=sys.stderr)
     return RECYCLE_EXIT if summary.recycled else 0
 
 
@@ -190,9 +251,10 @@ def _supervise(args: argparse.Namespace, queue: Queue) -> int:
         child.append("--burst")
     if args.quiet:
         child.append("--quiet")
-    logging.basicConfig(
-        level=logging.WARNING if args.quiet else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    if getattr(args, "db", None):
+        child += ["--db", args.db]  # the check each child repeats must see what this one saw
+    if args.verbose:
+        child.append("--verbose")
+    child += ["--log-format", args.log_format]
+    worker_log.configure(quiet=args.quiet, verbose=args.verbose, fmt=args.log_format)
     return Supervisor(child, args.processes, shutdown, burst=args.burst).run()

@@ -74,3 +74,24 @@ def migrations(dialect: str) -> tuple[tuple[int, str], ...]:
     if versions != list(range(1, len(versions) + 1)):
         raise RuntimeError(f"{dialect} migrations are not numbered 1..n: {versions}")
     return tuple(found)
+
+
+# CREATE [UNIQUE] TABLE|INDEX|VIEW|TRIGGER|SEQUENCE [IF NOT EXISTS] name — comments stripped
+# first, so a commented-out statement does not count.
+_CREATED = re.compile(
+    r"\bCREATE\s+(?:UNIQUE\s+)?(TABLE|INDEX|VIEW|TRIGGER|SEQUENCE|FUNCTION)\s+(?:IF\s+NOT\s+EXISTS\s+)?"
+    r"\"?(\w+)\"?",
+    re.IGNORECASE,
+)
+
+
+@cache
+def created_objects(dialect: str) -> tuple[tuple[str, str], ...]:
+    """(kind, name) of every object the migrations of ``dialect`` create, read from the
+    migration scripts themselves, so the list of names errands needs cannot drift from them."""
+    found: dict[str, str] = {}
+    for _, script in migrations(dialect):
+        body = "\n".join(line.split("--", 1)[0] for line in script.splitlines())
+        for kind, name in _CREATED.findall(body):
+            found.setdefault(name.lower(), kind.lower())
+    return tuple(sorted((kind, name) for name, kind in found.items()))

@@ -7,12 +7,29 @@
 
 -- name: insert_job
 -- Insert one job; a unique_key already held by an active job inserts nothing.
-INSERT INTO jobs (queue, type, payload, status, priority, max_attempts, run_at, created_at, unique_key)
+INSERT INTO jobs (queue, type, payload, status, priority, max_attempts, run_at, created_at, unique_key,
+                  headers)
 VALUES (:queue, :type, :payload, :to_state, :priority, :max_attempts, to_timestamp(:run_at),
-        to_timestamp(:now), :unique_key)
+        to_timestamp(:now), :unique_key, CAST(:headers AS jsonb))
 ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND status IN ('queued', 'running')
 DO NOTHING
 RETURNING id;
+
+-- name: insert_jobs
+-- Insert many jobs without unique keys in one statement; :batch is a JSON array of
+-- [queue, type, payload_text, priority, max_attempts, run_at]. Rows go in in array order, so
+-- the returned ids, sorted, are the jobs' ids in that order (the identity only grows).
+INSERT INTO jobs (queue, type, payload, status, priority, max_attempts, run_at, created_at)
+SELECT e->>0, e->>1, CAST(e->>2 AS jsonb), :to_state, (e->>3)::integer, (e->>4)::integer,
+       to_timestamp((e->>5)::double precision), to_timestamp(:now)
+FROM jsonb_array_elements(CAST(:batch AS jsonb)) WITH ORDINALITY AS t(e, n) ORDER BY n
+RETURNING id;
+
+-- name: insert_enqueued_events
+-- The ENQUEUED audit event of each of many new jobs (:job_ids is a JSON array).
+INSERT INTO job_events (job_id, ts, event, actor, detail)
+SELECT e::bigint, to_timestamp(:now), :event, :actor, NULL
+FROM jsonb_array_elements_text(CAST(:job_ids AS jsonb)) AS e;
 
 -- name: active_job_by_unique_key
 -- The active job holding a unique key.
@@ -48,7 +65,7 @@ SET status = :to_state,
 FROM due
 WHERE jobs.id = due.id
 RETURNING jobs.id, jobs.queue, jobs.type, jobs.payload, jobs.priority, jobs.attempts,
-          jobs.max_attempts, jobs.run_at, jobs.created_at, jobs.cancel_requested;
+          jobs.max_attempts, jobs.run_at, jobs.created_at, jobs.cancel_requested, jobs.headers;
 
 -- name: open_attempts
 -- Open the attempt rows of just-claimed jobs (:job_ids is a JSON array).
@@ -66,6 +83,9 @@ FROM jsonb_array_elements(CAST(:rows AS jsonb)) AS e;
 -- name: succeed_jobs
 -- Fenced, batched: record success of many held attempts; returns (id, attempt) applied.
 -- :batch is a JSON array of [job_id, attempt, started_at, result_json_text_or_null].
+-- status || '' keeps the planner from driving the join by a status index (whose statistics
+-- may say "a few rows" when there are thousands): each batch row must be one primary-key
+-- lookup, as SQLite's unary + does in its file.
 UPDATE jobs
 SET status = :to_state, started_at = to_timestamp(b.started_at),
     finished_at = to_timestamp(:now), result = CAST(b.result AS jsonb),
@@ -73,8 +93,33 @@ SET status = :to_state, started_at = to_timestamp(b.started_at),
 FROM (SELECT (e->>0)::bigint AS id, (e->>1)::integer AS attempt,
              (e->>2)::double precision AS started_at, e->>3 AS result
       FROM jsonb_array_elements(CAST(:batch AS jsonb)) AS e) AS b
-WHERE jobs.id = b.id AND jobs.attempts = b.attempt AND jobs.status = :from_state
+WHERE jobs.id = b.id AND jobs.attempts = b.attempt AND jobs.status || '' = :from_state
 RETURNING jobs.id, jobs.attempts;
+
+-- name: insert_claimed_events
+-- The CLAIMED audit event of each just-claimed job (:job_ids is a JSON array), its attempt
+-- number read from the row rather than shipped in as JSON.
+INSERT INTO job_events (job_id, ts, event, actor, detail)
+SELECT id, to_timestamp(:now), :event, worker_id, jsonb_build_object('attempt', attempts)
+FROM jobs
+WHERE id IN (SELECT value::bigint FROM jsonb_array_elements_text(CAST(:job_ids AS jsonb)));
+
+-- name: close_succeeded_attempts
+-- Close the attempt rows of applied successes; :batch is succeed_jobs' own batch.
+UPDATE job_attempts
+SET status = :status, started_at = to_timestamp(b.started_at), finished_at = to_timestamp(:now),
+    error_code = NULL, error_detail = NULL, traceback_ref = NULL
+FROM (SELECT (e->>0)::bigint AS job_id, (e->>1)::integer AS attempt,
+             (e->>2)::double precision AS started_at
+      FROM jsonb_array_elements(CAST(:batch AS jsonb)) AS e) AS b
+WHERE job_attempts.job_id = b.job_id AND job_attempts.attempt = b.attempt;
+
+-- name: insert_succeeded_events
+-- The SUCCEEDED audit event of each applied success; :batch is succeed_jobs' own batch.
+INSERT INTO job_events (job_id, ts, event, actor, detail)
+SELECT (e->>0)::bigint, to_timestamp(:now), :event, :actor,
+       jsonb_build_object('attempt', (e->>1)::integer)
+FROM jsonb_array_elements(CAST(:batch AS jsonb)) AS e;
 
 -- name: fail_job
 -- Fenced: final failure (attempts exhausted or not retryable).
@@ -159,6 +204,13 @@ SET status = :to_state,
     finished_at = CASE WHEN :to_state = 'queued' THEN NULL ELSE to_timestamp(:now) END,
     lease_expires_at = NULL, error_code = :error_code, error_detail = :error_detail
 WHERE id = :job_id AND attempts = :attempt AND status = :from_state;
+
+-- name: retry_outcome
+-- The finished outcome a manual retry is about to clear, for the hourly rollup (the same
+-- columns, in the same order, as prune_batch returns).
+SELECT queue, type, status, run_at, started_at, finished_at FROM jobs
+WHERE id = :job_id AND status = ANY(CAST(:from_states AS text[]))
+FOR UPDATE;
 
 -- name: retry_job
 -- Manual retry of a failed or cancelled job; it gets at least one more attempt.

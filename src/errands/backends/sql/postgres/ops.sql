@@ -40,16 +40,71 @@ GROUP BY error_code, type
 ORDER BY n DESC, error_code, type
 LIMIT :limit;
 
--- name: finished_since
--- Jobs that finished since :since, for throughput and wait/run percentiles.
-SELECT queue, type, status, run_at, started_at, finished_at FROM jobs
-WHERE status IN ('succeeded', 'failed', 'cancelled') AND finished_at >= to_timestamp(:since);
+-- name: state_counts
+-- Jobs per state, queue and type without visiting finished rows: queued and running from
+-- index ranges on jobs_status_queue_type, final states from job_counts (kept by triggers,
+-- summed over the writers' shards).
+SELECT status, queue, type, COUNT(*) AS count FROM jobs
+WHERE status IN ('queued', 'running') GROUP BY status, queue, type
+UNION ALL
+SELECT status, queue, type, SUM(n) FROM job_counts
+GROUP BY status, queue, type HAVING SUM(n) <> 0;
 
--- name: rollups_since
--- Rolled-up hours starting at or after :since (hour is the hour's start).
-SELECT hour, queue, type, outcome, count, wait_sum, wait_max, run_sum, run_max,
-       wait_hist, run_hist
-FROM job_stats_hourly WHERE hour >= to_timestamp(:since);
+-- name: window_rows
+-- Every measure per queue and bucket over the minutes starting at or after :since: one range
+-- of the primary key per measure.
+SELECT measure, queue, bucket, SUM(count) AS count, SUM(total) AS total, MAX(maximum) AS maximum
+FROM job_stats_minutely
+WHERE measure IN ('succeeded', 'failed', 'cancelled', 'wait', 'run')
+  AND minute >= to_timestamp(:since)
+GROUP BY measure, queue, bucket;
+
+-- name: attempts_used_since
+-- Attempts used by jobs that finished in the minutes starting at or after :since.
+SELECT bucket, SUM(count) AS count FROM job_stats_minutely
+WHERE measure IN ('succeeded', 'failed', 'cancelled') AND minute >= to_timestamp(:since)
+GROUP BY bucket ORDER BY bucket;
+
+-- name: forget_minutes
+-- Drop minute figures older than :cutoff (prune).
+DELETE FROM job_stats_minutely
+WHERE measure IN ('succeeded', 'failed', 'cancelled', 'wait', 'run')
+  AND minute < to_timestamp(:cutoff);
+
+-- name: fold_count_shards
+-- Fold the job_counts rows of every writer's shard into shard 0, so readers sum few rows.
+-- SKIP LOCKED: a row a worker's open transaction holds is left for the next run, so this never
+-- waits on a worker (and cannot deadlock with one); shard 0 rows are taken in key order.
+WITH gone AS (
+    DELETE FROM job_counts WHERE ctid IN (
+        SELECT ctid FROM job_counts WHERE shard <> 0 FOR UPDATE SKIP LOCKED
+    )
+    RETURNING status, queue, type, n
+)
+INSERT INTO job_counts AS c (status, queue, type, shard, n)
+SELECT status, queue, type, 0, SUM(n) FROM gone
+GROUP BY status, queue, type ORDER BY status, queue, type
+ON CONFLICT (status, queue, type, shard) DO UPDATE SET n = c.n + EXCLUDED.n;
+
+-- name: fold_minute_shards
+-- As fold_count_shards, for the job_stats_minutely rows of minutes before :before (writers
+-- only add to the current minute).
+WITH gone AS (
+    DELETE FROM job_stats_minutely WHERE ctid IN (
+        SELECT ctid FROM job_stats_minutely
+        WHERE measure IN ('succeeded', 'failed', 'cancelled', 'wait', 'run')
+          AND minute < to_timestamp(:before) AND shard <> 0
+        FOR UPDATE SKIP LOCKED
+    )
+    RETURNING measure, minute, queue, bucket, count, total, maximum
+)
+INSERT INTO job_stats_minutely AS m
+    (measure, minute, queue, bucket, shard, count, total, maximum)
+SELECT measure, minute, queue, bucket, 0, SUM(count), SUM(total), MAX(maximum) FROM gone
+GROUP BY measure, minute, queue, bucket ORDER BY measure, minute, queue, bucket
+ON CONFLICT (measure, minute, queue, bucket, shard) DO UPDATE SET
+    count = m.count + EXCLUDED.count, total = m.total + EXCLUDED.total,
+    maximum = GREATEST(m.maximum, EXCLUDED.maximum);
 
 -- name: rollup_totals
 -- All-time rolled-up counts per queue, type and outcome (the pruned part of the counters).

@@ -6,9 +6,20 @@
 -- Whether errands has created its migrations table here.
 SELECT 1 AS present FROM pg_tables WHERE schemaname = current_schema() AND tablename = 'errands_migrations';
 
--- name: jobs_table_exists
--- Whether some other 'jobs' table already exists (not ours: refuse to touch it).
-SELECT 1 AS present FROM pg_tables WHERE schemaname = current_schema() AND tablename = 'jobs';
+-- name: conflicting_objects
+-- Relations (tables, views, indexes, sequences) and functions in current_schema() already holding a name
+-- errands' migrations create (:names, an array).
+SELECT CASE c.relkind WHEN 'r' THEN 'table' WHEN 'p' THEN 'table' WHEN 'v' THEN 'view'
+                      WHEN 'm' THEN 'materialized view' WHEN 'i' THEN 'index'
+                      WHEN 'S' THEN 'sequence' ELSE 'relation' END AS kind,
+       c.relname AS name
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = current_schema() AND c.relname::text = ANY(:names)
+UNION ALL
+SELECT 'function', p.proname
+FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+WHERE n.nspname = current_schema() AND p.proname::text = ANY(:names)
+ORDER BY 2;
 
 -- name: create_schema_table
 -- The migrations table: one row per applied schema version.

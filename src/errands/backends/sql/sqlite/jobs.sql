@@ -5,11 +5,29 @@
 
 -- name: insert_job
 -- Insert one job; a unique_key already held by an active job inserts nothing.
-INSERT INTO jobs (queue, type, payload, status, priority, max_attempts, run_at, created_at, unique_key)
-VALUES (:queue, :type, :payload, :to_state, :priority, :max_attempts, :run_at, :now, :unique_key)
+INSERT INTO jobs (queue, type, payload, status, priority, max_attempts, run_at, created_at, unique_key,
+                  headers)
+VALUES (:queue, :type, :payload, :to_state, :priority, :max_attempts, :run_at, :now, :unique_key,
+        :headers)
 ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND status IN ('queued', 'running')
 DO NOTHING
 RETURNING id;
+
+-- name: insert_jobs
+-- Insert many jobs without unique keys in one statement; :batch is a JSON array of
+-- [queue, type, payload_text, priority, max_attempts, run_at]. Rows go in in array order, so
+-- the returned ids, sorted, are the jobs' ids in that order (AUTOINCREMENT only grows).
+INSERT INTO jobs (queue, type, payload, status, priority, max_attempts, run_at, created_at)
+SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'),
+       :to_state, json_extract(value, '$[3]'), json_extract(value, '$[4]'),
+       json_extract(value, '$[5]'), :now
+FROM json_each(:batch) ORDER BY key
+RETURNING id;
+
+-- name: insert_enqueued_events
+-- The ENQUEUED audit event of each of many new jobs (:job_ids is a JSON array).
+INSERT INTO job_events (job_id, ts, event, actor, detail)
+SELECT value, :now, :event, :actor, NULL FROM json_each(:job_ids);
 
 -- name: active_job_by_unique_key
 -- The active job holding a unique key.
@@ -48,7 +66,8 @@ WHERE id IN (
     ORDER BY priority DESC, run_at, id
     LIMIT :limit
 )
-RETURNING id, queue, type, payload, priority, attempts, max_attempts, run_at, created_at, cancel_requested;
+RETURNING id, queue, type, payload, priority, attempts, max_attempts, run_at, created_at, cancel_requested,
+          headers;
 
 -- name: open_attempts
 -- Open the attempt rows of just-claimed jobs (:job_ids is a JSON array).
@@ -69,6 +88,30 @@ FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS a
       FROM json_each(:batch)) AS b
 WHERE jobs.id = b.id AND jobs.attempts = b.attempt AND +jobs.status = :from_state
 RETURNING jobs.id, jobs.attempts;
+
+-- name: insert_claimed_events
+-- The CLAIMED audit event of each just-claimed job (:job_ids is a JSON array), its attempt
+-- number read from the row rather than shipped in as JSON.
+INSERT INTO job_events (job_id, ts, event, actor, detail)
+SELECT id, :now, :event, worker_id, json_object('attempt', attempts) FROM jobs
+WHERE id IN (SELECT value FROM json_each(:job_ids));
+
+-- name: close_succeeded_attempts
+-- Close the attempt rows of applied successes; :batch is succeed_jobs' own batch.
+UPDATE job_attempts
+SET status = :status, started_at = b.started_at, finished_at = :now,
+    error_code = NULL, error_detail = NULL, traceback_ref = NULL
+FROM (SELECT json_extract(value, '$[0]') AS job_id, json_extract(value, '$[1]') AS attempt,
+             json_extract(value, '$[2]') AS started_at
+      FROM json_each(:batch)) AS b
+WHERE job_attempts.job_id = b.job_id AND job_attempts.attempt = b.attempt;
+
+-- name: insert_succeeded_events
+-- The SUCCEEDED audit event of each applied success; :batch is succeed_jobs' own batch.
+INSERT INTO job_events (job_id, ts, event, actor, detail)
+SELECT json_extract(value, '$[0]'), :now, :event, :actor,
+       json_object('attempt', json_extract(value, '$[1]'))
+FROM json_each(:batch);
 
 -- name: fail_job
 -- Fenced: final failure (attempts exhausted or not retryable).
@@ -148,6 +191,12 @@ SET status = :to_state, run_at = CASE WHEN :to_state = 'queued' THEN :now ELSE r
     finished_at = CASE WHEN :to_state = 'queued' THEN NULL ELSE :now END,
     lease_expires_at = NULL, error_code = :error_code, error_detail = :error_detail
 WHERE id = :job_id AND attempts = :attempt AND status = :from_state;
+
+-- name: retry_outcome
+-- The finished outcome a manual retry is about to clear, for the hourly rollup (the same
+-- columns, in the same order, as prune_batch returns).
+SELECT queue, type, status, run_at, started_at, finished_at FROM jobs
+WHERE id = :job_id AND status IN (SELECT value FROM json_each(:from_states));
 
 -- name: retry_job
 -- Manual retry of a failed or cancelled job; it gets at least one more attempt.

@@ -39,16 +39,43 @@ GROUP BY error_code, type
 ORDER BY n DESC, error_code, type
 LIMIT :limit;
 
--- name: finished_since
--- Jobs that finished since :since, for throughput and wait/run percentiles.
-SELECT queue, type, status, run_at, started_at, finished_at FROM jobs
-WHERE status IN ('succeeded', 'failed', 'cancelled') AND finished_at >= :since;
+-- name: state_counts
+-- Jobs per state, queue and type without visiting finished rows: queued and running from
+-- index ranges on jobs_status_queue_type, final states from job_counts (kept by triggers).
+SELECT status, queue, type, COUNT(*) AS count FROM jobs
+WHERE status IN ('queued', 'running') GROUP BY status, queue, type
+UNION ALL
+SELECT status, queue, type, SUM(n) FROM job_counts
+GROUP BY status, queue, type HAVING SUM(n) <> 0;
 
--- name: rollups_since
--- Rolled-up hours starting at or after :since (hour is the hour's start).
-SELECT hour, queue, type, outcome, count, wait_sum, wait_max, run_sum, run_max,
-       wait_hist, run_hist
-FROM job_stats_hourly WHERE hour >= :since;
+-- name: window_rows
+-- Every measure per queue and bucket over the minutes starting at or after :since: one range
+-- of the primary key per measure.
+SELECT measure, queue, bucket, SUM(count) AS count, SUM(total) AS total, MAX(maximum) AS maximum
+FROM job_stats_minutely
+WHERE measure IN ('succeeded', 'failed', 'cancelled', 'wait', 'run') AND minute >= :since
+GROUP BY measure, queue, bucket;
+
+-- name: attempts_used_since
+-- Attempts used by jobs that finished in the minutes starting at or after :since.
+SELECT bucket, SUM(count) AS count FROM job_stats_minutely
+WHERE measure IN ('succeeded', 'failed', 'cancelled') AND minute >= :since
+GROUP BY bucket ORDER BY bucket;
+
+-- name: forget_minutes
+-- Drop minute figures older than :cutoff (prune).
+DELETE FROM job_stats_minutely
+WHERE measure IN ('succeeded', 'failed', 'cancelled', 'wait', 'run') AND minute < :cutoff;
+
+-- name: fold_count_shards
+-- PostgreSQL folds its writers' counter shards into shard 0; SQLite writes shard 0 only, so
+-- here it is a statement that changes nothing (no result, as on PostgreSQL).
+DELETE FROM job_counts WHERE 0;
+
+-- name: fold_minute_shards
+-- As fold_count_shards, for job_stats_minutely before :before (bound here only to keep the
+-- dialects' parameters the same).
+DELETE FROM job_stats_minutely WHERE 0 AND minute < :before;
 
 -- name: rollup_totals
 -- All-time rolled-up counts per queue, type and outcome (the pruned part of the counters).

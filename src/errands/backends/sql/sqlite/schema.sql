@@ -4,9 +4,12 @@
 -- Whether errands has created its migrations table here.
 SELECT 1 AS present FROM sqlite_master WHERE type = 'table' AND name = 'errands_migrations';
 
--- name: jobs_table_exists
--- Whether some other 'jobs' table already exists (not ours: refuse to touch it).
-SELECT 1 AS present FROM sqlite_master WHERE type = 'table' AND name = 'jobs';
+-- name: conflicting_objects
+-- Objects (tables, views, indexes, triggers) already holding a name errands' migrations create
+-- (:names, a JSON array); SQLite names are case-insensitive, so 'Jobs' conflicts with 'jobs'.
+SELECT type AS kind, name FROM sqlite_master
+WHERE lower(name) IN (SELECT value FROM json_each(:names))
+ORDER BY name;
 
 -- name: create_schema_table
 -- The migrations table: one row per applied schema version.

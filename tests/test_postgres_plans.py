@@ -1,0 +1,68 @@
+"""PostgreSQL only: the worker's batch statements touch only their batch's rows, through
+indexes, even while the table's statistics are stale (right after a bulk enqueue, before
+autovacuum analyzes it). Planner choices are PostgreSQL-specific; SQLite pins its plans in
+its query file (INDEXED BY, unary +) and tests/test_stats.py reads its EXPLAIN QUERY PLAN.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import errands
+
+
+def plan(q: errands.Queue, verb: str, name: str, params: dict[str, Any]) -> str:
+    backend: Any = q.backend
+    with backend._write(verb) as conn:
+        rows = conn.raw.execute(("EXPLAIN " + backend.q[name]).encode(), params).fetchall()
+        return "\n".join(r[0] for r in rows)
+
+
+def test_claim_and_successes_use_indexes_with_stale_statistics(pg_url: str) -> None:
+    with errands.Queue(pg_url) as q:
+        ids = q.enqueue_many([("t", {"n": n}) for n in range(3000)])  # no ANALYZE since
+        now = q.clock()
+        claim = plan(
+            q,
+            "claim",
+            "claim",
+            {
+                "to_state": "running",
+                "worker_id": "w",
+                "now": now,
+                "lease_seconds": 60.0,
+                "types": ["t"],
+                "queues": None,
+                "limit": 100,
+            },
+        )
+        assert "jobs_due" in claim, claim
+        assert "Sort" not in claim and "Seq Scan" not in claim, claim
+
+        batch = json.dumps([[i, 1, now, None] for i in ids[:100]])
+        succeed = plan(
+            q,
+            "finish",
+            "succeed_jobs",
+            {"to_state": "succeeded", "from_state": "running", "now": now, "batch": batch},
+        )
+        assert "jobs_pkey" in succeed, succeed
+        assert "Seq Scan" not in succeed and "Hash" not in succeed, succeed
+
+        opened = plan(
+            q,
+            "claim",
+            "open_attempts",
+            {"job_ids": json.dumps(ids[:100]), "now": now, "status": "running"},
+        )
+        assert "jobs_pkey" in opened and "Seq Scan on jobs" not in opened, opened
+
+
+def test_planner_settings_stay_inside_the_batch_transaction(pg_url: str) -> None:
+    with errands.Queue(pg_url) as q:
+        backend: Any = q.backend
+        with backend._write("claim") as conn:
+            assert conn.raw.execute("SHOW enable_seqscan").fetchone()[0] == "off"
+        with backend._read() as conn:
+            assert conn.raw.execute("SHOW enable_seqscan").fetchone()[0] == "on"
