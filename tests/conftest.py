@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 import errands
+import support
 from support import FixedClock
 
 POSTGRES_ENV = "ERRANDS_TEST_POSTGRES_URL"
@@ -140,7 +141,7 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 @pytest.fixture
 def is_sqlite(db_url: str) -> bool:
-    return not db_url.startswith(("postgresql://", "postgres://"))
+    return support.is_sqlite(db_url)
 
 
 @pytest.fixture

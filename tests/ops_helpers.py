@@ -4,62 +4,24 @@ against either backend's tables, rows normalized to what SQLite returns."""
 
 from __future__ import annotations
 
-import sqlite3
-from datetime import datetime
-from decimal import Decimal
 from typing import Any
-
-import pytest
 
 import errands
 from errands import rollup
 from errands.backends.base import ClaimRequest, Failed, NewJob, Succeeded, WorkerInfo
 from support import FixedClock
+from support import is_postgres as is_postgres  # re-exported for the operations tests
+from support import sql_rows as sql_rows
+from support import sqlite_only as sqlite_only
 
 T0 = 1_800_000_000.0  # a fixed "now" (2027-01-15T08:00:00Z): on an hour boundary
 HOUR = 3600.0
 DAY = 86400.0
 
 
-# A settable clock for ``Queue(clock=…)``: the contract tests' own, so the shared ``clock``
-# fixture (tests/conftest.py) and ``Clock(now)`` built here are the same kind (T0 == its EPOCH).
+# The operations tests' name for support.FixedClock (T0 == its EPOCH); the SQL helpers are
+# support's, re-exported so these modules import their builders from one place.
 Clock = FixedClock
-
-
-def is_postgres(url: str) -> bool:
-    return url.startswith(("postgresql://", "postgres://"))
-
-
-def sqlite_only(url: str, why: str) -> None:
-    """Skip on PostgreSQL, saying why: the test checks something only SQLite has."""
-    if is_postgres(url):
-        pytest.skip(f"SQLite-specific: {why}")
-
-
-def _plain(value: Any) -> Any:
-    # What SQLite would return: timestamps as unix seconds, numerics as int or float.
-    if isinstance(value, datetime):
-        return value.timestamp()
-    if isinstance(value, Decimal):
-        return int(value) if value == value.to_integral_value() else float(value)
-    return value
-
-
-def sql_rows(url: str, query: str) -> list[tuple[Any, ...]]:
-    """Rows of one plain SELECT on the test database, read the way SQLite would return them
-    (PostgreSQL: timestamptz → seconds, numeric → int/float, jsonb → its JSON text)."""
-    if not is_postgres(url):
-        conn = sqlite3.connect(url)
-        try:
-            return conn.execute(query).fetchall()
-        finally:
-            conn.close()
-    import psycopg
-    from psycopg.types.json import set_json_loads
-
-    with psycopg.connect(url, autocommit=True) as pg:
-        set_json_loads(lambda data: data if isinstance(data, str) else data.decode(), pg)
-        return [tuple(_plain(v) for v in row) for row in pg.execute(query).fetchall()]
 
 
 def binned(exact: float, maximum: float) -> float:

@@ -5,27 +5,26 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
+from datetime import datetime
+from decimal import Decimal
 from typing import Any
+
+import pytest
 
 import errands
 from errands.backends.base import ClaimedJob, ClaimRequest
+from errands.testing import FrozenClock
 
 # A fixed moment well inside the range every backend stores exactly (2027-01-15 08:00 UTC).
 EPOCH = 1_800_000_000.0
 
 
-class FixedClock:
-    """A clock that only moves when a test says so: pass it as ``Queue(clock=...)``."""
+class FixedClock(FrozenClock):
+    """The clock users get (``errands.testing.FrozenClock``), starting at ``EPOCH`` unless told
+    otherwise: pass it as ``Queue(clock=...)``; it moves only on ``advance`` or ``now = …``."""
 
     def __init__(self, now: float = EPOCH) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> float:
-        self.now += seconds
-        return self.now
+        super().__init__(now)
 
 
 def claim(
@@ -55,13 +54,45 @@ def wait_for(condition: Callable[[], Any], *, timeout: float = 30.0, what: str =
         time.sleep(0.01)
 
 
-def sql_rows(path: str, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-    """Raw SQL on a SQLite file through a plain sqlite3 connection (not errands')."""
-    conn = sqlite3.connect(path)
-    try:
-        return conn.execute(sql, params).fetchall()
-    finally:
-        conn.close()
+def is_postgres(url: str) -> bool:
+    return url.startswith(("postgresql://", "postgres://"))
+
+
+def is_sqlite(url: str) -> bool:
+    return not is_postgres(url)
+
+
+def sqlite_only(url: str, why: str) -> None:
+    """Skip on PostgreSQL, saying why: the test checks something only SQLite has."""
+    if is_postgres(url):
+        pytest.skip(f"SQLite-specific: {why}")
+
+
+def _plain(value: Any) -> Any:
+    # What SQLite would return: timestamps as unix seconds, numerics as int or float.
+    if isinstance(value, datetime):
+        return value.timestamp()
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    return value
+
+
+def sql_rows(url: str, query: str) -> list[tuple[Any, ...]]:
+    """Rows of one plain query on the test database through a connection of its own (not
+    errands'), read the way SQLite would return them (PostgreSQL: timestamptz → seconds,
+    numeric → int/float, jsonb → its JSON text)."""
+    if is_sqlite(url):
+        conn = sqlite3.connect(url)
+        try:
+            return conn.execute(query).fetchall()
+        finally:
+            conn.close()
+    import psycopg
+    from psycopg.types.json import set_json_loads
+
+    with psycopg.connect(url, autocommit=True) as pg:
+        set_json_loads(lambda data: data if isinstance(data, str) else data.decode(), pg)
+        return [tuple(_plain(v) for v in row) for row in pg.execute(query).fetchall()]  # type: ignore[arg-type]
 
 
 def event_names(q: errands.Queue, job_id: int) -> list[str]:

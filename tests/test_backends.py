@@ -12,14 +12,7 @@ import pytest
 import errands
 from errands.backends.base import ClaimRequest, Succeeded
 from errands.errors import ConfigurationError, SchemaVersionError
-
-
-class Clock:
-    def __init__(self, now: float = 1_800_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
+from support import FixedClock, is_postgres
 
 
 def claim(q: errands.Queue, limit: int = 10, lease: float = 60.0) -> list[Any]:
@@ -55,7 +48,7 @@ def test_unique_key_dedups_only_active_jobs(db_url: str) -> None:
 
 
 def test_claim_orders_by_priority_then_run_at_then_id(db_url: str) -> None:
-    clock = Clock()
+    clock = FixedClock()
     with errands.Queue(db_url, clock=clock) as q:
         low = q.enqueue("t", {}, priority=0)
         high = q.enqueue("t", {}, priority=5)
@@ -78,7 +71,7 @@ def test_enqueue_many_bulk_and_unique_paths(db_url: str) -> None:
 
 
 def test_retry_then_final_failure_timeline(db_url: str) -> None:
-    clock = Clock()
+    clock = FixedClock()
     with errands.Queue(db_url, clock=clock) as q:
 
         @q.task(max_attempts=2, backoff=errands.fixed(10))
@@ -105,7 +98,7 @@ def test_retry_then_final_failure_timeline(db_url: str) -> None:
 
 
 def test_expired_lease_is_recovered_and_stale_outcome_refused(db_url: str) -> None:
-    clock = Clock()
+    clock = FixedClock()
     with errands.Queue(db_url, clock=clock) as q:
         job_id = q.enqueue("t", {})
         (held,) = claim(q, lease=5)
@@ -131,7 +124,7 @@ def test_list_jobs_filters_and_pages(db_url: str) -> None:
 
 def test_transactional_enqueue_commits_or_rolls_back_with_the_app(db_url: str) -> None:
     with errands.Queue(db_url) as q:
-        if db_url.startswith("postgresql://"):
+        if is_postgres(db_url):
             import psycopg
 
             with psycopg.connect(db_url) as conn:

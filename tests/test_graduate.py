@@ -21,16 +21,9 @@ from errands import faults
 from errands.backends.base import ClaimRequest
 from errands.cli.graduate import register
 from errands.graduate import TABLES, GraduateError, graduate
+from support import FixedClock
 
 T0 = 1_800_000_000.0
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def tasks(q: errands.Queue) -> None:
@@ -47,10 +40,10 @@ def tasks(q: errands.Queue) -> None:
         raise ValueError("try later")
 
 
-def build_source(path: str) -> Clock:
+def build_source(path: str) -> FixedClock:
     """Jobs in every state, with attempts, events, a traceback blob, a worker row, a
     schedule and an hourly rollup."""
-    clock = Clock()
+    clock = FixedClock(T0)
     with errands.Queue(path, clock=clock, lease_seconds=10) as q:
         tasks(q)
         for n in range(5):

@@ -10,6 +10,7 @@ import pytest
 
 import errands
 from errands.periodic import PeriodicScheduler, next_tick, overdue_reason
+from errands.tasks import DEFAULT_MAX_ATTEMPTS
 from ops_helpers import HOUR, T0, Clock, run_job, sql_rows
 
 pytest_plugins = ("conftest_ops",)
@@ -22,6 +23,10 @@ def _jobs(q: errands.Queue, jtype: str) -> list[Any]:
 def _row(q: errands.Queue, name: str) -> Any:
     (row,) = [r for r in q.backend.list_periodic() if r.name == name]
     return row
+
+
+def scheduler(q: errands.Queue) -> PeriodicScheduler:
+    return PeriodicScheduler(q.backend, q.schedules, q.tasks, clock=q.clock)
 
 
 def test_registers_task_and_schedule(q: errands.Queue) -> None:
@@ -87,7 +92,7 @@ def test_scheduler_enqueues_each_tick_once(q: errands.Queue, clock: Clock) -> No
     @q.periodic(every=60)
     def tick() -> None: ...
 
-    s = PeriodicScheduler(q)
+    s = scheduler(q)
     assert s.run_once(T0 + 30).enqueued == {}
     first = s.run_once(T0 + 61)
     assert list(first.enqueued) == ["tick"]
@@ -115,7 +120,7 @@ def test_many_schedulers_enqueue_exactly_once_per_tick(db_url: str) -> None:
 
         def run(i: int) -> None:
             try:
-                s = PeriodicScheduler(queues[i])
+                s = scheduler(queues[i])
                 for k in range(1, ticks + 1):
                     barrier.wait(timeout=30)
                     wins[i] += s.run_once(T0 + 10 * k + 0.5).enqueued.values()
@@ -137,11 +142,22 @@ def test_many_schedulers_enqueue_exactly_once_per_tick(db_url: str) -> None:
             queue.close()
 
 
+def test_scheduled_jobs_take_their_task_options(q: errands.Queue) -> None:
+    q.periodic(every=60, name="tuned", priority=7, max_attempts=3)(lambda: None)
+    # The scheduler sees only what it is given: without the task registry, the defaults apply.
+    bare = PeriodicScheduler(q.backend, q.schedules, {})
+    assert list(bare.run_once(T0 + 61).enqueued) == ["tuned"]
+    assert list(scheduler(q).run_once(T0 + 121).enqueued) == ["tuned"]
+    second, first = _jobs(q, "tuned")  # newest first
+    assert (first.priority, first.max_attempts) == (0, DEFAULT_MAX_ATTEMPTS)
+    assert (second.priority, second.max_attempts) == (7, 3)
+
+
 def test_catch_up_skip_drops_missed_ticks(q: errands.Queue) -> None:
     @q.periodic(every=HOUR)
     def hourly() -> None: ...
 
-    s = PeriodicScheduler(q)
+    s = scheduler(q)
     # down from T0 until T0 + 3.5 h: ticks at +1 h, +2 h and +3 h passed
     report = s.run_once(T0 + 3.5 * HOUR)
     assert report.enqueued == {} and report.skipped == ["hourly"]
@@ -155,7 +171,7 @@ def test_catch_up_once_enqueues_one_job_for_the_gap(q: errands.Queue) -> None:
     @q.periodic(every=HOUR, catch_up="once")
     def hourly() -> None: ...
 
-    s = PeriodicScheduler(q)
+    s = scheduler(q)
     report = s.run_once(T0 + 5.5 * HOUR)
     assert list(report.enqueued) == ["hourly"]
     assert s.run_once(T0 + 5.6 * HOUR).enqueued == {}
@@ -166,15 +182,15 @@ def test_catch_up_once_enqueues_one_job_for_the_gap(q: errands.Queue) -> None:
 def test_only_this_queues_schedules_run(db_url: str, clock: Clock) -> None:
     with errands.Queue(db_url, clock=clock) as q1, errands.Queue(db_url, clock=clock) as q2:
         q1.periodic(every=60, name="mine")(lambda: None)
-        assert PeriodicScheduler(q2).run_once(T0 + 61).enqueued == {}
-        assert list(PeriodicScheduler(q1).run_once(T0 + 61).enqueued) == ["mine"]
+        assert scheduler(q2).run_once(T0 + 61).enqueued == {}
+        assert list(scheduler(q1).run_once(T0 + 61).enqueued) == ["mine"]
 
 
 def test_overdue_detection(q: errands.Queue, clock: Clock) -> None:
     @q.periodic(every=HOUR, grace=300)
     def hourly() -> None: ...
 
-    s = PeriodicScheduler(q)
+    s = scheduler(q)
     assert overdue_reason(_row(q, "hourly"), T0 + 10) is None  # no tick yet
     # no scheduler ran: the tick at +1 h is more than grace late
     reason = overdue_reason(_row(q, "hourly"), T0 + HOUR + 301)
@@ -211,7 +227,7 @@ def test_last_success_outlives_pruning(db_url: str, clock: Clock) -> None:
         @q.periodic(every=HOUR, grace=300)
         def hourly() -> None: ...
 
-        s = PeriodicScheduler(q)
+        s = scheduler(q)
         s.run_once(T0 + HOUR + 1)
         _succeed(q, "hourly", at=T0 + HOUR + 2)
         s.run_once(T0 + HOUR + 5)  # persists last_succeeded_at on the schedule
@@ -225,7 +241,7 @@ def test_a_success_of_the_type_counts(q: errands.Queue) -> None:
     def hourly() -> None: ...
 
     t = T0 + HOUR + 10
-    PeriodicScheduler(q).run_once(T0 + HOUR)
+    scheduler(q).run_once(T0 + HOUR)
     _succeed(q, "hourly", at=t)
     run_job(q, "other", run_at=t, started=t, finished=t + 1)
     assert _row(q, "hourly").last_succeeded_at == t + 1
@@ -257,7 +273,7 @@ def test_scheduled_job_runs_through_a_worker(db_url: str, clock: Clock) -> None:
             ran.append(n)
 
         clock.now = T0 + 61
-        PeriodicScheduler(q).run_once()
+        scheduler(q).run_once()
         q.run_worker(burst=True, handle_signals=False)
         assert ran == [7]
         assert _row(q, "tick").last_succeeded_at is not None

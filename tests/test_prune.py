@@ -12,7 +12,8 @@ import pytest
 import errands
 from errands import rollup
 from errands.backends.base import ClaimRequest, NewJob, PruneProgress, Succeeded
-from errands.retention import Pruner
+from errands.maintenance import Maintenance
+from errands.retention import BUSY_INTERVAL, IDLE_INTERVAL, Pruner
 from ops_helpers import DAY, T0, Clock, enqueue, is_postgres, run_job, sql_rows, sqlite_only
 
 pytest_plugins = ("conftest_ops",)
@@ -141,17 +142,67 @@ def test_rerun_is_idempotent(rq: errands.Queue) -> None:
     )
 
 
+def pruner(q: errands.Queue, **kwargs: Any) -> Pruner:
+    return Pruner(q.backend, q.settings.retention, **kwargs)
+
+
+def rolled_up(q: errands.Queue) -> int:
+    return int(_sql(q, "SELECT COALESCE(SUM(count), 0) FROM job_stats_hourly")[0][0])
+
+
 def test_interrupted_prune_resumes_without_double_counting(rq: errands.Queue) -> None:
     _build(rq, n_old_ok=6)
     stop = threading.Event()
-    pruner = Pruner(rq, batch_size=2, progress=lambda p: stop.set(), stop=stop)
-    first = pruner.run_once()
-    assert first.interrupted and first.total == 2
+    first = pruner(rq, batch_size=2, progress=lambda p: stop.set(), should_stop=stop.is_set)
+    report = first.run_once(T0)
+    assert report.interrupted and report.total == 2 and first.interval == BUSY_INTERVAL
     stop.clear()
-    second = Pruner(rq, batch_size=2).run_once()
+    second = pruner(rq, batch_size=2).run_once(T0)
     assert not second.interrupted
-    assert first.total + second.total == 8
-    assert _sql(rq, "SELECT SUM(count) FROM job_stats_hourly") == [(8,)]
+    assert report.total + second.total == 8
+    assert rolled_up(rq) == 8
+
+
+def test_pruner_paces_its_passes_with_max_batches(rq: errands.Queue) -> None:
+    # 7 succeeded, 1 failed, 1 cancelled past retention; passes of at most 2 batches of 2.
+    _build(rq, n_old_ok=7)
+    service = pruner(rq, batch_size=2, max_batches=2)
+    assert service.interval == IDLE_INTERVAL
+    steps = []
+    for _ in range(4):
+        report = service.run_once(T0)
+        # each batch is rolled up in the transaction that deletes it: never ahead, never behind
+        steps.append((report.deleted, report.batches, report.more, service.interval))
+        assert rolled_up(rq) == sum(sum(d.values()) for d, *_ in steps)
+    assert steps == [
+        ({"succeeded": 4}, 2, True, BUSY_INTERVAL),
+        ({"succeeded": 3, "failed": 0}, 2, True, BUSY_INTERVAL),
+        ({"succeeded": 0, "failed": 1, "cancelled": 1}, 2, False, IDLE_INTERVAL),
+        ({"succeeded": 0, "failed": 0, "cancelled": 0}, 0, False, IDLE_INTERVAL),
+    ]
+    assert _sql(rq, "SELECT COUNT(*) FROM jobs")[0][0] == 3  # the kept ones
+
+
+def test_maintenance_comes_back_soon_while_the_pruner_is_behind(rq: errands.Queue) -> None:
+    _build(rq, n_old_ok=7)
+    service = pruner(rq, batch_size=2, max_batches=2)
+    leader = Maintenance(rq.backend, "host:1:a", [service], ttl=60)
+    assert leader.tick(T0) == T0 + BUSY_INTERVAL  # a bounded pass ran, rows are left
+    assert leader.reports["prune"].total == 4
+    assert leader.tick(T0 + BUSY_INTERVAL / 2) == T0 + BUSY_INTERVAL  # not due: nothing ran
+    assert leader.reports["prune"].total == 4
+    assert leader.tick(T0 + BUSY_INTERVAL) == T0 + 2 * BUSY_INTERVAL  # still behind
+    # the last rows go: the pruner is idle again, so the next call is for the leader lease
+    assert leader.tick(T0 + 2 * BUSY_INTERVAL) > T0 + 3 * BUSY_INTERVAL
+    assert rolled_up(rq) == 9 and service.interval == IDLE_INTERVAL
+
+
+def test_checkpoint_counts_rows_across_passes(rq: errands.Queue) -> None:
+    _build(rq, n_old_ok=7)
+    service = pruner(rq, batch_size=2, max_batches=2, checkpoint_after=5)
+    first, second, third = (service.run_once(T0) for _ in range(3))
+    assert (first.total, second.total, third.total) == (4, 3, 2)
+    assert (first.checkpointed, second.checkpointed, third.checkpointed) == (False, True, False)
 
 
 def test_rollup_merges_into_an_existing_hour(db_url: str, clock: Clock) -> None:
@@ -170,14 +221,14 @@ def test_rollup_merges_into_an_existing_hour(db_url: str, clock: Clock) -> None:
 def test_large_prune_reports_its_checkpoint(rq: errands.Queue) -> None:
     # The checkpoint step runs on every backend (PostgreSQL's is a no-op query).
     _build(rq)
-    assert rq.backend.prune(T0, checkpoint_after=3).checkpointed
-    assert not rq.backend.prune(T0, checkpoint_after=3).checkpointed
+    assert pruner(rq, checkpoint_after=3).run_once(T0).checkpointed
+    assert not pruner(rq, checkpoint_after=3).run_once(T0).checkpointed
 
 
 def test_large_prune_truncates_the_sqlite_wal(rq: errands.Queue) -> None:
     sqlite_only(rq.url, "the WAL file beside the database; PostgreSQL checkpoints by itself")
     _build(rq)
-    report = rq.backend.prune(T0, checkpoint_after=3)
+    report = pruner(rq, checkpoint_after=3).run_once(T0)
     assert report.checkpointed
     assert os.path.getsize(rq.url + "-wal") == 0
     assert rq.backend.storage()["wal_bytes"] == 0
@@ -214,3 +265,5 @@ def test_vacuum_gives_pruned_space_back(rq: errands.Queue) -> None:
 def test_bad_batch_size(rq: errands.Queue) -> None:
     with pytest.raises(ValueError, match="batch_size"):
         rq.prune(batch_size=0)
+    with pytest.raises(ValueError, match="max_batches"):
+        pruner(rq, max_batches=0)

@@ -81,7 +81,3 @@ class JobError(Exception):
         self.code = code
         self.detail = detail
         self.retry = retry
-
-
-def is_error_code(code: str) -> bool:
-    return bool(_CODE.match(code))

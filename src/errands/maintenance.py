@@ -26,7 +26,11 @@ MAX_SWEEP = 5.0
 
 class Service(Protocol):
     name: str
-    interval: float
+
+    @property
+    def interval(self) -> float:
+        """Seconds from one pass to the next, read after each pass (a service may vary it)."""
+        ...
 
     def run_once(self, now: float) -> Any: ...
 

@@ -29,10 +29,11 @@ irregular cron schedules (weekdays only, say).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import croniter
@@ -42,6 +43,7 @@ from .backends.base import NewJob, PeriodicRow
 from .errors import ConfigurationError
 from .records import to_datetime
 from .settings import seconds
+from .tasks import DEFAULT_MAX_ATTEMPTS
 
 if TYPE_CHECKING:
     from .queue import Queue
@@ -205,27 +207,49 @@ class SchedulerReport:
     lost_race: list[str] = field(default_factory=list)  # another scheduler took the tick
 
 
-class PeriodicScheduler:
-    """Maintenance service: enqueue due ticks of this Queue's schedules.
+class PeriodicVerbs(Protocol):
+    """The part of a backend the scheduler uses."""
 
-    Call ``run_once(now)`` every second or so (more often than the shortest interval) from
-    one or many processes: the compare-and-set makes extra schedulers harmless. Only schedules
-    registered on this Queue run here (the code is the source of truth; rows of schedules
-    removed from the code stay visible in ``errands periodic`` until deleted).
+    def list_periodic(self) -> list[PeriodicRow]: ...
+    def record_periodic_success(self, name: str, succeeded_at: float) -> None: ...
+    def fire_periodic(
+        self, row: PeriodicRow, next_run_at: float, job: NewJob | None, now: float
+    ) -> tuple[bool, int | None]: ...
+
+
+class PeriodicScheduler:
+    """Maintenance service: enqueue due ticks of the given schedules.
+
+    ``PeriodicScheduler(q.backend, q.schedules, q.tasks, clock=q.clock)``: the backend's
+    periodic verbs, the schedules this process declared, and the task registry (for each job's
+    priority and max_attempts). Call ``run_once(now)`` every second or so (more often than the
+    shortest interval) from one or many processes: the compare-and-set makes extra schedulers
+    harmless. Only the given schedules run here (the code is the source of truth; rows of
+    schedules removed from the code stay visible in ``errands periodic`` until deleted).
     """
 
     name = "periodic"
     interval = 1.0  # tick resolution: schedules of a few seconds still fire on time
 
-    def __init__(self, q: Queue) -> None:
-        self.q = q
+    def __init__(
+        self,
+        backend: PeriodicVerbs,
+        schedules: Mapping[str, Schedule],
+        tasks: Mapping[str, Task[Any, Any]],
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.backend = backend
+        self.schedules = schedules
+        self.tasks = tasks
+        self.clock = clock
 
     def run_once(self, now: float | None = None) -> SchedulerReport:
-        now = self.q.clock() if now is None else now
+        now = self.clock() if now is None else now
         report = SchedulerReport()
-        backend = self.q.backend
+        backend = self.backend
         for row in backend.list_periodic():
-            if row.name not in self.q.schedules:
+            if row.name not in self.schedules:
                 continue
             if row.last_succeeded_at is not None and (
                 row.stored_succeeded_at is None or row.last_succeeded_at > row.stored_succeeded_at
@@ -250,7 +274,7 @@ class PeriodicScheduler:
         return report
 
     def _job(self, row: PeriodicRow, now: float) -> NewJob:
-        task = self.q.tasks.get(row.type)
+        task = self.tasks.get(row.type)
         opts = task.options if task is not None else None
         return NewJob(
             type=row.type,
@@ -258,7 +282,7 @@ class PeriodicScheduler:
             queue=row.queue,
             priority=0 if opts is None else opts.priority,
             run_at=now,
-            max_attempts=20 if opts is None else opts.max_attempts,
+            max_attempts=DEFAULT_MAX_ATTEMPTS if opts is None else opts.max_attempts,
         )
 
 

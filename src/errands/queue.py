@@ -33,7 +33,7 @@ from .maintenance import Rescuer, Service
 from .middleware import Chain, Enqueuing, encode_headers
 from .periodic import PeriodicScheduler, Schedule
 from .records import Attempt, EventRecord, Job
-from .retention import Pruner
+from .retention import SERVICE_MAX_BATCHES, Pruner
 from .settings import Duration, Retention, Settings, seconds
 from .states import TERMINAL, Event, State
 from .tasks import DEFAULT_QUEUE, Task, TaskOptions
@@ -106,12 +106,6 @@ class Queue:
         self._chain: Chain | None = None  # None until q.use(): no cost without middleware
         self._lock = threading.Lock()
         self._offload: ThreadPoolExecutor | None = None  # blocking work of async callers
-        # Maintenance services the elected worker runs (rescue; prune and periodic add theirs).
-        self._service_factories: list[Callable[[Queue], Service | None]] = [
-            lambda q: Rescuer(q.backend, q.settings.lease_seconds),
-            lambda q: PeriodicScheduler(q) if q.schedules else None,
-            lambda q: Pruner(q),
-        ]
         self.backend = open_backend(url, self.settings)
         self.backend.migrate()
         self._hubs = hubs(self.backend, self._wakers)
@@ -752,12 +746,16 @@ class Queue:
     ) -> PruneReport:
         """Delete finished jobs past ``retention`` (rolled up first), ``batch_size`` rows per
         transaction; rerunnable and interruptible (``should_stop``). See errands.retention."""
-        return self.backend.prune(
-            self.clock() if now is None else validate.epoch(now, "now"),
-            dry_run=validate.flag(dry_run, "dry_run"),
+        pruner = Pruner(
+            self.backend,
+            self.settings.retention,
             batch_size=validate.integer(batch_size, "batch_size", 1, MAX_BATCH),
             progress=progress,
             should_stop=should_stop,
+        )
+        return pruner.run_once(
+            self.clock() if now is None else validate.epoch(now, "now"),
+            dry_run=validate.flag(dry_run, "dry_run"),
         )
 
     def vacuum(self) -> dict[str, int | None]:
@@ -793,13 +791,18 @@ class Queue:
             raise JobNotFoundError(f"no job with id {job_id}; list jobs with `errands jobs`")
         return job
 
-    def add_service(self, factory: Callable[[Queue], Service | None]) -> None:
-        """Have the elected worker also run this maintenance service (None: not needed)."""
-        self._service_factories.append(factory)
-
     def services(self) -> list[Service]:
-        """The maintenance services a worker's leader runs: rescue, periodic, prune."""
-        return [s for make in self._service_factories if (s := make(self)) is not None]
+        """The maintenance services a worker's leader runs: rescue, periodic, prune — each
+        given only what it uses."""
+        services: list[Service] = [Rescuer(self.backend, self.settings.lease_seconds)]
+        if self.schedules:
+            services.append(
+                PeriodicScheduler(self.backend, self.schedules, self.tasks, clock=self.clock)
+            )
+        services.append(
+            Pruner(self.backend, self.settings.retention, max_batches=SERVICE_MAX_BATCHES)
+        )
+        return services
 
     # -- running ---------------------------------------------------------------------------
 

@@ -25,6 +25,8 @@ from datetime import UTC, datetime, timedelta
 from .queue import Queue
 from .worker import Worker, WorkerSummary
 
+__all__ = ["FrozenClock", "drain", "eager"]
+
 
 class FrozenClock:
     """A clock for ``Queue(clock=…)`` that moves only when told to."""

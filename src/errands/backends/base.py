@@ -126,12 +126,14 @@ class CancelReport:
 
 @dataclass(slots=True)
 class PruneReport:
-    """What one prune did (or, with ``dry_run``, would do)."""
+    """What one ``Pruner.run_once`` did (or, with ``dry_run``, would do). Kept here beside the
+    other reports so the CLI's imports stay put; only the Pruner builds it."""
 
     dry_run: bool = False
     deleted: dict[str, int] = field(default_factory=dict)  # per state (would delete, if dry)
     batches: int = 0
     interrupted: bool = False  # stopped by should_stop before finishing: rerun to continue
+    more: bool = False  # stopped at the pass's max_batches with rows left: run again soon
     checkpointed: bool = False
 
     @property
@@ -199,7 +201,9 @@ class Listener(Protocol):
 
 
 class Backend(Protocol):
-    """What every storage dialect implements. See ``sqlite.py`` for the reference."""
+    """What every storage dialect implements: domain verbs, each taking ``now`` where time
+    matters. ``sqlbase.SQLBackend`` writes them once over named queries; ``sqlite.py`` and
+    ``postgres.py`` supply connections and the few dialect hooks."""
 
     dialect: str
 
@@ -275,16 +279,11 @@ class Backend(Protocol):
     def match_ids(
         self, status: str, *, type: str | None, queue: str | None, error_code: str | None
     ) -> list[int]: ...
-    def prune(
-        self,
-        now: float,
-        *,
-        dry_run: bool = False,
-        batch_size: int = 1000,
-        progress: Callable[[PruneProgress], None] | None = None,
-        should_stop: Callable[[], bool] | None = None,
-        checkpoint_after: int = 10_000,
-    ) -> PruneReport: ...
+    # retention: the Pruner (errands.retention) runs the loop over these
+    def prune_count(self, state: str, cutoff: float) -> int: ...
+    def prune_batch(self, state: str, cutoff: float, limit: int) -> int: ...
+    def tidy_figures(self, now: float) -> None: ...
+    def checkpoint(self) -> None: ...
     def vacuum(self) -> dict[str, int | None]: ...
     def storage(self) -> dict[str, int | None]: ...
 

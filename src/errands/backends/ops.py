@@ -12,19 +12,19 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .. import rollup
 from ..records import to_datetime
 from ..settings import Settings
 from ..states import State
-from .base import NewJob, PeriodicRow, PruneProgress, PruneReport, StateCount, WindowRow
+from .base import NewJob, PeriodicRow, StateCount, WindowRow
 
 if TYPE_CHECKING:
     from .sqlbase import Conn, Cursor
 
-CHECKPOINT_AFTER = 10_000  # rows pruned in one run before the WAL is checkpointed
+FINISHED = (State.SUCCEEDED.value, State.FAILED.value, State.CANCELLED.value)
 
 
 def iso(epoch: float | None) -> str | None:
@@ -164,60 +164,22 @@ class OpsVerbs:
 
     # -- retention -------------------------------------------------------------------------
 
-    def prune(
-        self,
-        now: float,
-        *,
-        dry_run: bool = False,
-        batch_size: int = 1000,
-        progress: Callable[[PruneProgress], None] | None = None,
-        should_stop: Callable[[], bool] | None = None,
-        checkpoint_after: int = CHECKPOINT_AFTER,
-    ) -> PruneReport:
-        """Delete finished jobs older than their state's retention, ``batch_size`` rows per
-        transaction (so the write lock is held briefly), rolling each batch up into
-        ``job_stats_hourly`` in the same transaction: a crash or ``should_stop`` between
-        batches leaves nothing half-counted, and a rerun simply continues."""
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        ret = self.settings.retention
-        report = PruneReport(dry_run=dry_run)
-        ages = ((State.SUCCEEDED, ret.succeeded), (State.FAILED, ret.failed))
-        for state, age in (*ages, (State.CANCELLED, ret.cancelled)):
-            params = {"status": state.value, "cutoff": now - age}
-            if dry_run:
-                report.deleted[state.value] = int(self._rows("prune_count", params)[0][0])
-                continue
-            done = 0
-            while True:
-                if should_stop is not None and should_stop():
-                    report.interrupted = True
-                    break
-                with self._write("prune") as conn:
-                    rows = conn.execute(
-                        self.q["prune_batch"], {**params, "limit": batch_size}
-                    ).fetchall()
-                    self._roll_up(conn, rows)
-                if not rows:
-                    break
-                done += len(rows)
-                report.batches += 1
-                report.deleted[state.value] = done
-                if progress is not None:
-                    progress(PruneProgress(state.value, done, report.total, report.batches))
-                if len(rows) < batch_size:
-                    break
-            report.deleted[state.value] = done
-            if report.interrupted:
-                break
-        if not dry_run and not report.interrupted:
-            self._tidy_figures(now)
-        if not dry_run and report.total >= checkpoint_after:
-            self.checkpoint()
-            report.checkpointed = True
-        return report
+    def prune_count(self, state: str, cutoff: float) -> int:
+        """How many jobs in ``state`` finished before ``cutoff`` (what a prune would delete)."""
+        return int(self._rows("prune_count", {"status": state, "cutoff": cutoff})[0][0])
 
-    def _tidy_figures(self, now: float) -> None:
+    def prune_batch(self, state: str, cutoff: float, limit: int) -> int:
+        """Delete up to ``limit`` jobs in ``state`` that finished before ``cutoff``, oldest
+        first, rolling them up into ``job_stats_hourly`` in the same transaction (so a crash
+        never leaves a batch half-counted); returns how many. The loop — batches, pacing,
+        interruption, checkpoints — is the caller's (errands.retention.Pruner)."""
+        params = {"status": state, "cutoff": cutoff, "limit": limit}
+        with self._write("prune") as conn:
+            rows = conn.execute(self.q["prune_batch"], params).fetchall()
+            self._roll_up(conn, rows)
+        return len(rows)
+
+    def tidy_figures(self, now: float) -> None:
         """Drop minute figures older than ``rollup.MINUTES_KEPT`` and fold PostgreSQL's
         per-connection counter shards into shard 0 (SQLite: shard 0 only), so readers sum few
         rows. Each is one short transaction that never waits on a worker's."""

@@ -1,8 +1,10 @@
-"""Loads named queries from ``<dialect>/queries.sql`` and migrations from ``migration_NNNN.sql``.
+"""Loads the named queries of a dialect from every ``<dialect>/*.sql`` file (one per concern:
+``jobs.sql``, ``ops.sql``, ``periodic.sql``…) and its migrations from ``migration_NNNN.sql``.
 
 A query file is a list of blocks, each starting with ``-- name: NAME`` and a one-line comment
-that says what it does. Each dialect's file has the same names. Every dialect writes parameters
-as ``:name``; for PostgreSQL they are rewritten once, at load, into psycopg's ``%(name)s``.
+that says what it does. Both dialects define the same names (tests/test_sql_names.py) with the
+same result columns (tests/test_sql_columns.py). Every dialect writes parameters as ``:name``;
+for PostgreSQL they are rewritten once, at load, into psycopg's ``%(name)s``.
 """
 
 from __future__ import annotations

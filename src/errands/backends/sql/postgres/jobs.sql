@@ -240,7 +240,7 @@ WHERE id = ANY(CAST(:job_ids AS bigint[])) AND cancel_requested = 1 AND status =
 
 -- name: next_due
 -- When the next queued job this worker could run falls due.
-SELECT MIN(run_at) FROM jobs
+SELECT MIN(run_at) AS next_run_at FROM jobs
 WHERE status = 'queued'
   AND type = ANY(CAST(:types AS text[]))
   AND (CAST(:queues AS text[]) IS NULL OR queue = ANY(CAST(:queues AS text[])));

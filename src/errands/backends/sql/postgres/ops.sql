@@ -15,7 +15,7 @@ LIMIT :limit;
 
 -- name: running_past_lease
 -- How many running jobs are past their lease by more than :grace seconds.
-SELECT COUNT(*) FROM jobs
+SELECT COUNT(*) AS n FROM jobs
 WHERE status = 'running' AND lease_expires_at < to_timestamp(:now - :grace);
 
 -- name: oldest_due
@@ -27,7 +27,7 @@ LIMIT 1;
 
 -- name: retry_histogram
 -- Attempts used by jobs that finished since :since (succeeded, failed or cancelled).
-SELECT attempts, COUNT(*) FROM jobs
+SELECT attempts, COUNT(*) AS n FROM jobs
 WHERE status IN ('succeeded', 'failed', 'cancelled') AND finished_at >= to_timestamp(:since)
 GROUP BY attempts ORDER BY attempts;
 
@@ -44,7 +44,7 @@ LIMIT :limit;
 -- Jobs per state, queue and type without visiting finished rows: queued and running from
 -- index ranges on jobs_status_queue_type, final states from job_counts (kept by triggers,
 -- summed over the writers' shards).
-SELECT status, queue, type, COUNT(*) FROM jobs
+SELECT status, queue, type, COUNT(*) AS count FROM jobs
 WHERE status IN ('queued', 'running') GROUP BY status, queue, type
 UNION ALL
 SELECT status, queue, type, SUM(n) FROM job_counts
@@ -53,14 +53,15 @@ GROUP BY status, queue, type HAVING SUM(n) <> 0;
 -- name: window_rows
 -- Every measure per queue and bucket over the minutes starting at or after :since: one range
 -- of the primary key per measure.
-SELECT measure, queue, bucket, SUM(count), SUM(total), MAX(maximum) FROM job_stats_minutely
+SELECT measure, queue, bucket, SUM(count) AS count, SUM(total) AS total, MAX(maximum) AS maximum
+FROM job_stats_minutely
 WHERE measure IN ('succeeded', 'failed', 'cancelled', 'wait', 'run')
   AND minute >= to_timestamp(:since)
 GROUP BY measure, queue, bucket;
 
 -- name: attempts_used_since
 -- Attempts used by jobs that finished in the minutes starting at or after :since.
-SELECT bucket, SUM(count) FROM job_stats_minutely
+SELECT bucket, SUM(count) AS count FROM job_stats_minutely
 WHERE measure IN ('succeeded', 'failed', 'cancelled') AND minute >= to_timestamp(:since)
 GROUP BY bucket ORDER BY bucket;
 
@@ -107,11 +108,11 @@ ON CONFLICT (measure, minute, queue, bucket, shard) DO UPDATE SET
 
 -- name: rollup_totals
 -- All-time rolled-up counts per queue, type and outcome (the pruned part of the counters).
-SELECT queue, type, outcome, SUM(count) FROM job_stats_hourly GROUP BY queue, type, outcome;
+SELECT queue, type, outcome, SUM(count) AS n FROM job_stats_hourly GROUP BY queue, type, outcome;
 
 -- name: queued_types
 -- Queued jobs per queue and type (a range on the index jobs_status_queue_type).
-SELECT queue, type, COUNT(*) FROM jobs WHERE status = 'queued' GROUP BY queue, type
+SELECT queue, type, COUNT(*) AS n FROM jobs WHERE status = 'queued' GROUP BY queue, type
 ORDER BY queue, type;
 
 -- name: workers_seen_since
@@ -131,7 +132,7 @@ ORDER BY id;
 
 -- name: prune_count
 -- How many jobs of one terminal state finished before :cutoff (dry run).
-SELECT COUNT(*) FROM jobs WHERE status = :status AND finished_at < to_timestamp(:cutoff);
+SELECT COUNT(*) AS n FROM jobs WHERE status = :status AND finished_at < to_timestamp(:cutoff);
 
 -- name: prune_batch
 -- Delete up to :limit jobs of one terminal state that finished before :cutoff, oldest first;
@@ -183,4 +184,4 @@ VACUUM FULL jobs, job_attempts, job_events, job_blobs, job_stats_hourly;
 
 -- name: db_size
 -- Bytes used by the database; free space inside the files has no cheap exact figure here.
-SELECT pg_database_size(current_database()), CAST(NULL AS bigint);
+SELECT pg_database_size(current_database()) AS bytes, CAST(NULL AS bigint) AS free_bytes;

@@ -4,15 +4,15 @@
 
 -- name: schema_table_exists
 -- Whether errands has created its migrations table here.
-SELECT 1 FROM pg_tables WHERE schemaname = current_schema() AND tablename = 'errands_migrations';
+SELECT 1 AS present FROM pg_tables WHERE schemaname = current_schema() AND tablename = 'errands_migrations';
 
 -- name: conflicting_objects
 -- Relations (tables, views, indexes, sequences) and functions in current_schema() already holding a name
 -- errands' migrations create (:names, an array).
 SELECT CASE c.relkind WHEN 'r' THEN 'table' WHEN 'p' THEN 'table' WHEN 'v' THEN 'view'
                       WHEN 'm' THEN 'materialized view' WHEN 'i' THEN 'index'
-                      WHEN 'S' THEN 'sequence' ELSE 'relation' END,
-       c.relname
+                      WHEN 'S' THEN 'sequence' ELSE 'relation' END AS kind,
+       c.relname AS name
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE n.nspname = current_schema() AND c.relname::text = ANY(:names)
 UNION ALL
@@ -27,7 +27,7 @@ CREATE TABLE errands_migrations (version integer PRIMARY KEY, applied_at timesta
 
 -- name: schema_version
 -- The newest applied schema version (0 for a new database).
-SELECT COALESCE(MAX(version), 0) FROM errands_migrations;
+SELECT COALESCE(MAX(version), 0) AS version FROM errands_migrations;
 
 -- name: record_migration
 -- Record an applied schema version.

@@ -15,7 +15,7 @@ WITH kept AS (
         UNION ALL SELECT MIN(minute) FROM job_stats_minutely WHERE measure = 'cancelled'
     ) AS oldest
 )
-SELECT hour, outcome, SUM(n) FROM (
+SELECT hour, outcome, SUM(n) AS n FROM (
     SELECT to_timestamp(floor(extract(epoch FROM minute) / 3600) * 3600) AS hour,
            measure AS outcome, SUM(count) AS n
     FROM job_stats_minutely, kept

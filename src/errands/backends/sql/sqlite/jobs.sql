@@ -225,7 +225,7 @@ WHERE id IN (SELECT value FROM json_each(:job_ids)) AND cancel_requested = 1 AND
 
 -- name: next_due
 -- When the next queued job this worker could run falls due.
-SELECT MIN(run_at) FROM jobs
+SELECT MIN(run_at) AS next_run_at FROM jobs
 WHERE status = 'queued'
   AND type IN (SELECT value FROM json_each(:types))
   AND (:queues IS NULL OR queue IN (SELECT value FROM json_each(:queues)));

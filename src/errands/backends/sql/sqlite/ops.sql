@@ -14,7 +14,7 @@ LIMIT :limit;
 
 -- name: running_past_lease
 -- How many running jobs are past their lease by more than :grace seconds.
-SELECT COUNT(*) FROM jobs
+SELECT COUNT(*) AS n FROM jobs
 WHERE status = 'running' AND lease_expires_at < :now - :grace;
 
 -- name: oldest_due
@@ -26,7 +26,7 @@ LIMIT 1;
 
 -- name: retry_histogram
 -- Attempts used by jobs that finished since :since (succeeded, failed or cancelled).
-SELECT attempts, COUNT(*) FROM jobs
+SELECT attempts, COUNT(*) AS n FROM jobs
 WHERE status IN ('succeeded', 'failed', 'cancelled') AND finished_at >= :since
 GROUP BY attempts ORDER BY attempts;
 
@@ -42,7 +42,7 @@ LIMIT :limit;
 -- name: state_counts
 -- Jobs per state, queue and type without visiting finished rows: queued and running from
 -- index ranges on jobs_status_queue_type, final states from job_counts (kept by triggers).
-SELECT status, queue, type, COUNT(*) FROM jobs
+SELECT status, queue, type, COUNT(*) AS count FROM jobs
 WHERE status IN ('queued', 'running') GROUP BY status, queue, type
 UNION ALL
 SELECT status, queue, type, SUM(n) FROM job_counts
@@ -51,13 +51,14 @@ GROUP BY status, queue, type HAVING SUM(n) <> 0;
 -- name: window_rows
 -- Every measure per queue and bucket over the minutes starting at or after :since: one range
 -- of the primary key per measure.
-SELECT measure, queue, bucket, SUM(count), SUM(total), MAX(maximum) FROM job_stats_minutely
+SELECT measure, queue, bucket, SUM(count) AS count, SUM(total) AS total, MAX(maximum) AS maximum
+FROM job_stats_minutely
 WHERE measure IN ('succeeded', 'failed', 'cancelled', 'wait', 'run') AND minute >= :since
 GROUP BY measure, queue, bucket;
 
 -- name: attempts_used_since
 -- Attempts used by jobs that finished in the minutes starting at or after :since.
-SELECT bucket, SUM(count) FROM job_stats_minutely
+SELECT bucket, SUM(count) AS count FROM job_stats_minutely
 WHERE measure IN ('succeeded', 'failed', 'cancelled') AND minute >= :since
 GROUP BY bucket ORDER BY bucket;
 
@@ -67,21 +68,22 @@ DELETE FROM job_stats_minutely
 WHERE measure IN ('succeeded', 'failed', 'cancelled', 'wait', 'run') AND minute < :cutoff;
 
 -- name: fold_count_shards
--- PostgreSQL folds its writers' counter shards into shard 0; SQLite writes shard 0 only.
-SELECT 0;
+-- PostgreSQL folds its writers' counter shards into shard 0; SQLite writes shard 0 only, so
+-- here it is a statement that changes nothing (no result, as on PostgreSQL).
+DELETE FROM job_counts WHERE 0;
 
 -- name: fold_minute_shards
 -- As fold_count_shards, for job_stats_minutely before :before (bound here only to keep the
 -- dialects' parameters the same).
-SELECT :before;
+DELETE FROM job_stats_minutely WHERE 0 AND minute < :before;
 
 -- name: rollup_totals
 -- All-time rolled-up counts per queue, type and outcome (the pruned part of the counters).
-SELECT queue, type, outcome, SUM(count) FROM job_stats_hourly GROUP BY queue, type, outcome;
+SELECT queue, type, outcome, SUM(count) AS n FROM job_stats_hourly GROUP BY queue, type, outcome;
 
 -- name: queued_types
 -- Queued jobs per queue and type (a range on the covering index jobs_status_queue_type).
-SELECT queue, type, COUNT(*) FROM jobs WHERE status = 'queued' GROUP BY queue, type
+SELECT queue, type, COUNT(*) AS n FROM jobs WHERE status = 'queued' GROUP BY queue, type
 ORDER BY queue, type;
 
 -- name: workers_seen_since
@@ -101,7 +103,7 @@ ORDER BY id;
 
 -- name: prune_count
 -- How many jobs of one terminal state finished before :cutoff (dry run).
-SELECT COUNT(*) FROM jobs WHERE status = :status AND finished_at < :cutoff;
+SELECT COUNT(*) AS n FROM jobs WHERE status = :status AND finished_at < :cutoff;
 
 -- name: prune_batch
 -- Delete up to :limit jobs of one terminal state that finished before :cutoff, oldest first;
@@ -140,5 +142,5 @@ VACUUM;
 
 -- name: db_size
 -- Bytes used by the database file (pages in use and free).
-SELECT page_count * page_size, freelist_count * page_size
+SELECT page_count * page_size AS bytes, freelist_count * page_size AS free_bytes
 FROM pragma_page_count(), pragma_page_size(), pragma_freelist_count();

@@ -2,12 +2,12 @@
 
 -- name: schema_table_exists
 -- Whether errands has created its migrations table here.
-SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'errands_migrations';
+SELECT 1 AS present FROM sqlite_master WHERE type = 'table' AND name = 'errands_migrations';
 
 -- name: conflicting_objects
 -- Objects (tables, views, indexes, triggers) already holding a name errands' migrations create
 -- (:names, a JSON array); SQLite names are case-insensitive, so 'Jobs' conflicts with 'jobs'.
-SELECT type, name FROM sqlite_master
+SELECT type AS kind, name FROM sqlite_master
 WHERE lower(name) IN (SELECT value FROM json_each(:names))
 ORDER BY name;
 
@@ -17,7 +17,7 @@ CREATE TABLE errands_migrations (version INTEGER PRIMARY KEY, applied_at REAL NO
 
 -- name: schema_version
 -- The newest applied schema version (0 for a new database).
-SELECT COALESCE(MAX(version), 0) FROM errands_migrations;
+SELECT COALESCE(MAX(version), 0) AS version FROM errands_migrations;
 
 -- name: record_migration
 -- Record an applied schema version.

@@ -12,7 +12,7 @@ WITH kept AS (
         UNION ALL SELECT MIN(minute) FROM job_stats_minutely WHERE measure = 'cancelled'
     ) AS oldest
 )
-SELECT hour, outcome, SUM(n) FROM (
+SELECT hour, outcome, SUM(n) AS n FROM (
     SELECT CAST(minute / 3600 AS INTEGER) * 3600.0 AS hour, measure AS outcome,
            SUM(count) AS n
     FROM job_stats_minutely, kept
