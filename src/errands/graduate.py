@@ -136,8 +136,8 @@ def graduate(
     source_id = os.path.realpath(path)
     # Opening each as a Queue checks (and, for the target, creates) the schema.
     with Queue(path) as src_q, Queue(pg_url) as dst_q:
-        src_version = src_q.backend.schema_version()  # type: ignore[attr-defined]
-        dst_version = dst_q.backend.schema_version()  # type: ignore[attr-defined]
+        src_version = src_q.backend.schema_version()
+        dst_version = dst_q.backend.schema_version()
     if src_version != dst_version:
         raise GraduateError(
             f"{path} is at schema version {src_version} but the target at {dst_version}; "

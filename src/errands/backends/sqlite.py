@@ -1,4 +1,4 @@
-"""The SQLite backend: the reference implementation of the Backend protocol.
+"""The SQLite dialect: the hooks of ``host.SQLHost`` over per-thread sqlite3 connections.
 
 Connections are per thread (sqlite3 objects must not be shared while in use). Every write is
 one ``BEGIN IMMEDIATE`` transaction: taking the write lock up front means a transaction never
@@ -26,7 +26,6 @@ from ..errors import (
 from ..settings import Settings
 from . import sql, wakeup
 from .base import ClaimedJob, ClaimRequest, NewJob, Outcome, RescueReport
-from .ops import OpsVerbs
 from .sqlbase import SQLBackend
 
 MIN_SQLITE = (3, 35, 0)  # RETURNING
@@ -136,7 +135,7 @@ def _is_network_fs(path: str) -> str | None:
     return fs if fs in _NETWORK_FS else None
 
 
-class SQLiteBackend(OpsVerbs, SQLBackend):
+class SQLiteBackend(SQLBackend):
     dialect = "sqlite"
     q = sql.queries("sqlite")
     schema_target = SCHEMA_VERSION
@@ -309,7 +308,7 @@ class SQLiteBackend(OpsVerbs, SQLBackend):
             if conn.execute(self.q["schema_table_exists"]).fetchone() is None:
                 self._refuse_conflicts(conn)
             else:
-                self._refuse_newer(int(conn.execute(self.q["schema_version"]).fetchone()[0]))
+                self._refuse_newer(self._version(conn))
         except sqlite3.Error as exc:
             raise translate(exc, self.path) from exc
         finally:
@@ -337,7 +336,7 @@ class SQLiteBackend(OpsVerbs, SQLBackend):
                 "to the old one)"
             )
 
-    # -- dialect hooks for SQLBackend ------------------------------------------------------
+    # -- dialect hooks (host.SQLHost) -----------------------------------------------------
 
     @contextlib.contextmanager
     def _user_conn(self, connection: Any) -> Iterator[sqlite3.Connection]:
@@ -373,6 +372,12 @@ class SQLiteBackend(OpsVerbs, SQLBackend):
 
     def _epoch(self, value: Any) -> float | None:
         return None if value is None else float(value)
+
+    def _wal_bytes(self) -> int | None:
+        try:
+            return os.path.getsize(self.path + "-wal")
+        except OSError:
+            return 0  # no WAL file: nothing waiting to be checkpointed
 
     # -- wake-up (see wakeup.py): one datagram to the listeners after each commit ---------
 
