@@ -27,6 +27,16 @@ class FixedClock(FrozenClock):
         super().__init__(now)
 
 
+class SteppingClock:
+    """The real wall clock, plus an offset a test can step (as NTP or an operator does)."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def __call__(self) -> float:
+        return time.time() + self.offset
+
+
 def claim(
     q: errands.Queue,
     types: Sequence[str],

@@ -13,20 +13,10 @@ import pytest
 
 import errands
 from errands.worker import Worker
-from support import claim, event_names, wait_for
+from support import SteppingClock, claim, event_names, wait_for
 
 MakeQueue = Callable[..., errands.Queue]
 STEP = -3600.0
-
-
-class SteppingClock:
-    """The real wall clock, plus an offset a test can step (as NTP or an operator does)."""
-
-    def __init__(self) -> None:
-        self.offset = 0.0
-
-    def __call__(self) -> float:
-        return time.time() + self.offset
 
 
 def _stepped(moment: datetime | None) -> bool:
