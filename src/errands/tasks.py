@@ -6,7 +6,7 @@ import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timedelta
-from typing import Any, Generic, ParamSpec, Protocol, TypeVar
+from typing import Any, Generic, ParamSpec, Protocol, TypedDict, TypeVar, Unpack
 
 from . import validate
 from .backoff import DEFAULT_BACKOFF, Backoff
@@ -79,36 +79,28 @@ class EnqueueOptions:
             )
 
 
+class EnqueueKwargs(TypedDict, total=False):
+    """The per-call options of ``Queue.enqueue``, as keyword arguments."""
+
+    queue: str | None
+    priority: int | None
+    run_at: datetime | float | None
+    delay: float | timedelta | None
+    max_attempts: int | None
+    unique_key: str | None
+    connection: Any
+
+
 class Enqueuer(Protocol):
     """What a Task needs to store its jobs: the Queue's two enqueue verbs, which fill in the
     options a call leaves out from the task registered under ``job_type``."""
 
     def enqueue(
-        self,
-        job_type: str,
-        payload: Any = None,
-        *,
-        queue: str | None = None,
-        priority: int | None = None,
-        run_at: datetime | float | None = None,
-        delay: float | timedelta | None = None,
-        max_attempts: int | None = None,
-        unique_key: str | None = None,
-        connection: Any = None,
+        self, job_type: str, payload: Any = None, **options: Unpack[EnqueueKwargs]
     ) -> int: ...
 
     async def enqueue_async(
-        self,
-        job_type: str,
-        payload: Any = None,
-        *,
-        queue: str | None = None,
-        priority: int | None = None,
-        run_at: datetime | float | None = None,
-        delay: float | timedelta | None = None,
-        max_attempts: int | None = None,
-        unique_key: str | None = None,
-        connection: Any = None,
+        self, job_type: str, payload: Any = None, **options: Unpack[EnqueueKwargs]
     ) -> int: ...
 
 
@@ -201,7 +193,7 @@ class BoundTask:
     async def enqueue_async(self, **kwargs: Any) -> int:
         return await self.task.enqueuer.enqueue_async(self.task.name, kwargs, **self._options())
 
-    def _options(self) -> dict[str, Any]:
+    def _options(self) -> EnqueueKwargs:
         o = self.options
         return {
             "queue": o.queue,
