@@ -13,7 +13,7 @@ import pytest
 
 import errands
 from errands.worker import Worker
-from support import SteppingClock, claim, event_names, wait_for
+from support import SteppingClock, claim, event_names, get_job, wait_for
 
 MakeQueue = Callable[..., errands.Queue]
 STEP = -3600.0
@@ -44,7 +44,7 @@ def test_a_wall_clock_step_back_mid_job_keeps_heartbeats_and_maintenance_going(
         )
         assert held.id == ghost[0]
         wait_for(
-            lambda: _stepped((j := q.get(ctx.job_id)) and j.heartbeat_at),
+            lambda: _stepped(get_job(q, ctx.job_id).heartbeat_at),
             timeout=30,
             what="a heartbeat written after the step",
         )
