@@ -21,7 +21,7 @@ from errands import faults
 from errands.backends.base import ClaimRequest
 from errands.cli.graduate import register
 from errands.graduate import TABLES, GraduateError, graduate
-from support import FixedClock
+from support import FixedClock, first_row
 
 T0 = 1_800_000_000.0
 
@@ -104,7 +104,9 @@ def counts(pg_url: str, path: str) -> tuple[dict[str, int], dict[str, int]]:
     finally:
         lite.close()
     with psycopg.connect(pg_url) as conn:
-        b = {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t, _ in TABLES}
+        b = {
+            t: first_row(conn.execute(f"SELECT count(*) FROM {t}").fetchone())[0] for t, _ in TABLES
+        }
     return a, b
 
 
@@ -262,7 +264,9 @@ def test_a_bookkeeping_table_from_an_older_graduate_is_kept(pg_url: str) -> None
     (owner,) = [v for v, text in sql.migrations("postgres") if "errands_graduation" in text]
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute("INSERT INTO errands_graduation (source) VALUES ('/old/app.db')")
-        (version,) = conn.execute("SELECT max(version) FROM errands_migrations").fetchone()
+        (version,) = first_row(
+            conn.execute("SELECT max(version) FROM errands_migrations").fetchone()
+        )
         conn.execute("DELETE FROM errands_migrations WHERE version >= %s", (owner,))
     errands.Queue(pg_url).close()  # applies that migration (and any after it) again
     with psycopg.connect(pg_url) as conn:
