@@ -34,11 +34,13 @@ _LITERAL = re.compile(r"'((?:[^']|'')*)'")
 _TOKENS = re.compile(r"'(?:[^']|'')*'|--[^\n]*")
 # <qualifier.>column IN ( 'a', 'b' ) — the columns that hold states or measures.
 _IN_LIST = re.compile(
-    r"(?:\b(\w+)\.)?\b(status|old_status|measure)\s+IN\s*\(([^()]*)\)", re.IGNORECASE
+    r"(?:\b(\w+)\.)?\b(status|old_status|attempt_status|measure)\s+IN\s*\(([^()]*)\)",
+    re.IGNORECASE,
 )
 # <qualifier.>column = 'a' (or <>, !=), and the :to_state parameter compared to a literal.
 _COMPARE = re.compile(
-    r"(?:\b(\w+)\.)?(\bstatus|\bold_status|\bmeasure|:to_state)\s*(?:=|<>|!=)\s*'(\w*)'",
+    r"(?:\b(\w+)\.)?(\bstatus|\bold_status|\battempt_status|\bmeasure|:to_state)"
+    r"\s*(?:=|<>|!=)\s*'(\w*)'",
     re.IGNORECASE,
 )
 # status <type> [NOT NULL] DEFAULT 'a' — a column's default, in a CREATE TABLE.
@@ -80,7 +82,9 @@ def _attempt_aliases(statement: str) -> set[str]:
     return aliases
 
 
-def _is_attempt_column(text: str, pos: int, qualifier: str | None) -> bool:
+def _is_attempt_column(text: str, pos: int, qualifier: str | None, column: str) -> bool:
+    if column == "attempt_status":  # an attempt's status beside its job's (batch figures)
+        return True
     statement = _statement(text, pos)
     if qualifier is not None:
         return qualifier.lower() in _attempt_aliases(statement)
@@ -136,7 +140,7 @@ def classify(name: str, text: str) -> list[Finding]:
             elif not rest <= DURATIONS:
                 problem = f"unknown measures {sorted(rest - DURATIONS)}"
             add(m.start(), "measure list", values, problem)
-        elif _is_attempt_column(text, m.start(), qualifier):
+        elif _is_attempt_column(text, m.start(), qualifier, column):
             problem = None if values <= ATTEMPT_STATES else "not attempt statuses"
             add(m.start(), "attempt status list", values, problem)
         else:
@@ -158,7 +162,7 @@ def classify(name: str, text: str) -> list[Finding]:
             add(m.start(), "measure", values, None if ok else "not a measure")
         elif column == ":to_state":
             add(m.start(), ":to_state", values, None if value in JOB_STATES else "not a state")
-        elif _is_attempt_column(text, m.start(), qualifier):
+        elif _is_attempt_column(text, m.start(), qualifier, column):
             ok = value in ATTEMPT_STATES
             add(m.start(), "attempt status", values, None if ok else "not an attempt status")
         else:
@@ -237,6 +241,11 @@ def test_every_migration_is_read() -> None:
         (
             "SELECT id FROM jobs WHERE status IN ('succeeded', 'failed');",
             "ACTIVE or states.TERMINAL",
+        ),
+        # a job-only state as an attempt's status
+        (
+            "SELECT 1 FROM batch WHERE attempt_status IN ('queued', 'failed');",
+            "not attempt statuses",
         ),
         # a typo in a comparison
         ("SELECT id FROM jobs WHERE status = 'sucseeded';", "not a job state"),
