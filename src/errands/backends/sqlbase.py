@@ -19,6 +19,7 @@ from ..errors import SchemaConflictError, SchemaVersionError
 from ..records import Attempt, EventRecord, Job, to_datetime
 from ..settings import Settings
 from ..states import AttemptStatus, Event, single_source, transition
+from . import batch_figures
 from . import sql as sql_files
 from .base import (
     Cancelled,
@@ -465,6 +466,9 @@ class SQLBackend:
         ]
         if final:
             self._finished(conn, final)
+        # The dialect's _write("finish") marked this transaction: the triggers stand aside
+        # and the batch counts its own figures (batch_figures.py).
+        batch_figures.count(conn, self.q, _ended(outcomes, applied))
         return applied
 
     def _succeed(
@@ -847,6 +851,15 @@ class SQLBackend:
             for key, value in json.loads(text).items():
                 totals[key] = totals.get(key, 0) + int(value)
         return totals
+
+
+def _ended(outcomes: Sequence[Outcome], applied: Sequence[bool]) -> list[int]:
+    """The jobs whose attempt a batch ended with an outcome (a released attempt never ran)."""
+    return [
+        o.job_id
+        for o, ok in zip(outcomes, applied, strict=True)
+        if ok and not isinstance(o, Released)
+    ]
 
 
 def _counters(counters: Mapping[str, int] | None) -> str | None:

@@ -185,3 +185,9 @@ VACUUM FULL jobs, job_attempts, job_events, job_blobs, job_stats_hourly;
 -- name: db_size
 -- Bytes used by the database; free space inside the files has no cheap exact figure here.
 SELECT pg_database_size(current_database()) AS bytes, CAST(NULL AS bigint) AS free_bytes;
+
+-- name: forget_batch_marks
+-- A worker's batch mark (SQLite: a row in figures_counted_by_batch, in and out within the
+-- batch's own transaction) is never visible committed; one that is would be stale and would
+-- keep the triggers from counting: delete it. PostgreSQL marks with a setting: always empty.
+DELETE FROM figures_counted_by_batch;

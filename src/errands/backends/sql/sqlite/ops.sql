@@ -144,3 +144,9 @@ VACUUM;
 -- Bytes used by the database file (pages in use and free).
 SELECT page_count * page_size AS bytes, freelist_count * page_size AS free_bytes
 FROM pragma_page_count(), pragma_page_size(), pragma_freelist_count();
+
+-- name: forget_batch_marks
+-- A worker's batch mark (SQLite: a row in figures_counted_by_batch, in and out within the
+-- batch's own transaction) is never visible committed; one that is would be stale and would
+-- keep the triggers from counting: delete it. PostgreSQL marks with a setting: always empty.
+DELETE FROM figures_counted_by_batch;
