@@ -22,6 +22,7 @@ from ops_helpers import (
     HOUR,
     T0,
     Clock,
+    assert_figures_equal_a_recount,
     binned,
     claim,
     enqueue,
@@ -295,6 +296,8 @@ def test_figures_equal_the_exact_computation(db_url: str, clock: Clock) -> None:
             assert measure.hist == expected, (queue, key)
             assert measure.total == pytest.approx(sum(values), rel=1e-9, abs=1e-6)
             assert measure.maximum == pytest.approx(max(values), abs=1e-6)
+    # And the tables themselves, minute by minute (tests/test_figures_paths.py: every path).
+    assert_figures_equal_a_recount(db_url)
 
 
 def test_counts_follow_retry_and_prune(db_url: str, clock: Clock) -> None:
