@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import errands
+from errands.backends import sql
 from errands.backends.base import Cancelled, ClaimRequest, Failed, NewJob, Succeeded
 from ops_helpers import (
     T0,
@@ -202,3 +203,19 @@ def test_a_stale_mark_is_dropped_by_the_pruners_pass(db_url: str, clock: Clock) 
         late = enqueue(q, "late", at=T0 - 100)
         assert q.backend.cancel([late], "api", T0 - 50).cancelled == [late]
         assert q.stats()["counts"]["cancelled"] == 1
+
+
+def test_the_batch_counts_read_its_rows_by_primary_key(sqlite_path: str) -> None:
+    # SQLite's side of tests/test_postgres_plans.py: a range of a status index (every
+    # finished row) would make the count grow with the table.
+    errands.Queue(sqlite_path).close()
+    conn = sqlite3.connect(sqlite_path)
+    try:
+        for name in ("count_batch_jobs", "count_batch_minutes"):
+            query = sql.queries("sqlite")[name]
+            steps = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + query, {"job_ids": "[1]"})]
+            on_jobs = [s for s in steps if " jobs " in f" {s} " or s.startswith("SEARCH j ")]
+            assert on_jobs and all("PRIMARY KEY" in s for s in on_jobs), steps
+            assert not any(s.startswith("SCAN job") for s in steps), steps
+    finally:
+        conn.close()
