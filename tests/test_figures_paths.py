@@ -15,9 +15,12 @@ import time
 from pathlib import Path
 
 import errands
+from errands import rollup
 from errands.backends import sql
 from errands.backends.base import Cancelled, ClaimRequest, Failed, NewJob, Succeeded
+from errands.backends.ops import iso
 from ops_helpers import (
+    DAY,
     T0,
     Clock,
     assert_figures_equal_a_recount,
@@ -69,7 +72,7 @@ def _complete_in_own_transaction(url: str, q: errands.Queue, out: Succeeded) -> 
 
 
 def test_every_path_keeps_the_figures_equal_to_a_recount(db_url: str, clock: Clock) -> None:
-    with errands.Queue(db_url, clock=clock, retention={"succeeded": 60}) as q:
+    with errands.Queue(db_url, clock=clock, retention={"succeeded": 60, "cancelled": 60}) as q:
         b = q.backend
         # The worker's batch: every kind of outcome in one transaction, in two queues.
         jobs = [NewJob("batch", "{}", queue, 0, T0 - 500, 2) for queue in ("a", "b") * 5]
@@ -114,6 +117,7 @@ def test_every_path_keeps_the_figures_equal_to_a_recount(db_url: str, clock: Clo
         assert q.stats()["counts"]["failed"] == 3  # the batch's, the lapsed lease's, by hand
         assert_figures_equal_a_recount(db_url)
         assert batch_marks(db_url) == 0
+        _assert_top_errors_equal_the_rows(q, db_url)
 
         # A manual retry and a prune take jobs out of their final state: the counts follow
         # (the minute figures keep what happened, so only the counts equal a recount).
@@ -121,6 +125,23 @@ def test_every_path_keeps_the_figures_equal_to_a_recount(db_url: str, clock: Clo
         assert q.stats()["counts"]["failed"] == 2
         assert q.prune().total > 0
         assert_figures_equal_a_recount(db_url, minutes_too=False)
+        # The retried job's error now counts as waiting (no last_seen), the pruned ones none.
+        _assert_top_errors_equal_the_rows(q, db_url)
+
+
+def _assert_top_errors_equal_the_rows(q: errands.Queue, url: str) -> None:
+    since = rollup.minute_of(T0 - DAY)
+    exact = sql_rows(
+        url,
+        "SELECT error_code, type, COUNT(*) AS n, MAX(finished_at) FROM jobs "
+        f"WHERE error_code IS NOT NULL AND (finished_at >= {_at(url, since)} "
+        "OR finished_at IS NULL) GROUP BY error_code, type ORDER BY n DESC, error_code, type",
+    )
+    assert len(exact) >= 3
+    got = q.errors(top=1000, since=DAY)
+    assert [(e["error_code"], e["type"], e["count"], e["last_seen"]) for e in got] == [
+        (code, jtype, n, iso(last)) for code, jtype, n, last in exact
+    ]
 
 
 def _app(url: str) -> errands.Queue:

@@ -6,8 +6,8 @@ three upserts per finished job, PostgreSQL's statement-level functions join tran
 on every claim and outcome. So the worker's batch transactions mark themselves and the
 triggers stand aside for them (migration 0004), and the outcome transaction counts its whole
 batch with one grouped upsert per figure table, the triggers' own formulas (``jobs.sql``:
-``count_batch_jobs``, ``count_batch_minutes``). Every other path is still counted by the
-triggers, so the figures cannot drift whatever writes the rows.
+``count_batch_jobs``, ``count_batch_minutes``, ``count_batch_errors``). Every other path is
+still counted by the triggers, so the figures cannot drift whatever writes the rows.
 
 The mark, by dialect:
 
@@ -37,12 +37,22 @@ SQLITE_MARK = "INSERT INTO figures_counted_by_batch (id) VALUES (1)"
 SQLITE_UNMARK = "DELETE FROM figures_counted_by_batch"
 
 
-def count(conn: Conn, q: dict[str, str], job_ids: Sequence[int]) -> None:
+def count(
+    conn: Conn, q: dict[str, str], job_ids: Sequence[int], unsuccessful: Sequence[int]
+) -> None:
     """Inside a marked batch transaction, after its outcomes are written: count the jobs
     whose attempt it ended (``job_ids``; the queries keep those now final for the job
-    figures, and every attempt closed with an outcome for run time)."""
+    figures, and every attempt closed with an outcome for run time), and the error codes of
+    those of them that did not succeed (``unsuccessful``: a success clears the code, so a
+    batch of successes — the hot path — spends no statement on errors)."""
     if not job_ids:
         return
-    params = {"job_ids": json.dumps(list(job_ids), separators=(",", ":"))}
+    params = {"job_ids": _dumps(job_ids)}
     conn.execute(q["count_batch_jobs"], params)
     conn.execute(q["count_batch_minutes"], params)
+    if unsuccessful:
+        conn.execute(q["count_batch_errors"], {"job_ids": _dumps(unsuccessful)})
+
+
+def _dumps(ids: Sequence[int]) -> str:
+    return json.dumps(list(ids), separators=(",", ":"))

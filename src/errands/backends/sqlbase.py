@@ -468,7 +468,9 @@ class SQLBackend:
             self._finished(conn, final)
         # The dialect's _write("finish") marked this transaction: the triggers stand aside
         # and the batch counts its own figures (batch_figures.py).
-        batch_figures.count(conn, self.q, _ended(outcomes, applied))
+        ended = _ended(outcomes, applied)
+        unsuccessful = [o.job_id for o in ended if not isinstance(o, Succeeded)]
+        batch_figures.count(conn, self.q, [o.job_id for o in ended], unsuccessful)
         return applied
 
     def _succeed(
@@ -853,12 +855,10 @@ class SQLBackend:
         return totals
 
 
-def _ended(outcomes: Sequence[Outcome], applied: Sequence[bool]) -> list[int]:
-    """The jobs whose attempt a batch ended with an outcome (a released attempt never ran)."""
+def _ended(outcomes: Sequence[Outcome], applied: Sequence[bool]) -> list[Outcome]:
+    """The outcomes that ended an attempt (a released attempt never ran)."""
     return [
-        o.job_id
-        for o, ok in zip(outcomes, applied, strict=True)
-        if ok and not isinstance(o, Released)
+        o for o, ok in zip(outcomes, applied, strict=True) if ok and not isinstance(o, Released)
     ]
 
 

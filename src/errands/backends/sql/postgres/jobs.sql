@@ -353,3 +353,22 @@ GROUP BY measure, minute, queue, bucket ORDER BY measure, minute, queue, bucket
 ON CONFLICT (measure, minute, queue, bucket, shard) DO UPDATE SET
     count = m.count + EXCLUDED.count, total = m.total + EXCLUDED.total,
     maximum = GREATEST(m.maximum, EXCLUDED.maximum);
+
+-- name: count_batch_errors
+-- The same batch's jobs that reached a final state with an error code into
+-- job_errors_minutely (errands_jobs_changed), into this backend's shard, in key order.
+-- :job_ids: only the outcomes that are not successes (a success clears the error code).
+WITH batch AS MATERIALIZED (
+    SELECT status, type, error_code, finished_at FROM jobs
+    WHERE id IN (SELECT value::bigint FROM jsonb_array_elements_text(CAST(:job_ids AS jsonb)))
+)
+INSERT INTO job_errors_minutely AS e (minute, error_code, type, shard, count, last_finished_at)
+SELECT errands_minute(finished_at), error_code, type, pg_backend_pid(), COUNT(*),
+       MAX(finished_at)
+FROM batch
+WHERE status IN ('succeeded', 'failed', 'cancelled') AND finished_at IS NOT NULL
+  AND error_code IS NOT NULL
+GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
+ON CONFLICT (minute, error_code, type, shard) DO UPDATE SET
+    count = e.count + EXCLUDED.count,
+    last_finished_at = GREATEST(e.last_finished_at, EXCLUDED.last_finished_at);

@@ -15,6 +15,22 @@ CREATE TABLE figures_counted_by_batch (
     id bigint PRIMARY KEY
 );
 
+-- Per minute, error code and type: jobs that reached a final state carrying an error code, as
+-- sql/sqlite/migration_0004.sql (what `top_errors` reads for the finished part of its window),
+-- taken off again when a job leaves its final state or is deleted; one shard per backend.
+CREATE TABLE job_errors_minutely (
+    minute           timestamptz NOT NULL,
+    error_code       text        NOT NULL,
+    type             text        NOT NULL,
+    shard            integer     NOT NULL DEFAULT 0,
+    count            bigint      NOT NULL DEFAULT 0,
+    last_finished_at timestamptz,
+    PRIMARY KEY (minute, error_code, type, shard)
+);
+
+CREATE INDEX jobs_errors_unfinished ON jobs (error_code, type)
+WHERE error_code IS NOT NULL AND finished_at IS NULL;
+
 -- The histogram bucket of a value (COUNT of bounds below it, in the triggers and the batch's
 -- queries) as a range of an index instead of a scan of the bounds for every value counted:
 -- measured 2 us less per finished job on SQLite.
@@ -36,7 +52,8 @@ BEGIN
     IF TG_OP = 'UPDATE' THEN
         WITH moved AS (
             SELECT o.status AS old_status, n.status, n.queue, n.type, n.attempts, n.run_at,
-                   n.started_at, n.finished_at
+                   n.started_at, n.finished_at, n.error_code, o.type AS old_type,
+                   o.error_code AS old_error_code, o.finished_at AS old_finished_at
             FROM new_rows AS n JOIN old_rows AS o ON o.id = n.id
             WHERE o.status IS DISTINCT FROM n.status
               AND (o.status IN ('succeeded', 'failed', 'cancelled')
@@ -52,6 +69,26 @@ BEGIN
             ) AS d
             GROUP BY status, queue, type ORDER BY status, queue, type
             ON CONFLICT (status, queue, type, shard) DO UPDATE SET n = c.n + EXCLUDED.n
+        ), errors_counted AS (
+            INSERT INTO job_errors_minutely AS e
+                (minute, error_code, type, shard, count, last_finished_at)
+            SELECT minute, error_code, type, pg_backend_pid(), SUM(d), MAX(last_finished_at)
+            FROM (
+                SELECT errands_minute(finished_at) AS minute, error_code, type, 1 AS d,
+                       finished_at AS last_finished_at
+                FROM moved
+                WHERE status IN ('succeeded', 'failed', 'cancelled') AND finished_at IS NOT NULL
+                  AND error_code IS NOT NULL
+                UNION ALL
+                SELECT errands_minute(old_finished_at), old_error_code, old_type, -1, NULL
+                FROM moved
+                WHERE old_status IN ('succeeded', 'failed', 'cancelled')
+                  AND old_finished_at IS NOT NULL AND old_error_code IS NOT NULL
+            ) AS d
+            GROUP BY minute, error_code, type ORDER BY minute, error_code, type
+            ON CONFLICT (minute, error_code, type, shard) DO UPDATE SET
+                count = e.count + EXCLUDED.count,
+                last_finished_at = GREATEST(e.last_finished_at, EXCLUDED.last_finished_at)
         )  -- a data-modifying WITH runs to completion, referenced or not
         INSERT INTO job_stats_minutely AS m
             (measure, minute, queue, bucket, shard, count, total, maximum)
@@ -77,7 +114,8 @@ BEGIN
     ELSIF TG_OP = 'INSERT' THEN
         WITH moved AS (
             SELECT NULL::text AS old_status, n.status, n.queue, n.type, n.attempts, n.run_at,
-                   n.started_at, n.finished_at
+                   n.started_at, n.finished_at, n.error_code, NULL::text AS old_type,
+                   NULL::text AS old_error_code, NULL::timestamptz AS old_finished_at
             FROM new_rows AS n WHERE n.status IN ('succeeded', 'failed', 'cancelled')
         ), counted AS (
             INSERT INTO job_counts AS c (status, queue, type, shard, n)
@@ -90,6 +128,26 @@ BEGIN
             ) AS d
             GROUP BY status, queue, type ORDER BY status, queue, type
             ON CONFLICT (status, queue, type, shard) DO UPDATE SET n = c.n + EXCLUDED.n
+        ), errors_counted AS (
+            INSERT INTO job_errors_minutely AS e
+                (minute, error_code, type, shard, count, last_finished_at)
+            SELECT minute, error_code, type, pg_backend_pid(), SUM(d), MAX(last_finished_at)
+            FROM (
+                SELECT errands_minute(finished_at) AS minute, error_code, type, 1 AS d,
+                       finished_at AS last_finished_at
+                FROM moved
+                WHERE status IN ('succeeded', 'failed', 'cancelled') AND finished_at IS NOT NULL
+                  AND error_code IS NOT NULL
+                UNION ALL
+                SELECT errands_minute(old_finished_at), old_error_code, old_type, -1, NULL
+                FROM moved
+                WHERE old_status IN ('succeeded', 'failed', 'cancelled')
+                  AND old_finished_at IS NOT NULL AND old_error_code IS NOT NULL
+            ) AS d
+            GROUP BY minute, error_code, type ORDER BY minute, error_code, type
+            ON CONFLICT (minute, error_code, type, shard) DO UPDATE SET
+                count = e.count + EXCLUDED.count,
+                last_finished_at = GREATEST(e.last_finished_at, EXCLUDED.last_finished_at)
         )  -- a data-modifying WITH runs to completion, referenced or not
         INSERT INTO job_stats_minutely AS m
             (measure, minute, queue, bucket, shard, count, total, maximum)
@@ -113,6 +171,17 @@ BEGIN
             count = m.count + EXCLUDED.count, total = m.total + EXCLUDED.total,
             maximum = GREATEST(m.maximum, EXCLUDED.maximum);
     ELSE
+        WITH errors_forgotten AS (
+            INSERT INTO job_errors_minutely AS e (minute, error_code, type, shard, count)
+            SELECT errands_minute(o.finished_at), o.error_code, o.type, pg_backend_pid(),
+                   -COUNT(*)
+            FROM old_rows AS o
+            WHERE o.status IN ('succeeded', 'failed', 'cancelled')
+              AND o.finished_at IS NOT NULL AND o.error_code IS NOT NULL
+            GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
+            ON CONFLICT (minute, error_code, type, shard) DO UPDATE SET
+                count = e.count + EXCLUDED.count
+        )
         INSERT INTO job_counts AS c (status, queue, type, shard, n)
         SELECT o.status, o.queue, o.type, pg_backend_pid(), -COUNT(*) FROM old_rows AS o
         WHERE o.status IN ('succeeded', 'failed', 'cancelled')
@@ -169,3 +238,11 @@ BEGIN
     RETURN NULL;
 END;
 $$;
+
+-- What is already in the tables: the last 8 days' errored jobs.
+INSERT INTO job_errors_minutely (minute, error_code, type, shard, count, last_finished_at)
+SELECT errands_minute(finished_at), error_code, type, 0, COUNT(*), MAX(finished_at)
+FROM jobs
+WHERE status IN ('succeeded', 'failed', 'cancelled') AND error_code IS NOT NULL
+  AND finished_at >= now() - interval '8 days'
+GROUP BY 1, 2, 3;

@@ -324,3 +324,22 @@ GROUP BY measure, minute, queue, bucket
 ON CONFLICT (measure, minute, queue, bucket, shard) DO UPDATE SET
     count = count + excluded.count, total = total + excluded.total,
     maximum = MAX(maximum, excluded.maximum);
+
+-- name: count_batch_errors
+-- The same batch's jobs that reached a final state with an error code into
+-- job_errors_minutely (trigger jobs_finished_update). :job_ids: only the outcomes that are
+-- not successes (a success clears the error code), so a batch of successes skips this.
+WITH batch AS MATERIALIZED (
+    SELECT status, type, error_code, finished_at FROM jobs
+    WHERE id IN (SELECT value FROM json_each(:job_ids))
+)
+INSERT INTO job_errors_minutely (minute, error_code, type, shard, count, last_finished_at)
+SELECT CAST(finished_at / 60 AS INTEGER) * 60.0 AS minute, error_code, type, 0, COUNT(*),
+       MAX(finished_at)
+FROM batch
+WHERE status IN ('succeeded', 'failed', 'cancelled') AND finished_at IS NOT NULL
+  AND error_code IS NOT NULL
+GROUP BY minute, error_code, type
+ON CONFLICT (minute, error_code, type, shard) DO UPDATE SET
+    count = count + excluded.count,
+    last_finished_at = MAX(last_finished_at, excluded.last_finished_at);
