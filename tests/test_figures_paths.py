@@ -17,7 +17,7 @@ from pathlib import Path
 import errands
 from errands import rollup
 from errands.backends import sql
-from errands.backends.base import Cancelled, ClaimRequest, Failed, NewJob, Succeeded
+from errands.backends.base import Cancelled, ClaimRequest, Failed, NewJob, Outcome, Succeeded
 from errands.backends.ops import iso
 from ops_helpers import (
     DAY,
@@ -59,13 +59,13 @@ def _complete_in_own_transaction(url: str, q: errands.Queue, out: Succeeded) -> 
         import psycopg
 
         with psycopg.connect(url) as pg:
-            assert q.backend.complete_in(pg, out, "w1", T0 - 20)  # type: ignore[attr-defined]
+            assert q.backend.complete_in(pg, out, "w1", T0 - 20)
             pg.commit()
         return
     conn = sqlite3.connect(url, isolation_level=None)
     try:
         conn.execute("BEGIN IMMEDIATE")
-        assert q.backend.complete_in(conn, out, "w1", T0 - 20)  # type: ignore[attr-defined]
+        assert q.backend.complete_in(conn, out, "w1", T0 - 20)
         conn.execute("COMMIT")
     finally:
         conn.close()
@@ -78,7 +78,7 @@ def test_every_path_keeps_the_figures_equal_to_a_recount(db_url: str, clock: Clo
         jobs = [NewJob("batch", "{}", queue, 0, T0 - 500, 2) for queue in ("a", "b") * 5]
         b.enqueue(jobs, T0 - 600, actor="api")
         held = b.claim(ClaimRequest("w1", ["batch"], None, 10, 9999), T0 - 400)
-        kinds = [
+        kinds: list[Outcome] = [
             Succeeded(held[0].id, held[0].attempt, T0 - 399, None),
             Succeeded(held[1].id, held[1].attempt, T0 - 398.5, None),
             Failed(held[2].id, held[2].attempt, T0 - 390, "APP:BROKEN", "x", None, None),
@@ -200,7 +200,7 @@ def test_a_worker_killed_mid_run_leaves_no_mark_and_the_figures_hold(
     with errands.Queue(db_url) as q:
         # Its running jobs go back to the queue (what the next worker on this host does).
         dead = [r[0] for r in sql_rows(db_url, "SELECT id FROM workers")]
-        q.backend.recover_workers(dead, time.time())  # type: ignore[attr-defined]
+        q.backend.recover_workers(dead, time.time())
         assert_figures_equal_a_recount(db_url)
     proc = _bench_worker(db_url, tmp_path / "worker2.log")
     try:

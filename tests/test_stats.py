@@ -32,6 +32,7 @@ from ops_helpers import (
     run_job,
     sql_rows,
 )
+from support import first_row
 
 pytest_plugins = ("conftest_ops",)
 
@@ -309,17 +310,17 @@ def test_figures_equal_the_exact_computation(db_url: str, clock: Clock) -> None:
     # top_errors, bounded by groups, equals the count over the rows from the window's minute.
     since = rollup.minute_of(T0 - 2 * DAY)
     at = f"to_timestamp({since})" if is_postgres(db_url) else repr(since)
-    exact = sql_rows(
+    exact_errors = sql_rows(
         db_url,
         "SELECT error_code, type, COUNT(*) AS n, MAX(finished_at) FROM jobs "
         f"WHERE error_code IS NOT NULL AND (finished_at >= {at} OR finished_at IS NULL) "
         "GROUP BY error_code, type ORDER BY n DESC, error_code, type",
     )
-    assert {r[0] for r in exact} >= {"APP:BROKEN", "RETRY:LATER", "CANCELLED:BY_USER"}
+    assert {r[0] for r in exact_errors} >= {"APP:BROKEN", "RETRY:LATER", "CANCELLED:BY_USER"}
     with errands.Queue(db_url, clock=clock) as q:
         got = q.errors(top=1000, since=2 * DAY)
     assert [(e["error_code"], e["type"], e["count"], e["last_seen"]) for e in got] == [
-        (code, jtype, n, iso(last)) for code, jtype, n, last in exact
+        (code, jtype, n, iso(last)) for code, jtype, n, last in exact_errors
     ]
 
 
@@ -349,7 +350,7 @@ BOUNDED_INDEXES = {
     "jobs_errors_unfinished",
 }
 CHECKED = {"jobs", "job_attempts", "job_stats_minutely", "job_errors_minutely"}
-STATS_QUERIES = {
+STATS_QUERIES: dict[str, dict[str, float]] = {
     "state_counts": {},
     "window_rows": {"since": T0 - HOUR},
     "attempts_used_since": {"since": T0 - DAY},
@@ -393,7 +394,7 @@ def test_stats_queries_never_scan_the_finished_rows(q: errands.Queue, name: str)
         # Tiny test tables make a sequential scan cheapest; with it priced out, one still
         # chosen means no index can serve the query.
         pg.execute("SET enable_seqscan = off")
-        (explained,) = pg.execute("EXPLAIN (FORMAT JSON) " + sql, params).fetchone()
+        (explained,) = first_row(pg.execute("EXPLAIN (FORMAT JSON) " + sql, params).fetchone())
     root = explained[0]["Plan"]
     for node in _pg_scans(root):
         relation = node.get("Relation Name")
