@@ -17,7 +17,8 @@ from . import periodic, stats, validate, waiting
 from .backends import open_backend, redact
 from .backends.base import CancelReport, JobFilter, PruneProgress, PruneReport
 from .backoff import Backoff
-from .enqueueing import EnqueueItem, Producer
+from .enqueueing import EnqueueItem as EnqueueItem  # re-exported: enqueue_many's item type
+from .enqueueing import Producer
 from .errors import (
     ConfigurationError,
     InvalidTransitionError,
