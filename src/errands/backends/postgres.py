@@ -462,7 +462,7 @@ class PostgresBackend(OpsVerbs, SQLBackend):
                 T_ENQUEUE,
                 j.priority,
                 j.max_attempts,
-                _ts(j.run_at),
+                created if j.run_at == now else _ts(j.run_at),
                 created,
                 j.headers,
             )
