@@ -474,7 +474,7 @@ class Queue:
         now = self.clock() if now is None else validate.epoch(now, "now")
         since_s = seconds(since, "since")
         return self.backend.top_errors(
-            now - since_s, validate.integer(top, "top", 1, validate.INT32_MAX)
+            now - since_s, validate.integer(top, "top", 1, validate.INT32_MAX), now
         )
 
     def workers(self, *, now: float | None = None) -> list[dict[str, Any]]:

@@ -147,7 +147,7 @@ def collect(
             "window_seconds": window,
             "histogram": backend.retry_histogram(now - window, now),
         },
-        "top_errors": backend.top_errors(now - window, top),
+        "top_errors": backend.top_errors(now - window, top, now),
         "last_hour": last_hour(backend, now),
         "unhandled_types": unhandled,
         "periodic_overdue": overdue,
