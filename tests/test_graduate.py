@@ -244,7 +244,7 @@ def test_job_headers_graduate_with_their_jobs(tmp_path: Path, pg_url: str) -> No
 
 
 def test_the_bookkeeping_table_is_the_schemas(tmp_path: Path, pg_url: str) -> None:
-    # errands_graduation is created by a migration (version 4), not by graduate, and records
+    # errands_graduation is created by a migration, not by graduate, and records
     # the finished graduation of this source.
     path = str(tmp_path / "app.db")
     build_source(path)

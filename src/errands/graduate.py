@@ -7,7 +7,7 @@ consistent snapshot even if something still writes to it). Afterwards the identi
 are moved past the copied ids, and each table is verified by row count and by an
 order-independent checksum over every column, computed the same way on both sides.
 
-A row in ``errands_graduation`` (a table of the schema, migration 4) remembers which source a
+A row in ``errands_graduation`` (a table of the schema, migration 5) remembers which source a
 target is being filled from, so a rerun into a half-filled target is recognised as a resume
 rather than refused as "not empty".
 

@@ -13,6 +13,7 @@ from operator import attrgetter
 from typing import Any
 
 from ..states import AttemptStatus, Event
+from . import batch_figures
 from .base import (
     Cancelled,
     ClaimedJob,
@@ -106,7 +107,10 @@ class SQLJobs(SQLHost):
                 ids.append(row[0])
                 events.append(event_row(row[0], now, ENQUEUED, actor, None))
         if events and ENQUEUED in self._audit:
-            yield Step(self.q["insert_event"], events, MANY)
+            if len(events) == 1:  # the one-by-one enqueue: executemany costs more for one row
+                yield Step(self.q["insert_event"], events[0], EXEC)
+            else:
+                yield Step(self.q["insert_event"], events, MANY)
         return ids
 
     def _insert_batched_steps(
@@ -262,6 +266,11 @@ class SQLJobs(SQLHost):
         ]
         if final:
             self._finished(conn, final)
+        # The dialect's _write("finish") marked this transaction: the triggers stand aside
+        # and the batch counts its own figures (batch_figures.py).
+        ended = _ended(outcomes, applied)
+        unsuccessful = [o.job_id for o in ended if not isinstance(o, Succeeded)]
+        batch_figures.count(conn, self.q, [o.job_id for o in ended], unsuccessful)
         return applied
 
     def _succeed(
@@ -421,6 +430,13 @@ class SQLJobs(SQLHost):
         }
         rows = self._fetch("next_due", params)
         return None if not rows else self._epoch(rows[0]["next_run_at"])
+
+
+def _ended(outcomes: Sequence[Outcome], applied: Sequence[bool]) -> list[Outcome]:
+    """The outcomes that ended an attempt (a released attempt never ran)."""
+    return [
+        o for o, ok in zip(outcomes, applied, strict=True) if ok and not isinstance(o, Released)
+    ]
 
 
 def _chunks(jobs: Sequence[NewJob]) -> Iterator[Sequence[NewJob]]:

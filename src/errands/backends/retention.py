@@ -33,13 +33,17 @@ class SQLRetention(SQLHost):
     def tidy_figures(self, now: float) -> None:
         """Drop minute figures older than ``rollup.MINUTES_KEPT`` and fold PostgreSQL's
         per-connection counter shards into shard 0 (SQLite: shard 0 only), so readers sum few
-        rows. Each is one short transaction that never waits on a worker's."""
+        rows; and drop a stale batch mark (batch_figures.py), which a crash cannot leave but
+        which would silence the triggers. Each is one short transaction that never waits on
+        a worker's."""
         cutoff = {"cutoff": rollup.minute_of(now - rollup.MINUTES_KEPT)}
         before = {"before": rollup.minute_of(now) - 2 * rollup.MINUTE}
         for name, params in (
             ("forget_minutes", cutoff),
             ("fold_count_shards", {}),
+            ("forget_error_minutes", cutoff),
             ("fold_minute_shards", before),
+            ("forget_batch_marks", {}),
         ):
             with self._write("prune") as conn:
                 conn.execute(self.q[name], params)

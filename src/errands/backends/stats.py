@@ -72,8 +72,17 @@ class SQLStats(SQLHost):
         rows = self._fetch("retry_histogram", {"since": since})
         return {str(r["attempts"]): int(r["n"]) for r in rows}
 
-    def top_errors(self, since: float, limit: int) -> list[dict[str, Any]]:
-        rows = self._fetch("top_errors", {"since": since, "limit": limit})
+    def top_errors(
+        self, since: float, limit: int, now: float | None = None
+    ) -> list[dict[str, Any]]:
+        """The most frequent error codes since ``since`` (from the minute of ``since``). Within
+        ``rollup.MINUTES_KEPT`` of ``now`` from the minute figures and the unfinished jobs'
+        index (bounded by groups); further back from the rows still in ``jobs``."""
+        if now is not None and now - since <= rollup.MINUTES_KEPT:
+            params = {"since": rollup.minute_of(since), "limit": limit}
+            rows = self._fetch("top_errors", params)
+        else:
+            rows = self._fetch("top_errors_in_rows", {"since": since, "limit": limit})
         return [
             {
                 "error_code": r["error_code"],
