@@ -12,7 +12,7 @@ import logging
 from dataclasses import dataclass, field
 
 from . import execution, worker_log
-from .backends.base import Backend, ClaimedJob, ClaimRequest, Failed, Outcome
+from .backends.base import Backend, ClaimedJob, ClaimRequest, Outcome
 from .errors import DatabaseBusyError
 from .executor import Finished, Slot
 from .worker_db import WorkerDatabase, describe
@@ -154,8 +154,6 @@ class Recorder:
                 s.refused += 1  # logged by worker_log.outcomes
                 continue
             name = type(outcome).__name__
-            if isinstance(outcome, Failed):
-                name = "Retried" if outcome.retry_at is not None else "Failed"
             s.outcomes[name] = s.outcomes.get(name, 0) + 1
             if name == "Succeeded":
                 s.succeeded += 1

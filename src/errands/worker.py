@@ -32,6 +32,7 @@ from .backends.base import (
     ClaimRequest,
     Failed,
     Listener,
+    Retried,
     Succeeded,
     WorkerInfo,
 )
@@ -361,9 +362,7 @@ class Worker:
         # A retry may already be due, and a burst decides when to return by claiming: look
         # again now instead of relying on a wake-up (PostgreSQL only NOTIFYs for enqueues).
         full = rec.claimed and request is not None and len(rec.jobs) == request.limit
-        if (self.burst and not full) or any(
-            isinstance(o, Failed) and o.retry_at is not None for _, o in rec.written
-        ):
+        if (self.burst and not full) or any(type(o) is Retried for _, o in rec.written):
             self._dirty = True
         for slot, _, _ in batch:
             self._held.pop(slot.job.id, None)
