@@ -92,6 +92,10 @@ class _JobLease:
 
 
 class Worker:
+    """Runs a Queue's jobs: ``run()`` until stopped (or, with ``burst``, until nothing is
+    left), or ``start()``, ``tick(now)`` step by step, ``close()``. Takes a Queue or just
+    the ``WorkerInputs`` it needs; ``monotonic`` is the clock of every local deadline."""
+
     def __init__(
         self,
         inputs: Queue | WorkerInputs,
