@@ -76,7 +76,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     header and the summary say it), not skipped one line each."""
     if not _POSTGRES_SKIP:
         return
-    keep, drop = [], []
+    keep: list[pytest.Item] = []
+    drop: list[pytest.Item] = []
     for item in items:
         (drop if _needs_postgres(item) else keep).append(item)
     if drop:

@@ -27,6 +27,16 @@ class FixedClock(FrozenClock):
         super().__init__(now)
 
 
+class SteppingClock:
+    """The real wall clock, plus an offset a test can step (as NTP or an operator does)."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def __call__(self) -> float:
+        return time.time() + self.offset
+
+
 def claim(
     q: errands.Queue,
     types: Sequence[str],
@@ -92,7 +102,20 @@ def sql_rows(url: str, query: str) -> list[tuple[Any, ...]]:
 
     with psycopg.connect(url, autocommit=True) as pg:
         set_json_loads(lambda data: data if isinstance(data, str) else data.decode(), pg)
-        return [tuple(_plain(v) for v in row) for row in pg.execute(query).fetchall()]  # type: ignore[arg-type]
+        return [tuple(_plain(v) for v in row) for row in pg.execute(query).fetchall()]
+
+
+def first_row(row: tuple[Any, ...] | None) -> tuple[Any, ...]:
+    """A cursor's ``fetchone()`` for a query the test knows returns a row."""
+    assert row is not None, "the query returned no row"
+    return row
+
+
+def get_job(q: errands.Queue, job_id: int) -> errands.Job:
+    """``q.get(job_id)`` for a job the test knows exists (fails, with its id, if not)."""
+    job = q.get(job_id)
+    assert job is not None, f"job {job_id} does not exist"
+    return job
 
 
 def event_names(q: errands.Queue, job_id: int) -> list[str]:

@@ -20,7 +20,7 @@ import pytest
 
 import errands
 from errands.backends import sql
-from support import sql_rows, wait_for
+from support import get_job, sql_rows, wait_for
 
 PRAGMAS = ("journal_mode", "user_version", "application_id", "page_size", "auto_vacuum")
 
@@ -62,7 +62,7 @@ def test_errands_never_writes_user_version_or_application_id(sqlite_path: str) -
 
         job_id = ship.enqueue(item="book")
         q.run_worker(concurrency=1, burst=True, handle_signals=False)
-        assert q.get(job_id).status == "succeeded"  # type: ignore[union-attr]
+        assert get_job(q, job_id).status == "succeeded"
     with errands.Queue(sqlite_path):  # reopening (the no-migration path) writes none either
         pass
 
@@ -209,7 +209,7 @@ def _running_worker(tmp_path: Path, db: str) -> subprocess.Popen[str]:
             q.enqueue("slow", {"n": n})
         proc = _start_worker(tmp_path, db)
         wait_for(
-            lambda: q.get(first).status == "succeeded",  # type: ignore[union-attr]
+            lambda: get_job(q, first).status == "succeeded",
             timeout=60,
             what="the worker to start running jobs",
         )
@@ -295,7 +295,7 @@ def test_a_supervisor_stops_instead_of_restarting_workers_on_a_deleted_file(
             text=True,
         )
         wait_for(
-            lambda: q.get(first).status == "succeeded",  # type: ignore[union-attr]
+            lambda: get_job(q, first).status == "succeeded",
             timeout=60,
             what="the workers to start running jobs",
         )

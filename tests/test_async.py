@@ -20,6 +20,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 import errands
+from errands.queue import EnqueueItem
 from support import event_names
 
 
@@ -52,7 +53,8 @@ def test_enqueue_async_stores_what_enqueue_stores(queue: errands.Queue) -> None:
 
 def test_enqueue_many_async_returns_ids_in_order(queue: errands.Queue) -> None:
     # 100 jobs: on PostgreSQL this takes the COPY path, awaited like the rest.
-    items = [("t", {"n": n}) for n in range(100)] + [("u", {}, {"delay": 60})]
+    items: list[EnqueueItem] = [("t", {"n": n}) for n in range(100)]
+    items.append(("u", {}, {"delay": 60}))
     ids = run(queue.enqueue_many_async(items, actor="batch"))
     assert ids == sorted(ids) and len(set(ids)) == 101
     jobs = {j.id: j for j in queue.jobs(limit=200)}
@@ -97,7 +99,7 @@ def test_bad_input_is_refused_before_anything_is_written(
         with pytest.raises(errands.PayloadError):
             await q.enqueue_async("send", {"to": {1, 2}})
         with pytest.raises(errands.PayloadError):
-            await send.enqueue_async(wrong="x")  # type: ignore[call-arg]
+            await send.enqueue_async(wrong="x")
         with pytest.raises(errands.PayloadError, match="item 1"):
             await q.enqueue_many_async([("send", {"to": "a"}), ("send", {"to": float("nan")})])
         with pytest.raises(errands.UnknownTaskError):

@@ -136,14 +136,14 @@ def test_transactional_enqueue_commits_or_rolls_back_with_the_app(db_url: str) -
                 with pytest.raises(ConfigurationError, match="autocommit"):
                     q.enqueue("t", {}, connection=auto)
         else:
-            conn = sqlite3.connect(db_url)
+            lite = sqlite3.connect(db_url)
             try:
-                kept = q.enqueue("t", {}, connection=conn)
-                conn.commit()
-                dropped = q.enqueue("t", {}, connection=conn)
-                conn.rollback()
+                kept = q.enqueue("t", {}, connection=lite)
+                lite.commit()
+                dropped = q.enqueue("t", {}, connection=lite)
+                lite.rollback()
             finally:
-                conn.close()
+                lite.close()
         assert q.get(kept) is not None
         assert q.get(dropped) is None
 

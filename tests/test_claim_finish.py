@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import errands
 from errands.backends.base import ClaimRequest, Failed, Retried, Succeeded
-from support import FixedClock, claim, event_names
+from support import FixedClock, claim, event_names, get_job
 
 
 def test_claim_returns_the_first_job_and_sets_running(
@@ -130,7 +130,7 @@ def test_finish_groups_several_outcomes_in_one_call(
         clock.now,
     )
     assert applied == [True, True]
-    assert [clocked_queue.get(i).status for i in (a, b)] == ["succeeded", "failed"]  # type: ignore[union-attr]
+    assert [get_job(clocked_queue, i).status for i in (a, b)] == ["succeeded", "failed"]
 
 
 # -- order -----------------------------------------------------------------------------------
@@ -170,7 +170,7 @@ def test_claim_only_takes_the_requested_types_and_queues(clocked_queue: errands.
     assert [j.id for j in got] == [mine]
     assert [j.id for j in claim(clocked_queue, ["t"], limit=10)] == [other_queue]
     assert claim(clocked_queue, ["t"], limit=10) == []
-    assert clocked_queue.get(other_type).status == "queued"  # type: ignore[union-attr]
+    assert get_job(clocked_queue, other_type).status == "queued"
 
 
 # -- fencing -------------------------------------------------------------------------------
@@ -268,7 +268,7 @@ def test_rescue_leaves_an_unexpired_lease_alone(
     clock.advance(29)
     report = clocked_queue.backend.rescue(clock.now)
     assert (report.recovered, report.exhausted) == ([], [])
-    assert clocked_queue.get(job_id).status == "running"  # type: ignore[union-attr]
+    assert get_job(clocked_queue, job_id).status == "running"
 
 
 def test_finish_and_claim_records_outcomes_and_claims_in_one_call(
@@ -278,7 +278,7 @@ def test_finish_and_claim_records_outcomes_and_claims_in_one_call(
     ids = [q.enqueue("t", {"n": n}) for n in range(4)]
     first, second = claim(q, ["t"], limit=2, worker_id="w1")
     clock.advance(1)
-    outcomes = [
+    outcomes: list[Succeeded | Retried] = [
         Succeeded(first.id, first.attempt, clock.now - 0.5, None),
         # retried at once: due now, so the claim in the same transaction takes it again
         Retried(second.id, second.attempt, clock.now - 0.5, "X:Y", "d", None, clock.now, 0.0),

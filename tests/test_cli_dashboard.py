@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 import errands
+from support import get_job
 from web_helpers import populate
 
 TOKEN = "tok-123"
@@ -105,7 +106,7 @@ def test_token_and_read_only_from_the_command_line(
     auth = {"authorization": f"Bearer {TOKEN}", "content-type": "application/json"}
     assert get(base + "api/admin/stats", auth)[0] == 200
     assert post(base + f"api/admin/jobs/{ids['failed'][0]}/retry", auth) == 403
-    assert queue.get(ids["failed"][0]).status == "failed"
+    assert get_job(queue, ids["failed"][0]).status == "failed"
     assert get(base + "healthz")[0] == 200
 
 
@@ -140,13 +141,16 @@ def one_line_error(r: subprocess.CompletedProcess[str], code: int, needle: str) 
 def test_refusals(tmp_path: Path) -> None:
     db = str(tmp_path / "jobs.db")
     errands.Queue(db).close()
-    run = lambda *a: subprocess.run(  # noqa: E731
-        errands_cmd("dashboard", "--db", db, *a),
-        capture_output=True,
-        text=True,
-        env=env(),
-        timeout=60,
-    )
+
+    def run(*a: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            errands_cmd("dashboard", "--db", db, *a),
+            capture_output=True,
+            text=True,
+            env=env(),
+            timeout=60,
+        )
+
     one_line_error(run("--host", "0.0.0.0"), 2, "without a token")
     one_line_error(run("--host", "192.0.2.1"), 2, "--token")
     with socket.socket() as busy:

@@ -16,6 +16,7 @@ import errands
 from errands.cli import main
 from errands.cli.ops import duration
 from ops_helpers import DAY, Clock, enqueue, register_worker, run_job
+from support import get_job
 
 pytest_plugins = ("conftest_ops",)
 
@@ -118,7 +119,7 @@ def test_bulk_retry_by_error_code_writes_cli_events(
             assert job is not None and job.status == "queued"
             assert q.events(job_id)[-1].event == "RETRIED"
             assert q.events(job_id)[-1].actor == "cli"
-        assert q.get(built["failed"][3]).status == "failed"  # type: ignore[union-attr]
+        assert get_job(q, built["failed"][3]).status == "failed"
 
 
 def test_bulk_cancel_with_yes(
@@ -129,7 +130,7 @@ def test_bulk_cancel_with_yes(
     assert code == 0 and "3 queued job(s) match" in out and "3 cancelled" in out
     with errands.Queue(db_url) as q:
         for job_id in built["queued"]:
-            assert q.get(job_id).status == "cancelled"  # type: ignore[union-attr]
+            assert get_job(q, job_id).status == "cancelled"
             assert [(e.event, e.actor) for e in q.events(job_id)][-1] == ("CANCELLED", "cli")
 
 

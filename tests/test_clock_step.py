@@ -13,20 +13,10 @@ import pytest
 
 import errands
 from errands.worker import Worker
-from support import claim, event_names, wait_for
+from support import SteppingClock, claim, event_names, get_job, wait_for
 
 MakeQueue = Callable[..., errands.Queue]
 STEP = -3600.0
-
-
-class SteppingClock:
-    """The real wall clock, plus an offset a test can step (as NTP or an operator does)."""
-
-    def __init__(self) -> None:
-        self.offset = 0.0
-
-    def __call__(self) -> float:
-        return time.time() + self.offset
 
 
 def _stepped(moment: datetime | None) -> bool:
@@ -54,7 +44,7 @@ def test_a_wall_clock_step_back_mid_job_keeps_heartbeats_and_maintenance_going(
         )
         assert held.id == ghost[0]
         wait_for(
-            lambda: _stepped((j := q.get(ctx.job_id)) and j.heartbeat_at),
+            lambda: _stepped(get_job(q, ctx.job_id).heartbeat_at),
             timeout=30,
             what="a heartbeat written after the step",
         )

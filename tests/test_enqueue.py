@@ -11,7 +11,7 @@ import pytest
 
 import errands
 from errands.backends.base import Succeeded
-from support import FixedClock, claim, event_names, sql_rows
+from support import FixedClock, claim, event_names, get_job, sql_rows
 
 
 def test_enqueue_five_jobs_gives_five_queued_rows(queue: errands.Queue) -> None:
@@ -21,7 +21,7 @@ def test_enqueue_five_jobs_gives_five_queued_rows(queue: errands.Queue) -> None:
     jobs = queue.jobs(status="queued")
     assert sorted(j.id for j in jobs) == ids
     assert all(j.status == "queued" and j.attempts == 0 for j in jobs)
-    assert [queue.get(i).payload for i in ids] == [{"n": n} for n in range(5)]  # type: ignore[union-attr]
+    assert [get_job(queue, i).payload for i in ids] == [{"n": n} for n in range(5)]
     # the public table, read with plain SQL
     rows = sql_rows(queue.url, "SELECT id, status, type, queue FROM jobs ORDER BY id")
     assert rows == [(i, "queued", "send", "default") for i in ids]
@@ -198,7 +198,7 @@ def test_enqueue_many_returns_ids_in_order(queue: errands.Queue) -> None:
     ids = queue.enqueue_many([("t", {"n": n}) for n in range(100)] + [("u", {}, {"priority": 5})])
 
     assert len(ids) == 101 and ids == sorted(ids)
-    assert [queue.get(i).payload for i in ids[:3]] == [{"n": 0}, {"n": 1}, {"n": 2}]  # type: ignore[union-attr]
+    assert [get_job(queue, i).payload for i in ids[:3]] == [{"n": 0}, {"n": 1}, {"n": 2}]
     last = queue.get(ids[-1])
     assert last is not None and (last.type, last.priority) == ("u", 5)
 

@@ -44,3 +44,14 @@ def test_the_testing_module_exports_its_own_helpers() -> None:
         if getattr(getattr(errands.testing, name), "__module__", None) == "errands.testing"
     ]
     assert defined == errands.testing.__all__
+
+
+def test_async_waiting_and_middleware_names_are_public() -> None:
+    assert {"WaitTimeout", "Wakeups", "Middleware", "Enqueuing", "Execution"} <= set(
+        errands.__all__
+    )
+    assert issubclass(errands.WaitTimeout, errands.ErrandsError)
+    assert issubclass(errands.WaitTimeout, TimeoutError)
+    for method in ("enqueue_async", "enqueue_many_async", "wait", "wait_async", "use", "aclose"):
+        assert callable(getattr(errands.Queue, method))
+    assert callable(errands.Task.enqueue_async)

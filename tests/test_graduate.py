@@ -21,7 +21,7 @@ from errands import faults
 from errands.backends.base import ClaimRequest
 from errands.cli.graduate import register
 from errands.graduate import TABLES, GraduateError, graduate
-from support import FixedClock
+from support import FixedClock, first_row
 
 T0 = 1_800_000_000.0
 
@@ -104,7 +104,9 @@ def counts(pg_url: str, path: str) -> tuple[dict[str, int], dict[str, int]]:
     finally:
         lite.close()
     with psycopg.connect(pg_url) as conn:
-        b = {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t, _ in TABLES}
+        b = {
+            t: first_row(conn.execute(f"SELECT count(*) FROM {t}").fetchone())[0] for t, _ in TABLES
+        }
     return a, b
 
 

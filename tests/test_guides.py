@@ -10,7 +10,7 @@ import logging
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import sentry_sdk
@@ -136,7 +136,7 @@ def test_observing_guide_runs(
     (producer,) = [p for p in producers if p.parent and p.parent.span_id == request.context.span_id]
     runs = [s for s in spans if s.name == "run resize" and s.parent is not None]
     mine = [r for r in runs if r.parent and r.parent.span_id == producer.context.span_id]
-    mine.sort(key=lambda s: s.attributes["errands.job.attempt"] if s.attributes else 0)
+    mine.sort(key=lambda s: cast(int, s.attributes["errands.job.attempt"] if s.attributes else 0))
     assert {r.context.trace_id for r in mine} == {request.context.trace_id}
     assert all(r.kind is SpanKind.CONSUMER for r in mine)
     assert [r.attributes["errands.job.outcome"] for r in mine if r.attributes] == [

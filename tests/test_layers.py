@@ -21,7 +21,7 @@ KNOWN_UPWARD = {
 def upward_imports(text: str, depth: int) -> set[str]:
     """The errands modules outside backends/ that one backend file imports, anywhere in it;
     ``depth``: 1 for backends/x.py, 2 for backends/sql/x.py."""
-    found = set()
+    found: set[str] = set()
     for node in ast.walk(ast.parse(text)):
         if isinstance(node, ast.ImportFrom) and node.level > depth:
             target = (node.module or "").split(".")[0]

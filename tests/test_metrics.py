@@ -10,6 +10,7 @@ import errands
 from errands.backends.base import ClaimRequest, Succeeded, WorkerInfo
 from errands.metrics import MAX_SERIES, OTHER, render_metrics
 from ops_helpers import DAY, T0, Clock, claim, enqueue, is_postgres, run_job
+from support import get_job
 
 parser = pytest.importorskip("prometheus_client.parser")
 
@@ -149,7 +150,7 @@ def test_a_rescue_by_a_real_worker_is_counted(q: errands.Queue) -> None:
     request = ClaimRequest("elsewhere:9:gone", ["ok"], None, 1, 5.0)
     assert [j.id for j in q.backend.claim(request, T0 - 60)] == [job_id]  # lease long expired
     q.run_worker(burst=True, handle_signals=False)
-    assert q.get(job_id).status == "succeeded"  # type: ignore[union-attr]
+    assert get_job(q, job_id).status == "succeeded"
     assert _total(_families(q), "errands_jobs_rescued") == 1
 
 

@@ -80,7 +80,7 @@ def _run(url: str, statements: list[str]) -> list[list[tuple[Any, ...]]]:
         import psycopg
 
         with psycopg.connect(url, autocommit=True) as pg:
-            return [list(pg.execute(s).fetchall()) for s in statements]  # type: ignore[arg-type]
+            return [list(pg.execute(s).fetchall()) for s in statements]
     conn = sqlite3.connect(url)
     try:
         return [conn.execute(s).fetchall() for s in statements]

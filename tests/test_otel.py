@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -20,6 +21,12 @@ from starlette.routing import Route
 
 import errands
 from errands.otel import Tracing
+
+
+def attribute(span: ReadableSpan, name: str) -> Any:
+    """One attribute of a finished span (the SDK types every value as a union of all kinds)."""
+    assert span.attributes is not None, f"{span.name} has no attributes"
+    return span.attributes[name]
 
 
 @pytest.fixture
@@ -70,8 +77,8 @@ def test_one_trace_spans_request_enqueue_and_every_attempt(
     (server,) = by_name(finished, "POST /signup")
     (producer,) = by_name(finished, "enqueue welcome")
     attempts = sorted(
-        by_name(finished, "run welcome"), key=lambda s: s.attributes["errands.job.attempt"]
-    )  # type: ignore[index]
+        by_name(finished, "run welcome"), key=lambda s: attribute(s, "errands.job.attempt")
+    )
     renders = by_name(finished, "render email")
     assert len(attempts) == 2 and len(renders) == 2
 
@@ -127,7 +134,7 @@ def test_enqueue_many_makes_sibling_spans_and_sync_handlers_see_their_span(
     producers = by_name(finished, "enqueue step")
     assert len(producers) == 3
     assert {p.parent.span_id for p in producers if p.parent} == {batch.get_span_context().span_id}
-    runs = {s.attributes["errands.job.id"]: s for s in by_name(finished, "run step")}  # type: ignore[index]
+    runs = {attribute(s, "errands.job.id"): s for s in by_name(finished, "run step")}
     assert sorted(runs) == sorted(ids)
     for n, job_id in enumerate(ids):
         (work,) = by_name(finished, f"work {n}")

@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -40,7 +41,7 @@ def spawn(*args: str) -> subprocess.Popen[str]:
     )
 
 
-def output(proc: subprocess.Popen[str], timeout: float = 60) -> object:
+def output(proc: subprocess.Popen[str], timeout: float = 60) -> Any:
     out, err = proc.communicate(timeout=timeout)
     assert proc.returncode == 0, err
     return json.loads(out.strip().splitlines()[-1])
@@ -92,7 +93,7 @@ def test_skip_locked_claimers_never_share_an_attempt(pg_url: str) -> None:
     total = 2000
     output(spawn("enqueue", pg_url, "note", str(total)))
     procs = [spawn("claim", pg_url, f"w{n}", "7") for n in range(4)]
-    held = [tuple(pair) for p in procs for pair in output(p)]  # type: ignore[attr-defined]
+    held = [tuple(pair) for p in procs for pair in output(p)]
     assert len(held) == len(set(held)) == total
     assert {a for _, a in held} == {1}
     (attempt_rows,) = sql(pg_url, "SELECT count(*), count(DISTINCT job_id) FROM job_attempts")
@@ -103,7 +104,7 @@ def test_two_worker_processes_drain_a_shared_queue_without_double_claims(pg_url:
     total = 1500
     output(spawn("enqueue", pg_url, "note", str(total)))
     procs = [spawn("worker", pg_url, "60", "burst") for _ in range(2)]
-    done = sum(output(p)["processed"] for p in procs)  # type: ignore[index]
+    done = sum(output(p)["processed"] for p in procs)
     assert done == total
     assert sql(pg_url, "SELECT status, max(attempts), count(*) FROM jobs GROUP BY 1") == [
         ("succeeded", 1, total)
@@ -115,7 +116,7 @@ def test_notify_wakes_an_idle_worker_enqueued_by_another_process(
     running_worker: tuple[errands.Queue, Worker], pg_url: str
 ) -> None:
     q, _ = running_worker
-    (job_id,) = output(spawn("enqueue", pg_url, "note", "1"))  # type: ignore[misc]
+    (job_id,) = output(spawn("enqueue", pg_url, "note", "1"))
 
     def done() -> bool:
         job = q.get(job_id)
@@ -131,7 +132,7 @@ def test_listen_connection_reconnects_after_being_terminated(
     (old,) = listener_pids(pg_url)
     sql(pg_url, "SELECT pg_terminate_backend(%s)", old)
     wait_for(lambda: listener_pids(pg_url) - {old}, 15, "the LISTEN connection to come back")
-    (job_id,) = output(spawn("enqueue", pg_url, "note", "1"))  # type: ignore[misc]
+    (job_id,) = output(spawn("enqueue", pg_url, "note", "1"))
 
     def done() -> bool:
         job = q.get(job_id)
@@ -191,7 +192,7 @@ def test_killed_worker_and_sessions_lose_nothing(pg_url: str) -> None:
 
 def test_several_processes_migrating_a_new_database_all_succeed(pg_empty_url: str) -> None:
     procs = [spawn("enqueue", pg_empty_url, "note", "1") for _ in range(6)]
-    ids = [output(p)[0] for p in procs]  # type: ignore[index]
+    ids = [output(p)[0] for p in procs]
     assert len(set(ids)) == 6
     versions = [(v,) for v, _ in sql_files.migrations("postgres")]
     assert sql(pg_empty_url, "SELECT version FROM errands_migrations ORDER BY 1") == versions

@@ -12,6 +12,7 @@ from typing import Any
 import psycopg
 
 import errands
+from support import first_row
 
 # SQLite's declared type → the PostgreSQL types that may stand for it.
 FAMILY = {
@@ -101,9 +102,11 @@ def postgres_schema(url: str) -> dict[str, Any]:
                     continue
                 cols = tuple(
                     (
-                        conn.execute(
-                            "SELECT pg_get_indexdef(%s, %s, true)", (indexrelid, k + 1)
-                        ).fetchone()[0],
+                        first_row(
+                            conn.execute(
+                                "SELECT pg_get_indexdef(%s, %s, true)", (indexrelid, k + 1)
+                            ).fetchone()
+                        )[0],
                         bool(options[k] & 1),  # INDOPTION_DESC
                     )
                     for k in range(nkeys)
@@ -120,11 +123,13 @@ def postgres_schema(url: str) -> dict[str, Any]:
                     (t,),
                 )
             }
-            (checks,) = conn.execute(
-                "SELECT count(*) FROM pg_constraint WHERE conrelid = %s::regclass "
-                "AND contype = 'c'",
-                (t,),
-            ).fetchone()
+            (checks,) = first_row(
+                conn.execute(
+                    "SELECT count(*) FROM pg_constraint WHERE conrelid = %s::regclass "
+                    "AND contype = 'c'",
+                    (t,),
+                ).fetchone()
+            )
             out[t] = {
                 "columns": columns,
                 "pk": pk,

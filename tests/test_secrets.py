@@ -15,6 +15,7 @@ import pytest
 import errands
 from errands.backends import redact, scrub, secrets
 from errands.cli import main
+from support import is_postgres
 
 PASSWORD = "Sup3rS3cretPw"
 
@@ -128,7 +129,7 @@ def test_a_conninfo_string_is_not_taken_for_a_file_name(tmp_path: Path) -> None:
 def test_the_worker_banner_and_errors_hide_the_password(tmp_path: Path, db_url: str) -> None:
     """A real worker process: its banner names the database without the password, and so
     does its --db mismatch error."""
-    if db_url.startswith("postgresql://"):
+    if is_postgres(db_url):
         scheme, rest = db_url.split("://", 1)
         user_host = rest.split("@", 1)
         shown = f"{scheme}://{user_host[0]}:{PASSWORD}@{user_host[1]}"  # trust auth ignores it

@@ -16,7 +16,7 @@ import pytest
 
 import errands
 from errands.backends import sql as sql_files
-from support import event_names, sql_rows, wait_for
+from support import event_names, get_job, sql_rows, wait_for
 
 # Every migration this errands ships, applied once each (not a hard-coded count: a new schema
 # version must not break the tests that check "migrated once, in full").
@@ -87,7 +87,7 @@ def test_transactional_enqueue_many_commits_with_the_app(
 ) -> None:
     ids = q.enqueue_many([("a", {}), ("b", {})], connection=app_conn)
     app_conn.commit()
-    assert [q.get(i).type for i in ids] == ["a", "b"]  # type: ignore[union-attr]
+    assert [get_job(q, i).type for i in ids] == ["a", "b"]
 
 
 def test_transactional_enqueue_refuses_an_autocommit_connection(
@@ -153,7 +153,7 @@ def test_reopening_migrates_nothing_and_keeps_the_data(sqlite_path: str) -> None
     with errands.Queue(sqlite_path) as first:
         job_id = first.enqueue("t", {"keep": True})
     with errands.Queue(sqlite_path) as second:
-        assert second.get(job_id).payload == {"keep": True}  # type: ignore[union-attr]
+        assert get_job(second, job_id).payload == {"keep": True}
     assert sql_rows(sqlite_path, "SELECT version FROM errands_migrations ORDER BY 1") == VERSIONS
 
 

@@ -30,6 +30,7 @@ from ops_helpers import (
     run_job,
     sql_rows,
 )
+from support import first_row
 
 pytest_plugins = ("conftest_ops",)
 
@@ -317,7 +318,7 @@ def test_counts_follow_retry_and_prune(db_url: str, clock: Clock) -> None:
 # those rows, not by the finished jobs of the window.
 BOUNDED_INDEXES = {"jobs_running", "jobs_due", "jobs_queued_run_at", "jobs_error_code"}
 CHECKED = {"jobs", "job_attempts", "job_stats_minutely"}
-STATS_QUERIES = {
+STATS_QUERIES: dict[str, dict[str, float]] = {
     "state_counts": {},
     "window_rows": {"since": T0 - HOUR},
     "attempts_used_since": {"since": T0 - DAY},
@@ -360,7 +361,7 @@ def test_stats_queries_never_scan_the_finished_rows(q: errands.Queue, name: str)
         # Tiny test tables make a sequential scan cheapest; with it priced out, one still
         # chosen means no index can serve the query.
         pg.execute("SET enable_seqscan = off")
-        (explained,) = pg.execute("EXPLAIN (FORMAT JSON) " + sql, params).fetchone()
+        (explained,) = first_row(pg.execute("EXPLAIN (FORMAT JSON) " + sql, params).fetchone())
     root = explained[0]["Plan"]
     for node in _pg_scans(root):
         relation = node.get("Relation Name")

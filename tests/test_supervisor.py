@@ -10,7 +10,7 @@ import textwrap
 from pathlib import Path
 
 import errands
-from support import wait_for
+from support import get_job, wait_for
 
 APP = textwrap.dedent(
     """
@@ -90,8 +90,8 @@ def test_a_killed_worker_process_is_restarted(tmp_path: Path, db_url: str) -> No
             pids = wait_for(
                 lambda: (
                     all((j := q.get(i)) and j.status == "succeeded" for i in ids)
-                    and {q.get(i).result for i in ids}
-                ),  # type: ignore[union-attr]
+                    and {get_job(q, i).result for i in ids}
+                ),
                 timeout=60,
                 what="jobs after the kill",
             )

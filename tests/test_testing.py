@@ -14,6 +14,7 @@ import pytest
 
 import errands
 from errands.testing import FrozenClock, drain, eager
+from support import get_job
 
 ROOT = Path(__file__).resolve().parent.parent
 T0 = 1_800_000_000.0
@@ -67,24 +68,24 @@ def test_drain_runs_what_is_due_and_waits_for_the_clock(
     summary = drain(tq)
     assert isinstance(summary, errands.WorkerSummary)
     assert (summary.retried, summary.succeeded) == (1, 0)
-    assert tq.get(now_id).status == "queued" and tq.get(now_id).attempts == 1
-    assert tq.get(later_id).attempts == 0  # not due
+    assert get_job(tq, now_id).status == "queued" and get_job(tq, now_id).attempts == 1
+    assert get_job(tq, later_id).attempts == 0  # not due
     clock.advance(60)
     assert drain(tq).succeeded == 1
-    done = tq.get(now_id)
+    done = get_job(tq, now_id)
     assert (done.status, done.attempts, done.result) == ("succeeded", 2, 2)
-    assert tq.get(later_id).attempts == 0
+    assert get_job(tq, later_id).attempts == 0
     clock.advance(3600)
     drain(tq)
-    assert tq.get(later_id).attempts == 1
+    assert get_job(tq, later_id).attempts == 1
 
 
 def test_drain_limits_itself_to_the_queues_given(tq: errands.Queue) -> None:
     job_id = tq.enqueue("elsewhere", {}, queue="other")
     assert drain(tq, queues=["default"]).claimed == 0
-    assert tq.get(job_id).status == "queued"
+    assert get_job(tq, job_id).status == "queued"
     assert drain(tq, queues=["other"]).succeeded == 1
-    assert tq.get(job_id).result == "ran"
+    assert get_job(tq, job_id).result == "ran"
 
 
 def test_drain_leaves_signal_handlers_alone(tq: errands.Queue) -> None:
@@ -97,16 +98,27 @@ def test_drain_leaves_signal_handlers_alone(tq: errands.Queue) -> None:
 def test_eager_runs_each_enqueue_at_once(tq: errands.Queue, clock: FrozenClock) -> None:
     with eager(tq):
         one = tq.enqueue("elsewhere", {}, queue="other")
-        assert tq.get(one).status == "succeeded"
+        assert get_job(tq, one).status == "succeeded"
         ids = tq.enqueue_many([("elsewhere", {}, {"queue": "other"}), ("flaky", {"n": 3})])
-        assert tq.get(ids[0]).status == "succeeded"
-        assert tq.get(ids[1]).attempts == 1  # ran once; its retry is not due yet
+        assert get_job(tq, ids[0]).status == "succeeded"
+        assert get_job(tq, ids[1]).attempts == 1  # ran once; its retry is not due yet
         clock.advance(60)
         tq.enqueue("elsewhere", {}, queue="other")  # any enqueue drains what is due
-        assert tq.get(ids[1]).status == "succeeded"
+        assert get_job(tq, ids[1]).status == "succeeded"
     after = tq.enqueue("elsewhere", {}, queue="other")
-    assert tq.get(after).status == "queued"  # outside the block, nothing runs by itself
+    assert get_job(tq, after).status == "queued"  # outside the block, nothing runs by itself
     assert "enqueue" not in vars(tq) and "enqueue_many" not in vars(tq)
+
+
+def test_eager_runs_jobs_enqueued_through_a_task(tq: errands.Queue) -> None:
+    # docs/testing.md: "also through task.enqueue" — a Task enqueues through its Queue as it
+    # is at call time, so eager's wrapped verbs are the ones it reaches.
+    elsewhere = tq.tasks["elsewhere"]
+    with eager(tq):
+        plain = elsewhere.enqueue()
+        with_options = elsewhere.with_options(priority=5).enqueue()
+    assert [get_job(tq, i).status for i in (plain, with_options)] == ["succeeded"] * 2
+    assert get_job(tq, elsewhere.enqueue()).status == "queued"  # after the block: stored only
 
 
 def test_eager_restores_the_queue_after_an_error(tq: errands.Queue) -> None:

@@ -17,7 +17,7 @@ import pytest
 
 import errands
 from errands.worker import Worker
-from support import wait_for
+from support import is_postgres, wait_for
 
 PROCS = Path(__file__).with_name("procs")
 
@@ -235,7 +235,7 @@ def test_a_producer_process_waits_on_a_job_run_by_a_worker_process(
         err.close()
     assert code == 0, (tmp_path / "worker.err").read_text()
     ms = sorted(d * 1000 for d in delays)
-    backend = "postgres" if db_url.startswith("postgres") else "sqlite"
+    backend = "postgres" if is_postgres(db_url) else "sqlite"
     with capsys.disabled():
         print(
             f"\n[figures] wait() return after the outcome commit ({backend}): "

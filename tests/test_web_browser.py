@@ -23,6 +23,7 @@ import pytest
 
 import errands
 from ops_helpers import HOUR, is_postgres, register_worker, run_job
+from support import get_job
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -137,7 +138,7 @@ def build(db_url: str) -> dict[str, Any]:
     failed = charge.enqueue(order=1042)
     xss = q.enqueue(XSS, {"note": XSS, XSS: [XSS]})
     q.run_worker(burst=True, concurrency=4, handle_signals=False)
-    assert q.get(failed).status == "failed" and q.get(xss).status == "failed"
+    assert get_job(q, failed).status == "failed" and get_job(q, xss).status == "failed"
     return {"q": q, "failed": failed, "xss": xss}
 
 
@@ -157,7 +158,12 @@ def _scenario(db_url: str, browser: Any, world: dict[str, Any], q: errands.Queue
         page = browser.new_page(viewport={"width": 1360, "height": 1000})
         dialogs: list[str] = []
         errors: list[str] = []
-        page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+
+        def dismiss(dialog: Any) -> None:
+            dialogs.append(dialog.message)
+            dialog.dismiss()
+
+        page.on("dialog", dismiss)
         page.on("pageerror", lambda e: errors.append(str(e)))
         page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
         missing: list[str] = []
@@ -198,7 +204,7 @@ def _scenario(db_url: str, browser: Any, world: dict[str, Any], q: errands.Queue
         q.run_worker(burst=True, concurrency=1, handle_signals=False)
         page.reload()
         assert page.locator("h1 .status").inner_text() == "succeeded"
-        assert q.get(world["failed"]).attempts == 2
+        assert get_job(q, world["failed"]).attempts == 2
 
         # Every view that shows the XSS job: nothing runs, the text is shown as text.
         xss = world["xss"]

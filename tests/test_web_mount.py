@@ -11,6 +11,7 @@ import pytest
 from starlette.testclient import TestClient
 
 import errands
+from support import get_job
 from web_helpers import populate
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "dashboard.md"
@@ -82,7 +83,7 @@ def test_fastapi_with_its_own_auth(env: dict[str, Any], queue: errands.Queue) ->
         assert stats["counts"]["failed"] == 3
         failed = env["failed"][0]
         r = c.post(f"/errands/api/admin/jobs/{failed}/retry", headers={**admin, **JSON})
-        assert r.status_code == 200 and queue.get(failed).status == "queued"
+        assert r.status_code == 200 and get_job(queue, failed).status == "queued"
     finally:
         close_queue(ns)
 
@@ -160,7 +161,7 @@ def test_django_with_its_own_login(
         assert csrf
         r = c.post(f"/errands/jobs/{env['failed'][0]}/retry", data={"csrf": csrf.group(1)})
         assert r.status_code == 303
-        assert queue.get(env["failed"][0]).status == "queued"
+        assert get_job(queue, env["failed"][0]).status == "queued"
     finally:
         close_queue(ns)
 

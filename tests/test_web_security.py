@@ -17,6 +17,7 @@ from errands.web import ROUTES, create_app
 from errands.web.middleware import MAX_BODY
 from errands.web.server import build
 from ops_helpers import is_postgres, sql_rows
+from support import get_job
 from web_helpers import populate
 
 TOKEN = "s3cret-token"
@@ -196,7 +197,7 @@ def test_csrf_refusals_change_nothing(db_url: str, queue: errands.Queue, jobs: A
     # The page's own token works.
     token = _form_csrf(c, f"/jobs/{failed}")
     assert c.post(f"/jobs/{failed}/retry", data={"csrf": token}).status_code == 303
-    assert queue.get(failed).status == "queued"
+    assert get_job(queue, failed).status == "queued"
     assert queue.events(failed)[-1].actor == "api"
     # Its own host in Origin is accepted, whatever the scheme (a TLS proxy in front).
     second = jobs["failed"][1]
@@ -208,12 +209,12 @@ def test_bulk_form_confirms_the_count_then_acts(queue: errands.Queue, jobs: Any)
     c = TestClient(create_app(queue), follow_redirects=False)
     page = c.get("/bulk/confirm", params={"action": "retry", "status": "failed", "type": "charge"})
     assert re.search(r'id="bulk-count">3<', page.text)
-    assert all(queue.get(i).status == "failed" for i in jobs["failed"])
+    assert all(get_job(queue, i).status == "failed" for i in jobs["failed"])
     token = _form_csrf(c, "/bulk/confirm?action=retry&status=failed&type=charge")
     fields = {"csrf": token, "action": "retry", "status": "failed", "type": "charge"}
     done = c.post("/bulk", data=fields)
     assert done.status_code == 200 and "3 job(s) retried" in done.text
-    assert all(queue.get(i).status == "queued" for i in jobs["failed"])
+    assert all(get_job(queue, i).status == "queued" for i in jobs["failed"])
 
 
 def test_read_only_refuses_every_mutation(db_url: str, queue: errands.Queue, jobs: Any) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import errands
-from support import FixedClock, event_names, wait_for
+from support import FixedClock, event_names, get_job, wait_for
 
 MakeQueue = Callable[..., errands.Queue]
 
@@ -227,8 +227,8 @@ def test_discard_on_fails_at_once_and_others_are_retried(queue: errands.Queue) -
 
     missing, flaky = lookup.enqueue(kind="missing"), lookup.enqueue(kind="flaky")
     drain(queue)
-    assert (queue.get(missing).status, queue.get(missing).attempts) == ("failed", 1)  # type: ignore[union-attr]
-    assert (queue.get(flaky).status, queue.get(flaky).attempts) == ("failed", 3)  # type: ignore[union-attr]
+    assert (get_job(queue, missing).status, get_job(queue, missing).attempts) == ("failed", 1)
+    assert (get_job(queue, flaky).status, get_job(queue, flaky).attempts) == ("failed", 3)
 
 
 def test_non_json_result_fails_with_invalid_output(queue: errands.Queue) -> None:
@@ -327,7 +327,7 @@ def test_async_handlers_run_and_store_results(queue: errands.Queue) -> None:
         job = queue.get(job_id)
         assert job is not None and job.status == "succeeded"
         assert job.result == {"url": f"https://example.com/{n}", "status": 200}
-    assert queue.get(sync_id).result == "sync"  # type: ignore[union-attr]
+    assert get_job(queue, sync_id).result == "sync"
 
 
 def test_async_handler_failure_is_retried_and_classified(queue: errands.Queue) -> None:
@@ -363,7 +363,7 @@ def test_a_handler_with_ctx_sees_its_job_id_and_attempt(queue: errands.Queue) ->
     async_id = async_ctx.enqueue()
     drain(queue)
     assert seen == [(job_id, 1, "hi"), (job_id, 2, "hi")]
-    assert queue.get(async_id).result == async_id  # type: ignore[union-attr]
+    assert get_job(queue, async_id).result == async_id
 
 
 # -- burst, types, queues -------------------------------------------------------------------
@@ -381,8 +381,8 @@ def test_burst_returns_after_draining(queue: errands.Queue) -> None:
 
     ids = [work.enqueue(n=n) for n in range(20)]
     summary = drain(queue)
-    assert [queue.get(i).status for i in ids] == ["succeeded"] * 20  # type: ignore[union-attr]
-    assert [queue.get(i).result for i in ids] == list(range(20))  # type: ignore[union-attr]
+    assert [get_job(queue, i).status for i in ids] == ["succeeded"] * 20
+    assert [get_job(queue, i).result for i in ids] == list(range(20))
     assert (summary.succeeded, summary.retried, summary.claimed) == (20, 1, 21)
     assert drain(queue).claimed == 0  # nothing left: returns at once
 
@@ -429,10 +429,10 @@ def test_burst_leaves_a_future_job_for_later(
 
     job_id = later.with_options(delay=60).enqueue()
     drain(clocked_queue)
-    assert ran == [] and clocked_queue.get(job_id).status == "queued"  # type: ignore[union-attr]
+    assert ran == [] and get_job(clocked_queue, job_id).status == "queued"
     clock.advance(60)
     drain(clocked_queue)
-    assert ran == [1] and clocked_queue.get(job_id).status == "succeeded"  # type: ignore[union-attr]
+    assert ran == [1] and get_job(clocked_queue, job_id).status == "succeeded"
 
 
 def test_worker_claims_only_types_it_has_handlers_for(make_queue: MakeQueue) -> None:
@@ -446,7 +446,7 @@ def test_worker_claims_only_types_it_has_handlers_for(make_queue: MakeQueue) -> 
 
     summary = drain(worker)
     assert summary.claimed == 1
-    assert worker.get(mine).status == "succeeded"  # type: ignore[union-attr]
+    assert get_job(worker, mine).status == "succeeded"
     job = worker.get(theirs)
     assert job is not None and (job.status, job.attempts) == ("queued", 0)
 
@@ -462,13 +462,13 @@ def test_worker_claims_only_its_queues(queue: errands.Queue) -> None:
     other = report.enqueue()
     rerouted = queue.enqueue("send", {}, queue="bulk")
     drain(queue, queues=["emails"])
-    assert [queue.get(i).status for i in (email, other, rerouted)] == [  # type: ignore[union-attr]
+    assert [get_job(queue, i).status for i in (email, other, rerouted)] == [
         "succeeded",
         "queued",
         "queued",
     ]
     drain(queue, queues=["default", "bulk"])
-    assert {queue.get(i).status for i in (email, other, rerouted)} == {"succeeded"}  # type: ignore[union-attr]
+    assert {get_job(queue, i).status for i in (email, other, rerouted)} == {"succeeded"}
 
 
 def test_a_queue_without_tasks_cannot_run_a_worker(queue: errands.Queue) -> None:

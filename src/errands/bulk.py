@@ -18,6 +18,7 @@ CHUNK = 500  # ids per transaction: keeps the write lock short on large selectio
 
 RETRYABLE = frozenset(s.value for s in transition("retry").source)
 CANCELLABLE = frozenset({State.QUEUED.value, State.RUNNING.value})
+SELECTABLE = {"retry": RETRYABLE, "cancel": CANCELLABLE}  # the statuses each action may select
 
 
 @dataclass(slots=True)

@@ -101,12 +101,10 @@ def failed(
     started: float,
     now: float,
     exc: BaseException,
-    *,
-    code: str | None = None,
 ) -> Outcome:
     """Classify an exception into a retry (``Retried``) or a final failure (``Failed``), per
-    the task's rules. Every
-    text it produces is storable (see ``payload.storable_text``) before it reaches a batch."""
+    the task's rules. Every text it produces is storable (see ``payload.storable_text``)
+    before it reaches a batch."""
     tb = format_traceback(exc)
     opts = task.options
     if isinstance(exc, JobError):
@@ -115,11 +113,10 @@ def failed(
     elif isinstance(exc, PayloadError):
         code, detail, retry = "INVALID_INPUT:PAYLOAD", summary(exc), False
     else:
-        if code is None:
-            # SystemExit, KeyboardInterrupt, GeneratorExit or a custom BaseException: the
-            # attempt fails like any other, under a code of its own (docs/runtime.md).
-            base = not isinstance(exc, Exception)
-            code = BASE_EXCEPTION_CODE if base else f"INTERNAL:{type(exc).__name__}"
+        # SystemExit, KeyboardInterrupt, GeneratorExit or a custom BaseException: the
+        # attempt fails like any other, under a code of its own (docs/runtime.md).
+        base = not isinstance(exc, Exception)
+        code = BASE_EXCEPTION_CODE if base else f"INTERNAL:{type(exc).__name__}"
         detail = summary(exc)
         if opts.discard_on and isinstance(exc, opts.discard_on):
             retry = False

@@ -14,8 +14,8 @@ summed into ``type="__other__"``.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, Protocol
 
 from . import rollup, stats
 from .errors import ConfigurationError
@@ -25,6 +25,7 @@ from .states import State
 if TYPE_CHECKING:
     from prometheus_client.metrics_core import Metric
 
+    from .backends.base import PeriodicRow, StateCount, WindowRow
     from .queue import Queue
 
 MAX_SERIES = 200
@@ -57,17 +58,35 @@ def _bounded(
     return out
 
 
-class ErrandsCollector:
-    """Yields errands' metrics from one Queue's database."""
+class MetricsVerbs(Protocol):
+    """The part of a backend the metrics read."""
 
-    def __init__(self, q: Queue) -> None:
-        self.q = q
+    def state_counts(self) -> list[StateCount]: ...
+    def rollup_totals(self) -> list[tuple[str, str, str, int]]: ...
+    def window_rows(self, since: float) -> list[WindowRow]: ...
+    def worker_counters(self) -> dict[str, int]: ...
+    def oldest_due(self, now: float) -> dict[str, Any] | None: ...
+    def running_past_lease(self, now: float, grace: float) -> int: ...
+    def live_workers(self, now: float, alive_seconds: float) -> list[dict[str, Any]]: ...
+    def list_periodic(self) -> list[PeriodicRow]: ...
+    def storage(self) -> dict[str, int | None]: ...
+
+
+class ErrandsCollector:
+    """Yields errands' metrics read through ``backend`` at ``clock()``; a worker counts as
+    alive when seen within ``lease_seconds``."""
+
+    def __init__(
+        self, backend: MetricsVerbs, clock: Callable[[], float], lease_seconds: float
+    ) -> None:
+        self.backend = backend
+        self.clock = clock
+        self.lease_seconds = lease_seconds
 
     def collect(self) -> Iterator[Metric]:
         core = _prometheus().core
-        q = self.q
-        b = q.backend
-        now = q.clock()
+        b = self.backend
+        now = self.clock()
 
         jobs = core.GaugeMetricFamily(
             "errands_jobs", "Jobs by state, queue and type.", labels=["state", "queue", "type"]
@@ -153,7 +172,7 @@ class ErrandsCollector:
         yield core.GaugeMetricFamily(
             "errands_workers_alive",
             "Workers seen within one lease and not stopped.",
-            value=len(b.live_workers(now, q.settings.lease_seconds)),
+            value=len(b.live_workers(now, self.lease_seconds)),
         )
         overdue = core.GaugeMetricFamily(
             "errands_periodic_overdue",
@@ -180,7 +199,7 @@ def render_metrics(q: Queue) -> bytes:
     """The Prometheus text exposition of ``q``'s database, read now."""
     prom = _prometheus()
     registry = prom.CollectorRegistry(auto_describe=False)
-    registry.register(ErrandsCollector(q))
+    registry.register(ErrandsCollector(q.backend, q.clock, q.settings.lease_seconds))
     data: bytes = prom.generate_latest(registry)
     return data
 

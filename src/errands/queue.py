@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import datetime
 from functools import partial
-from typing import Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from . import payload as payload_json
 from . import periodic, stats, validate
@@ -38,6 +38,9 @@ from .settings import Duration, Retention, Settings, seconds
 from .states import TERMINAL, Event, State
 from .tasks import DEFAULT_QUEUE, Task, TaskOptions
 from .wakeups import KINDS, Wakeups, hubs
+
+if TYPE_CHECKING:
+    from .worker import WorkerSummary
 
 F = TypeVar("F", bound=Callable[..., Any])
 R = TypeVar("R")
@@ -815,7 +818,7 @@ class Queue:
         handle_signals: bool = True,
         recycle_on_timeout: bool = False,
         supervised: bool = False,
-    ) -> Any:
+    ) -> WorkerSummary:
         """Run jobs until stopped (SIGTERM/SIGINT), or with ``burst=True`` until no job this
         worker handles is due and none is running. Returns a summary of what it did.
 

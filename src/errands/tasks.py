@@ -6,14 +6,11 @@ import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
+from typing import Any, Generic, ParamSpec, Protocol, TypedDict, TypeVar, Unpack
 
 from . import validate
 from .backoff import DEFAULT_BACKOFF, Backoff
 from .errors import ConfigurationError, PayloadError
-
-if TYPE_CHECKING:
-    from .queue import Queue
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -82,12 +79,40 @@ class EnqueueOptions:
             )
 
 
+class EnqueueKwargs(TypedDict, total=False):
+    """The per-call options of ``Queue.enqueue``, as keyword arguments."""
+
+    queue: str | None
+    priority: int | None
+    run_at: datetime | float | None
+    delay: float | timedelta | None
+    max_attempts: int | None
+    unique_key: str | None
+    connection: Any
+
+
+class Enqueuer(Protocol):
+    """What a Task needs to store its jobs: the Queue's two enqueue verbs, which fill in the
+    options a call leaves out from the task registered under ``job_type``."""
+
+    def enqueue(
+        self, job_type: str, payload: Any = None, **options: Unpack[EnqueueKwargs]
+    ) -> int: ...
+
+    async def enqueue_async(
+        self, job_type: str, payload: Any = None, **options: Unpack[EnqueueKwargs]
+    ) -> int: ...
+
+
 class Task(Generic[P, R]):
     """A registered handler. Calling it runs the function directly (handy in tests);
-    ``.enqueue(**kwargs)`` stores a job for a worker to run."""
+    ``.enqueue(**kwargs)`` stores a job for a worker to run through ``enqueuer`` (the Queue
+    it is registered on)."""
 
-    def __init__(self, queue: Queue, fn: Callable[P, R], name: str, options: TaskOptions) -> None:
-        self.queue = queue
+    def __init__(
+        self, enqueuer: Enqueuer, fn: Callable[P, R], name: str, options: TaskOptions
+    ) -> None:
+        self.enqueuer = enqueuer
         self.fn = fn
         self.name = name
         self.options = options
@@ -140,7 +165,7 @@ class Task(Generic[P, R]):
                 f"{self.name}.enqueue takes keyword arguments only (they are stored as JSON), "
                 f"got {len(args)} positional"
             )
-        return self.queue.enqueue(self.name, dict(kwargs))
+        return self.enqueuer.enqueue(self.name, dict(kwargs))
 
     async def enqueue_async(self, *args: P.args, **kwargs: P.kwargs) -> int:
         """``enqueue`` for async code (see ``Queue.enqueue_async``)."""
@@ -149,7 +174,7 @@ class Task(Generic[P, R]):
                 f"{self.name}.enqueue_async takes keyword arguments only (they are stored as "
                 f"JSON), got {len(args)} positional"
             )
-        return await self.queue.enqueue_async(self.name, dict(kwargs))
+        return await self.enqueuer.enqueue_async(self.name, dict(kwargs))
 
     def with_options(self, **overrides: Any) -> BoundTask:
         """Per-call options: ``send_email.with_options(delay=30).enqueue(to=…)``."""
@@ -163,12 +188,12 @@ class BoundTask:
     options: EnqueueOptions = field(default_factory=EnqueueOptions)
 
     def enqueue(self, **kwargs: Any) -> int:
-        return self.task.queue.enqueue(self.task.name, kwargs, **self._options())
+        return self.task.enqueuer.enqueue(self.task.name, kwargs, **self._options())
 
     async def enqueue_async(self, **kwargs: Any) -> int:
-        return await self.task.queue.enqueue_async(self.task.name, kwargs, **self._options())
+        return await self.task.enqueuer.enqueue_async(self.task.name, kwargs, **self._options())
 
-    def _options(self) -> dict[str, Any]:
+    def _options(self) -> EnqueueKwargs:
         o = self.options
         return {
             "queue": o.queue,

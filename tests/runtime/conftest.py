@@ -20,6 +20,8 @@ from typing import Any
 import pytest
 
 import errands
+from support import event_names as event_names  # re-exported for the runtime tests
+from support import is_sqlite
 
 APP = Path(__file__).with_name("worker_app.py")
 LEASE = 2.0  # the worker app's default lease_seconds
@@ -40,10 +42,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "slow" in item.keywords and HERE in item.path.parents:
             item.add_marker(skip)
-
-
-def is_sqlite(url: str) -> bool:
-    return not url.startswith(("postgres://", "postgresql://"))
 
 
 def sqlite_path(url: str) -> str:
@@ -303,10 +301,6 @@ def status_counts(url: str) -> Counter[str]:
     return Counter(
         {s: n for s, n in rows(url, "SELECT status, COUNT(*) FROM jobs GROUP BY status")}
     )
-
-
-def event_names(q: errands.Queue, job_id: int) -> list[str]:
-    return [e.event for e in q.events(job_id)]
 
 
 def assert_consistent(url: str) -> dict[int, str]:

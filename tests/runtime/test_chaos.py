@@ -73,8 +73,8 @@ def run_chaos(
             items = [
                 ("ledger_job", {"seq": s, "ms": rng.uniform(0, 20)}) for s in range(seq, seq + n)
             ]
-            for job_id, (_, payload) in zip(queue.enqueue_many(items), items, strict=True):
-                ids[job_id] = payload["seq"]
+            for job_id, s in zip(queue.enqueue_many(items), range(seq, seq + n), strict=True):
+                ids[job_id] = s
             seq += n
         # One kill per tick, at a random moment of it: right after a batch lands the workers
         # are busy, at the end of the tick they may be idle; both should be hit.

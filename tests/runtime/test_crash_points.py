@@ -88,7 +88,7 @@ def test_crash_at_write_point(cluster: Cluster, queue: errands.Queue, op: str, w
     attempts = attempt_rows(url)
 
     if op == "claim":
-        running = [j for j, s in states.items() if s == "running"]
+        running = {j for j, s in states.items() if s == "running"}
         assert bool(running) == after
         assert {(j, 1, "running") for j in running} == set(attempts)
     elif op == "heartbeat":

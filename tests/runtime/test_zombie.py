@@ -47,12 +47,6 @@ def _stopped(pid: int) -> bool:
     return state in ("T", "t")
 
 
-def _stopped(pid: int) -> bool:
-    with open(f"/proc/{pid}/stat") as f:
-        state = f.read().rsplit(")", 1)[1].split()[0]
-    return state in ("T", "t")
-
-
 def one_round(cluster: Cluster, queue: errands.Queue, seq: int, rng: random.Random) -> None:
     fail = rng.random() < 0.5
     sleep = rng.uniform(0.05, 0.6)

@@ -1,8 +1,10 @@
-"""The SQLite backend: the reference implementation of the Backend protocol.
+"""The SQLite backend (the default, standard library only).
 
-Connections are per thread (sqlite3 objects must not be shared while in use). Every write is
-one ``BEGIN IMMEDIATE`` transaction: taking the write lock up front means a transaction never
-fails half-way with SQLITE_BUSY on lock upgrade, and the busy timeout applies at BEGIN.
+Every verb is the shared one in ``sqlbase.py`` over the named queries in ``sql/sqlite/``; this
+module supplies what differs. Connections are per thread (sqlite3 objects must not be shared
+while in use). Every write is one ``BEGIN IMMEDIATE`` transaction: taking the write lock up
+front means a transaction never fails half-way with SQLITE_BUSY on lock upgrade, and the busy
+timeout applies at BEGIN.
 """
 
 from __future__ import annotations

@@ -156,7 +156,55 @@ class Notifier:
                 self._sock = None
 
 
-class DatagramListener:
+class _DataVersion:
+    """``PRAGMA data_version`` on one connection: it changes whenever another connection
+    commits to the file, so it confirms a wake-up hint (or replaces one) for microseconds."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+        self._last = self._read()
+
+    def _read(self) -> int:
+        value: int = self._conn.execute("PRAGMA data_version").fetchone()[0]
+        return value
+
+    def changed(self) -> bool:
+        try:
+            current = self._read()
+        except sqlite3.Error:
+            return False  # transient (busy); the worker's poll_interval covers us
+        if current == self._last:
+            return False
+        self._last = current
+        return True
+
+
+class _Listener:
+    """A daemon thread with a connection of its own, calling ``on_change`` when the file's
+    ``data_version`` moves; subclasses decide when to look (``_watch``)."""
+
+    def __init__(self, backend: _Backend, on_change: Callable[[], None]) -> None:
+        self._backend = backend
+        self._on_change = on_change
+        self._stop = threading.Event()
+        self.connected = threading.Event()  # set once changes from here on will be seen
+        self._thread = threading.Thread(target=self._run, name="errands-listener", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        conn = self._backend.connect()
+        try:
+            version = _DataVersion(conn)
+            self.connected.set()
+            self._watch(version)
+        finally:
+            conn.close()
+
+    def _watch(self, version: _DataVersion) -> None:
+        raise NotImplementedError
+
+
+class DatagramListener(_Listener):
     """The receiving side: a thread waiting on its socket, confirming with data_version."""
 
     def __init__(
@@ -173,51 +221,35 @@ class DatagramListener:
         except OSError:
             self._sock.close()
             raise
-        self._backend = backend
-        self._on_change = on_change
-        self._stop = threading.Event()
-        self.connected = threading.Event()  # set once changes from here on will be seen
-        self._thread = threading.Thread(target=self._run, name="errands-listener", daemon=True)
-        self._thread.start()
+        super().__init__(backend, on_change)  # starts the thread: the socket is bound by now
 
-    def _run(self) -> None:
-        conn = self._backend.connect()
+    def _watch(self, version: _DataVersion) -> None:
         sock = self._sock
         sock.setblocking(False)
         poller = select.poll()
         poller.register(sock, select.POLLIN)
         pending_until, step = 0.0, PENDING_MAX_STEP
-        try:
-            last = conn.execute("PRAGMA data_version").fetchone()[0]
-            self.connected.set()
-            while not self._stop.is_set():
-                now = time.monotonic()
-                if pending_until > now:
-                    timeout = min(step, pending_until - now)
-                    step = min(step * 2, PENDING_MAX_STEP)
-                else:
-                    timeout = FALLBACK
-                poller.poll(timeout * 1000)
-                messages = []
-                while True:  # a burst of enqueues: one check for all of them
-                    try:
-                        messages.append(sock.recv(16))
-                    except (BlockingIOError, InterruptedError):
-                        break
-                if self._stop.is_set() or STOP in messages:
-                    return
-                if PENDING in messages:
-                    pending_until, step = time.monotonic() + PENDING_WINDOW, 0.001
+        while not self._stop.is_set():
+            now = time.monotonic()
+            if pending_until > now:
+                timeout = min(step, pending_until - now)
+                step = min(step * 2, PENDING_MAX_STEP)
+            else:
+                timeout = FALLBACK
+            poller.poll(timeout * 1000)
+            messages = []
+            while True:  # a burst of enqueues: one check for all of them
                 try:
-                    current = conn.execute("PRAGMA data_version").fetchone()[0]
-                except sqlite3.Error:
-                    continue  # transient (busy); the worker's poll_interval covers us
-                if current != last:
-                    last = current
-                    pending_until = 0.0
-                    self._on_change()
-        finally:
-            conn.close()
+                    messages.append(sock.recv(16))
+                except (BlockingIOError, InterruptedError):
+                    break
+            if self._stop.is_set() or STOP in messages:
+                return
+            if PENDING in messages:
+                pending_until, step = time.monotonic() + PENDING_WINDOW, 0.001
+            if version.changed():
+                pending_until = 0.0
+                self._on_change()
 
     def close(self) -> None:
         self._stop.set()
@@ -230,33 +262,14 @@ class DatagramListener:
         self._sock.close()
 
 
-class PollingListener:
+class PollingListener(_Listener):
     """Where datagrams are not available: ``PRAGMA data_version`` polled every 10 ms. It costs
     microseconds per check, so pickup takes ~10 ms at about 1% of a core."""
 
-    def __init__(self, backend: _Backend, on_change: Callable[[], None]) -> None:
-        self._backend = backend
-        self._on_change = on_change
-        self._stop = threading.Event()
-        self.connected = threading.Event()  # set once changes from here on will be seen
-        self._thread = threading.Thread(target=self._run, name="errands-listener", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        conn = self._backend.connect()
-        try:
-            last = conn.execute("PRAGMA data_version").fetchone()[0]
-            self.connected.set()
-            while not self._stop.wait(POLL):
-                try:
-                    current = conn.execute("PRAGMA data_version").fetchone()[0]
-                except sqlite3.Error:
-                    continue  # transient (busy); the worker's poll_interval covers us
-                if current != last:
-                    last = current
-                    self._on_change()
-        finally:
-            conn.close()
+    def _watch(self, version: _DataVersion) -> None:
+        while not self._stop.wait(POLL):
+            if version.changed():
+                self._on_change()
 
     def close(self) -> None:
         self._stop.set()

@@ -11,6 +11,7 @@ from typing import Any
 from .. import validate
 from ..errors import ConfigurationError, InvalidTransitionError, JobNotFoundError
 from ..states import State
+from ..tasks import DEFAULT_MAX_ATTEMPTS
 from . import output
 from .common import UsageError, add_db, add_json, open_queue
 
@@ -75,7 +76,7 @@ def register(sub: Any) -> None:
         "--max-attempts",
         type=int_between(1, validate.MAX_ATTEMPTS_MAX),
         metavar="N",
-        help="attempts before it fails (default 20)",
+        help=f"attempts before it fails (default {DEFAULT_MAX_ATTEMPTS})",
     )
     p.add_argument(
         "--unique-key", metavar="K", help="if a queued or running job holds K, print its id instead"

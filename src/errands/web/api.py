@@ -138,9 +138,10 @@ def bulk_filters(query: Any, allowed: frozenset[str]) -> dict[str, Any]:
 def run_bulk(
     dash: Dashboard, action: str, filters: dict[str, Any], dry_run: bool
 ) -> dict[str, Any]:
-    allowed = bulk.RETRYABLE if action == "retry" else bulk.CANCELLABLE
     q = dash.queue
-    ids = bulk.select(q.backend, filters["status"], allowed=allowed, **_rest(filters))
+    ids = bulk.select(
+        q.backend, filters["status"], allowed=bulk.SELECTABLE[action], **_rest(filters)
+    )
     if dry_run:
         return {"selected": len(ids), "changed": 0, "requested": 0, "skipped": 0, "dry_run": True}
     act = bulk.retry if action == "retry" else bulk.cancel
@@ -159,18 +160,19 @@ def _rest(filters: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in filters.items() if k != "status"}
 
 
-async def bulk_retry(request: Request, dash: Dashboard) -> Response:
+async def _bulk(request: Request, dash: Dashboard, action: str) -> Response:
     body = await json_body(request)
-    filters = bulk_filters(body, bulk.RETRYABLE)
-    out = await run_in_threadpool(run_bulk, dash, "retry", filters, params.flag(body, "dry_run"))
+    filters = bulk_filters(body, bulk.SELECTABLE[action])
+    out = await run_in_threadpool(run_bulk, dash, action, filters, params.flag(body, "dry_run"))
     return JSONResponse(out)
+
+
+async def bulk_retry(request: Request, dash: Dashboard) -> Response:
+    return await _bulk(request, dash, "retry")
 
 
 async def bulk_cancel(request: Request, dash: Dashboard) -> Response:
-    body = await json_body(request)
-    filters = bulk_filters(body, bulk.CANCELLABLE)
-    out = await run_in_threadpool(run_bulk, dash, "cancel", filters, params.flag(body, "dry_run"))
-    return JSONResponse(out)
+    return await _bulk(request, dash, "cancel")
 
 
 def run_prune(dash: Dashboard, dry_run: bool) -> dict[str, Any]:

@@ -316,13 +316,10 @@ def _bulk_action(fields: Any) -> str:
     return str(action)
 
 
-async def bulk_confirm(request: Request, dash: Dashboard) -> Response:
-    """Step one of a bulk action: how many jobs match, and a form to confirm."""
-    query = request.query_params
-    action = _bulk_action(query)
-    allowed = bulk.RETRYABLE if action == "retry" else bulk.CANCELLABLE
-    filters = api.bulk_filters(query, allowed)
-    count = await run_in_threadpool(api.run_bulk, dash, action, filters, True)
+async def _bulk_page(request: Request, dash: Dashboard, fields: Any, dry_run: bool) -> Response:
+    action = _bulk_action(fields)
+    filters = api.bulk_filters(fields, bulk.SELECTABLE[action])
+    report = await run_in_threadpool(api.run_bulk, dash, action, filters, dry_run)
     return render(
         request,
         dash,
@@ -331,39 +328,30 @@ async def bulk_confirm(request: Request, dash: Dashboard) -> Response:
             "page": "jobs",
             "action": action,
             "filters": filters,
-            "count": count["selected"],
-            "done": None,
+            "count": report["selected"],
+            "done": None if dry_run else report,
         },
     )
+
+
+async def bulk_confirm(request: Request, dash: Dashboard) -> Response:
+    """Step one of a bulk action: how many jobs match, and a form to confirm."""
+    return await _bulk_page(request, dash, request.query_params, dry_run=True)
 
 
 async def bulk_run(request: Request, dash: Dashboard) -> Response:
-    fields = request.state.form
-    action = _bulk_action(fields)
-    allowed = bulk.RETRYABLE if action == "retry" else bulk.CANCELLABLE
-    filters = api.bulk_filters(fields, allowed)
-    done = await run_in_threadpool(api.run_bulk, dash, action, filters, False)
-    return render(
-        request,
-        dash,
-        "bulk.html",
-        {
-            "page": "jobs",
-            "action": action,
-            "filters": filters,
-            "count": done["selected"],
-            "done": done,
-        },
-    )
+    return await _bulk_page(request, dash, request.state.form, dry_run=False)
+
+
+async def _prune_page(request: Request, dash: Dashboard, dry_run: bool) -> Response:
+    report = await run_in_threadpool(api.run_prune, dash, dry_run)
+    context = {"page": "overview", "report": report, "done": not dry_run}
+    return render(request, dash, "prune.html", context)
 
 
 async def prune_confirm(request: Request, dash: Dashboard) -> Response:
-    report = await run_in_threadpool(api.run_prune, dash, True)
-    return render(
-        request, dash, "prune.html", {"page": "overview", "report": report, "done": False}
-    )
+    return await _prune_page(request, dash, dry_run=True)
 
 
 async def prune_run(request: Request, dash: Dashboard) -> Response:
-    report = await run_in_threadpool(api.run_prune, dash, False)
-    return render(request, dash, "prune.html", {"page": "overview", "report": report, "done": True})
+    return await _prune_page(request, dash, dry_run=False)
