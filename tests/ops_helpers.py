@@ -94,3 +94,91 @@ def register_worker(
     queues: list[str] | None = None,
 ) -> None:
     q.backend.register_worker(WorkerInfo(wid, "host", 1234, queues, 4, types=types), at)
+
+
+FINAL = ("succeeded", "failed", "cancelled")
+
+
+def figures_recounted(url: str) -> tuple[dict[Any, int], dict[Any, tuple[int, float, float]]]:
+    """``job_counts`` and ``job_stats_minutely`` as a recount from the rows would have them
+    (every shard summed): jobs per final state, queue and type; per minute, queue and bucket
+    the outcomes by attempts used, the wait of each finished job and the run time of each
+    attempt that ended with an outcome. Exact while no job was retried or pruned (both keep
+    the figures of what is gone from the rows)."""
+    counts: dict[Any, int] = {}
+    minutes: dict[Any, tuple[int, float, float]] = {}
+
+    def add(key: Any, value: float) -> None:
+        n, total, top = minutes.get(key, (0, 0.0, 0.0))
+        minutes[key] = (n + 1, total + value, max(top, value))
+
+    # Durations subtracted by the database: PostgreSQL's are exact in microseconds, which
+    # float seconds near 1.8e9 are not (a value on a bucket bound would change bucket).
+    minus = "EXTRACT(EPOCH FROM {} - {})" if is_postgres(url) else "{} - {}"
+    jobs = sql_rows(
+        url,
+        "SELECT status, queue, type, attempts, finished_at, "
+        f"{minus.format('started_at', 'run_at')} FROM jobs",
+    )
+    for status, queue, jtype, attempts, finished, waited in jobs:
+        if status not in FINAL or finished is None:
+            continue
+        counts[(status, queue, jtype)] = counts.get((status, queue, jtype), 0) + 1
+        minute = rollup.minute_of(finished)
+        add((status, minute, queue, attempts), 0.0)
+        if waited is not None:
+            wait = max(float(waited), 0.0)
+            add(("wait", minute, queue, rollup.bucket(wait)), wait)
+    attempts_rows = sql_rows(
+        url,
+        f"SELECT a.status, j.queue, a.finished_at, {minus.format('a.finished_at', 'a.started_at')} "
+        "FROM job_attempts a JOIN jobs j ON j.id = a.job_id",
+    )
+    for status, queue, finished, ran in attempts_rows:
+        if status in FINAL and finished is not None:
+            run = max(float(ran), 0.0)
+            add(("run", rollup.minute_of(finished), queue, rollup.bucket(run)), run)
+    return counts, minutes
+
+
+def figures_kept(url: str) -> tuple[dict[Any, int], dict[Any, tuple[int, float, float]]]:
+    """What ``job_counts`` and ``job_stats_minutely`` hold, every shard summed."""
+    counts = {
+        (s, q, t): int(n)
+        for s, q, t, n in sql_rows(
+            url,
+            "SELECT status, queue, type, SUM(n) FROM job_counts GROUP BY status, queue, type "
+            "HAVING SUM(n) <> 0",
+        )
+    }
+    minutes = {
+        (m, float(minute), q, int(b)): (int(n), float(total), float(top))
+        for m, minute, q, b, n, total, top in sql_rows(
+            url,
+            "SELECT measure, minute, queue, bucket, SUM(count), SUM(total), MAX(maximum) "
+            "FROM job_stats_minutely GROUP BY measure, minute, queue, bucket",
+        )
+    }
+    return counts, minutes
+
+
+def assert_figures_equal_a_recount(url: str, *, minutes_too: bool = True) -> None:
+    """The figures the triggers and the worker's batches keep equal a recount from the rows
+    (sums to within rounding: added in another order, and PostgreSQL's microsecond timestamps
+    read here as float seconds lose a little below the microsecond)."""
+    kept_counts, kept_minutes = figures_kept(url)
+    counts, minutes = figures_recounted(url)
+    assert kept_counts == counts
+    if not minutes_too:
+        return
+    assert sorted(kept_minutes) == sorted(minutes)
+    for key, (n, total, top) in minutes.items():
+        got = kept_minutes[key]
+        assert got[0] == n, key
+        assert abs(got[1] - total) <= 1e-6 * n + 1e-9 * total, (key, got, total)
+        assert abs(got[2] - top) <= 1e-6, (key, got, top)
+
+
+def batch_marks(url: str) -> int:
+    """Rows in SQLite's batch mark table (always 0 on PostgreSQL, which marks by setting)."""
+    return int(sql_rows(url, "SELECT COUNT(*) FROM figures_counted_by_batch")[0][0])

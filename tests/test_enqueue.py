@@ -254,6 +254,30 @@ def test_enqueue_many_with_a_malformed_item_writes_nothing(queue: errands.Queue)
     assert queue.jobs() == []
 
 
+def test_enqueue_many_checks_every_item_of_a_repeated_type_against_its_task(
+    make_queue: Callable[..., Any],
+) -> None:
+    # The type's checks are looked up once per call; each item's payload is still checked
+    # against the handler, an item of no payload included, and the task's options apply.
+    q: errands.Queue = make_queue()
+
+    @q.task(queue="mail", priority=4, max_attempts=3)
+    def send(to: str) -> None: ...
+
+    for bad, index in (({"too": "x"}, 2), (None, 1), ([1], 3)):
+        items: list[Any] = [("send", {"to": "a"}), ("send", {"to": "b"}), ("send", {"to": "c"})]
+        items.insert(index, ("send", bad))
+        with pytest.raises(errands.PayloadError, match=f"^enqueue_many item {index}: "):
+            q.enqueue_many(items)
+    assert q.jobs() == []
+    ids = q.enqueue_many([("send", {"to": "a"}), ("send", {"to": "b"}, {"priority": 9})])
+    jobs = [q.get(i) for i in ids]
+    assert [(j.queue, j.priority, j.max_attempts, j.payload) for j in jobs if j] == [
+        ("mail", 4, 3, {"to": "a"}),
+        ("mail", 9, 3, {"to": "b"}),
+    ]
+
+
 def test_enqueue_many_of_nothing_is_a_no_op(queue: errands.Queue) -> None:
     assert queue.enqueue_many([]) == []
 

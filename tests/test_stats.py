@@ -15,6 +15,7 @@ import pytest
 import errands
 from errands import rollup, stats
 from errands.backends.base import Cancelled, ClaimRequest, Failed, NewJob, Retried, Succeeded
+from errands.backends.ops import iso
 from errands.states import State
 from errands.stats import OUTCOMES
 from ops_helpers import (
@@ -22,6 +23,7 @@ from ops_helpers import (
     HOUR,
     T0,
     Clock,
+    assert_figures_equal_a_recount,
     binned,
     claim,
     enqueue,
@@ -205,6 +207,12 @@ def _random_jobs(q: errands.Queue, rnd: random.Random, batches: int, size: int) 
         t1, t2 = at + (fin - at) / 3, at + (fin - at) / 2
         retried = [i for i in held if kind[i] == "retried"]
         first = [Retried(i, held[i].attempt, at, "RETRY:ME", "again", None, t1) for i in retried]
+        # Left waiting for a retry that is not due yet: unfinished, with an error code.
+        first += [
+            Retried(i, held[i].attempt, at, "RETRY:LATER", "later", None, T0 + DAY)
+            for i in held
+            if kind[i] == "waiting"
+        ]
         assert b.finish(first, "w1", t1) == [True] * len(first)
         for j in b.claim(ClaimRequest("w1", [jtype], None, size, 9999), t2):
             held[j.id], started[j.id] = j, rnd.uniform(t2, fin)
@@ -220,8 +228,8 @@ def _random_jobs(q: errands.Queue, rnd: random.Random, batches: int, size: int) 
 
 
 QUEUES = ("default", "mail", "reports")
-KINDS = ("succeeded", "failed", "retried", "cancel_running", "cancel_queued", "running")
-WEIGHTS = (60, 15, 10, 5, 5, 5)
+KINDS = ("succeeded", "failed", "retried", "cancel_running", "cancel_queued", "running", "waiting")
+WEIGHTS = (60, 15, 10, 5, 5, 5, 3)
 
 
 def _exact(url: str, now: float, window: float) -> dict[str, Any]:
@@ -296,6 +304,24 @@ def test_figures_equal_the_exact_computation(db_url: str, clock: Clock) -> None:
             assert measure.hist == expected, (queue, key)
             assert measure.total == pytest.approx(sum(values), rel=1e-9, abs=1e-6)
             assert measure.maximum == pytest.approx(max(values), abs=1e-6)
+    # And the tables themselves, minute by minute (tests/test_figures_paths.py: every path).
+    assert_figures_equal_a_recount(db_url)
+
+    # top_errors, bounded by groups, equals the count over the rows from the window's minute.
+    since = rollup.minute_of(T0 - 2 * DAY)
+    at = f"to_timestamp({since})" if is_postgres(db_url) else repr(since)
+    exact_errors = sql_rows(
+        db_url,
+        "SELECT error_code, type, COUNT(*) AS n, MAX(finished_at) FROM jobs "
+        f"WHERE error_code IS NOT NULL AND (finished_at >= {at} OR finished_at IS NULL) "
+        "GROUP BY error_code, type ORDER BY n DESC, error_code, type",
+    )
+    assert {r[0] for r in exact_errors} >= {"APP:BROKEN", "RETRY:LATER", "CANCELLED:BY_USER"}
+    with errands.Queue(db_url, clock=clock) as q:
+        got = q.errors(top=1000, since=2 * DAY)
+    assert [(e["error_code"], e["type"], e["count"], e["last_seen"]) for e in got] == [
+        (code, jtype, n, iso(last)) for code, jtype, n, last in exact_errors
+    ]
 
 
 def test_counts_follow_retry_and_prune(db_url: str, clock: Clock) -> None:
@@ -316,8 +342,14 @@ def test_counts_follow_retry_and_prune(db_url: str, clock: Clock) -> None:
 
 # Partial indexes that hold only active (or errored) jobs: a full scan of one is bounded by
 # those rows, not by the finished jobs of the window.
-BOUNDED_INDEXES = {"jobs_running", "jobs_due", "jobs_queued_run_at", "jobs_error_code"}
-CHECKED = {"jobs", "job_attempts", "job_stats_minutely"}
+BOUNDED_INDEXES = {
+    "jobs_running",
+    "jobs_due",
+    "jobs_queued_run_at",
+    "jobs_error_code",
+    "jobs_errors_unfinished",
+}
+CHECKED = {"jobs", "job_attempts", "job_stats_minutely", "job_errors_minutely"}
 STATS_QUERIES: dict[str, dict[str, float]] = {
     "state_counts": {},
     "window_rows": {"since": T0 - HOUR},
@@ -326,6 +358,7 @@ STATS_QUERIES: dict[str, dict[str, float]] = {
     "running_past_lease": {"now": T0, "grace": 30.0},
     "oldest_due": {"now": T0},
     "top_errors": {"since": T0 - DAY, "limit": 10},
+    "top_errors_in_rows": {"since": T0 - 9 * DAY, "limit": 10},
     "queued_types": {},
     "list_periodic": {},
     "hourly_outcomes": {"since": T0 - DAY},  # the dashboard's throughput chart

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable
 from typing import Any
 
 from .errors import PayloadError, PayloadTooLargeError
@@ -41,6 +42,18 @@ def _fail(what: str, path: str, value: Any) -> PayloadError:
     kind = type(value).__name__
     hint = _HINTS.get(kind, "pass only dict, list, str, int, float, bool or None")
     return PayloadError(f"{what}{path} is a {kind}, which is not plain JSON; {hint}")
+
+
+def _plain_scalar(value: Any) -> bool:
+    """A value ``_check`` accepts without looking further (the common case, kept cheap)."""
+    t = type(value)
+    return (
+        t is str
+        or value is None
+        or t is bool
+        or (t is int and INT_MIN <= value <= INT_MAX)
+        or (t is float and math.isfinite(value))
+    )
 
 
 def _check(value: Any, what: str, path: str, depth: int) -> None:
@@ -68,6 +81,8 @@ def _check(value: Any, what: str, path: str, depth: int) -> None:
                 f"{what}{where} is nested deeper than {MAX_DEPTH} levels; flatten it, or pass "
                 "the deep part as a JSON string"
             )
+        # Plain scalars are passed here, inline: the recursive call (and the path text it
+        # needs, built only for it) is for containers and for values that fail.
         if t is dict:
             for key, item in value.items():
                 if type(key) is not str:
@@ -75,10 +90,12 @@ def _check(value: Any, what: str, path: str, depth: int) -> None:
                         f"{what}{path} has the key {key!r} ({type(key).__name__}); "
                         "JSON object keys must be strings"
                     )
-                _check(item, what, f"{path}[{key!r}]", depth + 1)
+                if not _plain_scalar(item):
+                    _check(item, what, f"{path}[{key!r}]", depth + 1)
         else:
             for i, item in enumerate(value):
-                _check(item, what, f"{path}[{i}]", depth + 1)
+                if not _plain_scalar(item):
+                    _check(item, what, f"{path}[{i}]", depth + 1)
         return
     raise _fail(what, path, value)
 
@@ -126,6 +143,39 @@ def unstorable_text_in(value: Any, what: str) -> PayloadError | None:
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
+def _compact_encoder() -> Callable[[Any], str]:
+    """``_ENCODER.encode`` without its per-call set-up: ``JSONEncoder.encode`` builds a new C
+    encoder on every call (half its time for a small payload). This one is built once, with
+    no cycle check: ``_check`` has already refused anything nested deeper than MAX_DEPTH,
+    which a cycle would be. Falls back to ``_ENCODER.encode`` where the C encoder is missing
+    or takes other arguments (it is CPython's private ``_json``)."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return _ENCODER.encode
+    try:
+        encode_chunks = make(
+            None,
+            _ENCODER.default,
+            json.encoder.encode_basestring,
+            None,
+            ":",
+            ",",
+            False,
+            False,
+            False,
+        )
+        sample = {"a": [1, 2.5, None, True, "é\u2028"], "b": {}}
+        if "".join(encode_chunks(sample, 0)) != _ENCODER.encode(sample):
+            return _ENCODER.encode
+    except Exception:
+        return _ENCODER.encode
+    join = "".join
+    return lambda value: join(encode_chunks(value, 0))
+
+
+_encode_compact = _compact_encoder()
+
+
 def encode(
     value: Any,
     *,
@@ -135,7 +185,7 @@ def encode(
 ) -> str:
     """Return compact JSON text for ``value`` or raise ``PayloadError`` naming the bad part."""
     _check(value, what, "", 0)
-    text = _ENCODER.encode(value)
+    text = _encode_compact(value)
     # Fast checks for the common case: one encode (fails on any surrogate) and one scan
     # (json.dumps writes NUL as \u0000). Only on a hint is the value walked to name the path;
     # the scan can also hit an innocent literal backslash-u0000, which the walk clears.

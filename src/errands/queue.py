@@ -3,39 +3,34 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from . import payload as payload_json
-from . import periodic, stats, validate
+from . import periodic, stats, validate, waiting
 from .backends import open_backend, redact
-from .backends.base import CancelReport, JobFilter, NewJob, PruneProgress, PruneReport
+from .backends.base import CancelReport, JobFilter, PruneProgress, PruneReport
 from .backoff import Backoff
+from .enqueueing import EnqueueItem as EnqueueItem  # re-exported: enqueue_many's item type
+from .enqueueing import Producer
 from .errors import (
     ConfigurationError,
-    ErrandsError,
     InvalidTransitionError,
     JobNotFoundError,
-    PayloadError,
-    UnknownTaskError,
-    WaitTimeout,
 )
 from .maintenance import Rescuer, Service
-from .middleware import Chain, Enqueuing, encode_headers
+from .middleware import Chain
 from .periodic import PeriodicScheduler, Schedule
 from .records import Attempt, EventRecord, Job
 from .retention import SERVICE_MAX_BATCHES, Pruner
 from .settings import Duration, Retention, Settings, seconds
-from .states import TERMINAL, Event, State
+from .states import Event, State
 from .tasks import DEFAULT_QUEUE, Task, TaskOptions
 from .wakeups import KINDS, Wakeups, hubs
 
@@ -49,9 +44,7 @@ log = logging.getLogger("errands")
 ENV_DB = "ERRANDS_DB"
 DEFAULT_DB = "errands.db"
 
-_NO_TASK_OPTIONS = TaskOptions()  # for types another service runs: the defaults
 
-EnqueueItem = tuple[str, Any] | tuple[str, Any, Mapping[str, Any]]
 MAX_BATCH = 1_000_000  # prune's rows per transaction
 MAX_CONCURRENCY = 10_000  # runner threads or concurrent async handlers per worker
 
@@ -112,6 +105,15 @@ class Queue:
         self.backend = open_backend(url, self.settings)
         self.backend.migrate()
         self._hubs = hubs(self.backend, self._wakers)
+        self._producer = Producer(
+            self.backend,
+            self.tasks,
+            max_payload_bytes=self.settings.max_payload_bytes,
+            clock=clock,
+            chain=lambda: self._chain,
+            wake=self._wake,
+            off_loop=self._off_loop,
+        )
 
     def __repr__(self) -> str:
         return f"<errands.Queue {self.display_url!r} tasks={sorted(self.tasks)}>"
@@ -312,29 +314,17 @@ class Queue:
         """Store one job and return its id. Committed when this returns — or, with
         ``connection=``, when the application commits that transaction (rollback: no job).
         With a ``unique_key`` held by a queued or running job, returns that job's id."""
-        now = self.clock()
-        job = self._new_job(
-            now,
-            job_type,
-            payload,
-            queue=queue,
-            priority=priority,
-            run_at=run_at,
-            delay=delay,
-            max_attempts=max_attempts,
-            unique_key=unique_key,
+        batch = self._producer.one(
+            job_type, payload, queue, priority, run_at, delay, max_attempts, unique_key
         )
-        (job_id,) = self._store([job], now, actor, connection)
-        return job_id
+        return self._producer.store(batch, actor, connection)[0]
 
     def enqueue_many(
         self, items: Iterable[EnqueueItem], *, connection: Any = None, actor: str = "api"
     ) -> list[int]:
         """Store many jobs in one transaction: ``[(type, payload), (type, payload, {options})]``.
         Every item is checked before anything is written."""
-        now = self.clock()
-        jobs = self._new_jobs(now, items)
-        return self._store(jobs, now, actor, connection) if jobs else []
+        return self._producer.store(self._producer.many(items), actor, connection)
 
     async def enqueue_async(
         self,
@@ -353,130 +343,16 @@ class Queue:
         """``enqueue`` for async code: the event loop never waits on the write. PostgreSQL: an
         asyncio connection pool, and ``connection=`` takes a ``psycopg.AsyncConnection`` in
         your transaction. SQLite: the write (and its fsync) runs on a dedicated thread."""
-        now = self.clock()
-        job = self._new_job(
-            now,
-            job_type,
-            payload,
-            queue=queue,
-            priority=priority,
-            run_at=run_at,
-            delay=delay,
-            max_attempts=max_attempts,
-            unique_key=unique_key,
+        batch = self._producer.one(
+            job_type, payload, queue, priority, run_at, delay, max_attempts, unique_key
         )
-        (job_id,) = await self._store_async([job], now, actor, connection)
-        return job_id
+        return (await self._producer.store_async(batch, actor, connection))[0]
 
     async def enqueue_many_async(
         self, items: Iterable[EnqueueItem], *, connection: Any = None, actor: str = "api"
     ) -> list[int]:
         """``enqueue_many`` for async code (see ``enqueue_async``)."""
-        now = self.clock()
-        jobs = self._new_jobs(now, items)
-        return await self._store_async(jobs, now, actor, connection) if jobs else []
-
-    def _new_jobs(self, now: float, items: Iterable[EnqueueItem]) -> list[NewJob]:
-        jobs: list[NewJob] = []
-        if isinstance(items, str | bytes | Mapping) or not isinstance(items, Iterable):
-            raise ConfigurationError(
-                "enqueue_many takes a list of (type, payload) or (type, payload, options) "
-                f"tuples, got {type(items).__name__}"
-            )
-        for n, item in enumerate(items):
-            if not isinstance(item, tuple) or len(item) not in (2, 3):
-                raise PayloadError(
-                    f"enqueue_many item {n} must be (type, payload) or (type, payload, options), "
-                    f"got {item!r:.80}"
-                )
-            try:
-                options = _item_options(item[2]) if len(item) == 3 else {}
-                jobs.append(self._new_job(now, item[0], item[1], **options))
-            except ErrandsError as exc:
-                raise _at_item(n, exc) from None
-            except TypeError as exc:
-                raise type_error_at(n, exc) from None
-        return jobs
-
-    # One write path for the blocking and the async producers: checks and middleware run in
-    # _hooked (before) and _stored (after); only the write itself differs.
-
-    def _store(self, jobs: list[NewJob], now: float, actor: str, connection: Any) -> list[int]:
-        jobs, after = self._hooked(jobs, actor)
-        try:
-            ids = self.backend.enqueue(jobs, now, actor=actor, connection=connection)
-        except BaseException as exc:
-            if after is not None:
-                after(None, exc)
-            raise
-        return self._stored(jobs, ids, now, connection, after)
-
-    async def _store_async(
-        self, jobs: list[NewJob], now: float, actor: str, connection: Any
-    ) -> list[int]:
-        jobs, after = self._hooked(jobs, actor)
-        native = getattr(self.backend, "enqueue_async", None)
-        try:
-            if native is not None:
-                ids: list[int] = await native(jobs, now, actor=actor, connection=connection)
-            elif connection is not None:
-                # SQLite, in the application's transaction: no commit (no fsync) happens here,
-                # and its connection belongs to this thread.
-                ids = self.backend.enqueue(jobs, now, actor=actor, connection=connection)
-            else:
-                write = partial(self.backend.enqueue, jobs, now, actor=actor)
-                ids = await self._off_loop(write)
-        except BaseException as exc:
-            if after is not None:
-                after(None, exc)
-            raise
-        return self._stored(jobs, ids, now, connection, after)
-
-    def _hooked(
-        self, jobs: list[NewJob], actor: str
-    ) -> tuple[list[NewJob], Callable[[list[int] | None, BaseException | None], None] | None]:
-        """Run enqueue middleware's before-parts; returns the jobs with the headers they set,
-        and what to call after the write (None without middleware)."""
-        chain = self._chain
-        if chain is None or not chain.enqueue_hooks:
-            return jobs, None
-        infos = [
-            Enqueuing(
-                j.type,
-                j.queue,
-                json.loads(j.payload),
-                j.priority,
-                j.run_at,
-                j.max_attempts,
-                j.unique_key,
-                actor,
-            )
-            for j in jobs
-        ]
-        around = chain.enqueuing(infos)
-        next(around)
-        hooked = [replace(j, headers=_headers(info)) for j, info in zip(jobs, infos, strict=True)]
-
-        def after(ids: list[int] | None, error: BaseException | None) -> None:
-            for n, info in enumerate(infos):
-                info.id, info.error = (None if ids is None else ids[n]), error
-            next(around, None)
-
-        return hooked, after
-
-    def _stored(
-        self,
-        jobs: list[NewJob],
-        ids: list[int],
-        now: float,
-        connection: Any,
-        after: Callable[[list[int] | None, BaseException | None], None] | None,
-    ) -> list[int]:
-        if after is not None:
-            after(ids, None)
-        if connection is None and any(j.run_at <= now for j in jobs):
-            self._wake()
-        return ids
+        return await self._producer.store_async(self._producer.many(items), actor, connection)
 
     async def _off_loop(self, fn: Callable[[], R]) -> R:
         """Run blocking work (a SQLite write and its fsync, a read) on this Queue's own small
@@ -488,70 +364,6 @@ class Queue:
                 self._offload = ThreadPoolExecutor(1, thread_name_prefix="errands-async")
             offload = self._offload
         return await asyncio.get_running_loop().run_in_executor(offload, fn)
-
-    def _new_job(
-        self,
-        now: float,
-        job_type: str,
-        payload: Any,
-        *,
-        queue: str | None = None,
-        priority: int | None = None,
-        run_at: datetime | float | None = None,
-        delay: Duration | None = None,
-        max_attempts: int | None = None,
-        unique_key: str | None = None,
-    ) -> NewJob:
-        if not isinstance(job_type, str) or not job_type:
-            raise UnknownTaskError(
-                f"job type must be a non-empty string (a task name), got {job_type!r:.60}"
-            )
-        task = self.tasks.get(job_type)
-        if task is None and self.tasks:
-            raise UnknownTaskError(
-                f"no task named {job_type!r:.80} is registered on this Queue "
-                f"(known: {', '.join(sorted(self.tasks))}); register it with @q.task, or enqueue "
-                "from a Queue with no tasks registered to send jobs another service runs"
-            )
-        if task is None:
-            validate.text(job_type, "job type")
-        if payload is None:
-            payload = {}
-        if task is not None:
-            task.check_payload(payload)
-        if run_at is not None and delay is not None:
-            raise ConfigurationError("give run_at or delay, not both")
-        if delay is not None:
-            when = validate.when(now, delay)
-        elif run_at is not None:
-            when = validate.epoch(run_at, "run_at")
-        else:
-            when = now
-        opts = task.options if task is not None else _NO_TASK_OPTIONS
-        prio = (
-            opts.priority
-            if priority is None
-            else validate.integer(priority, "priority", *validate.PRIORITY_RANGE)
-        )
-        attempts = (
-            opts.max_attempts
-            if max_attempts is None
-            else validate.integer(max_attempts, "max_attempts", 1, validate.MAX_ATTEMPTS_MAX)
-        )
-        if unique_key is not None:
-            validate.text(unique_key, "unique_key", max_bytes=validate.MAX_KEY_BYTES)
-        if queue is not None:
-            validate.text(queue, "queue")
-        text = payload_json.encode(payload, max_bytes=self.settings.max_payload_bytes)
-        return NewJob(
-            type=job_type,
-            payload=text,
-            queue=opts.queue if queue is None else queue,
-            priority=prio,
-            run_at=when,
-            max_attempts=attempts,
-            unique_key=unique_key,
-        )
 
     def _wake(self) -> None:
         for wake in list(self._wakers):
@@ -574,59 +386,17 @@ class Queue:
         """Block until the job is ``succeeded``, ``failed`` or ``cancelled`` and return it (a
         job that will be retried is not final). Woken by the database's notifications, from
         any process; ``timeout`` (seconds) raises ``WaitTimeout``, leaving the job as it is."""
-        steps = self._wait_steps(job_id, timeout)
+        steps = waiting.final_job_steps(job_id, timeout, self.settings.poll_interval)
         with self.subscribe_wakeups("finished", job_ids=[job_id]) as sub:
-            try:
-                step = next(steps)
-                while True:
-                    if step is None:
-                        step = steps.send(self.backend.get_job(job_id))
-                    else:
-                        sub.wait(step)
-                        step = steps.send(None)
-            except StopIteration as done:
-                return done.value  # type: ignore[no-any-return]
+            return waiting.wait_blocking(steps, partial(self.backend.get_job, job_id), sub)
 
     async def wait_async(self, job_id: int, timeout: Duration | None = None) -> Job:
         """``wait`` for async code: the event loop never blocks."""
-        steps = self._wait_steps(job_id, timeout)
+        steps = waiting.final_job_steps(job_id, timeout, self.settings.poll_interval)
         subscribe = partial(self.subscribe_wakeups, "finished", job_ids=[job_id])
         with await self._off_loop(subscribe) as sub:
-            try:
-                step = next(steps)
-                while True:
-                    if step is None:
-                        step = steps.send(await self._off_loop(partial(self.get, job_id)))
-                    else:
-                        await sub.wait_async(step)
-                        step = steps.send(None)
-            except StopIteration as done:
-                return done.value  # type: ignore[no-any-return]
-
-    def _wait_steps(
-        self, job_id: int, timeout: Duration | None
-    ) -> Generator[float | None, Job | None, Job]:
-        """The waiting logic once for both drivers: yields None to be sent the job as read
-        now, or seconds to sleep until a wake-up (a fallback poll of ``poll_interval`` covers
-        a lost notification)."""
-        limit = None if timeout is None else seconds(timeout, "timeout", allow_zero=True)
-        started = time.monotonic()
-        while True:
-            job = yield None
-            if job is None:
-                raise JobNotFoundError(f"no job with id {job_id}; list jobs with `errands jobs`")
-            if job.status in TERMINAL:
-                return job
-            pause = self.settings.poll_interval
-            if limit is not None:
-                left = limit - (time.monotonic() - started)
-                if left <= 0:
-                    raise WaitTimeout(
-                        f"job {job_id} is still {job.status} after {limit:g}s; wait longer "
-                        f"(timeout=…) or look at it with `errands show {job_id}`"
-                    )
-                pause = min(pause, left)
-            yield pause
+            read = partial(self._off_loop, partial(self.get, job_id))
+            return await waiting.wait_async(steps, read, sub)
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -704,7 +474,7 @@ class Queue:
         now = self.clock() if now is None else validate.epoch(now, "now")
         since_s = seconds(since, "since")
         return self.backend.top_errors(
-            now - since_s, validate.integer(top, "top", 1, validate.INT32_MAX)
+            now - since_s, validate.integer(top, "top", 1, validate.INT32_MAX), now
         )
 
     def workers(self, *, now: float | None = None) -> list[dict[str, Any]]:
@@ -721,22 +491,7 @@ class Queue:
         older hours from the rows still in the table plus the hourly rollup of pruned ones."""
         if type(hours) is not int or not 1 <= hours <= 24 * 31:
             raise ConfigurationError(f"hours must be a whole number from 1 to 744, got {hours!r}")
-        now = self.clock() if now is None else now
-        first = (now // 3600.0 - (hours - 1)) * 3600.0
-        series = {
-            first + 3600.0 * i: {
-                "hour": first + 3600.0 * i,
-                "succeeded": 0,
-                "failed": 0,
-                "cancelled": 0,
-            }
-            for i in range(hours)
-        }
-        for hour, outcome, n in self.backend.hourly_outcomes(first):
-            slot = series.get(float(hour))
-            if slot is not None and outcome in slot:
-                slot[outcome] += n
-        return list(series.values())
+        return stats.hourly_throughput(self.backend, self.clock() if now is None else now, hours)
 
     def prune(
         self,
@@ -842,48 +597,3 @@ class Queue:
             recycle_on_timeout=recycle_on_timeout,
             supervised=supervised,
         ).run()
-
-
-_ITEM_OPTIONS = frozenset({"queue", "priority", "run_at", "delay", "max_attempts", "unique_key"})
-
-
-def _item_options(options: Any) -> dict[str, Any]:
-    """An enqueue_many item's options: a mapping of enqueue's keyword arguments."""
-    if not isinstance(options, Mapping):
-        raise ConfigurationError(
-            f"options must be a dict of enqueue options, got {type(options).__name__}"
-        )
-    unknown = sorted(str(k) for k in options if k not in _ITEM_OPTIONS)
-    if unknown:
-        raise ConfigurationError(
-            f"unknown option(s) {', '.join(unknown)}; use {', '.join(sorted(_ITEM_OPTIONS))} "
-            "(connection= and actor= go to enqueue_many itself)"
-        )
-    return dict(options)
-
-
-def _at_item(n: int, exc: ErrandsError) -> ErrandsError:
-    """The same error class, its message prefixed with the item's index."""
-    try:
-        return type(exc)(f"enqueue_many item {n}: {exc}")
-    except TypeError:
-        return exc
-
-
-def type_error_at(n: int, exc: TypeError) -> TypeError:
-    """Prefix an item index to a payload error from enqueue_many."""
-    cls = exc.__class__
-    try:
-        return cls(f"enqueue_many item {n}: {exc}")
-    except TypeError:
-        return exc
-
-
-def _headers(info: Enqueuing) -> str | None:
-    try:
-        return encode_headers(info.headers)
-    except TypeError as exc:
-        log.error(
-            "enqueue middleware set bad job headers (%s); the job is stored without them", exc
-        )
-        return None

@@ -147,7 +147,7 @@ def collect(
             "window_seconds": window,
             "histogram": backend.retry_histogram(now - window, now),
         },
-        "top_errors": backend.top_errors(now - window, top),
+        "top_errors": backend.top_errors(now - window, top, now),
         "last_hour": last_hour(backend, now),
         "unhandled_types": unhandled,
         "periodic_overdue": overdue,
@@ -163,3 +163,18 @@ def handles(worker: dict[str, Any], queue: str, jtype: str) -> bool:
     queues, types = worker["queues"], worker["types"]
     # A worker registered without types (an older errands) may handle anything: no alarm.
     return (queues is None or queue in queues) and (types is None or jtype in types)
+
+
+def hourly_throughput(backend: Backend, now: float, hours: int) -> list[dict[str, Any]]:
+    """Finished jobs per hour over the ``hours`` hours up to ``now``, oldest first, one entry
+    per hour, zeros included (``Queue.throughput``)."""
+    first = (now // 3600.0 - (hours - 1)) * 3600.0
+    series: dict[float, dict[str, Any]] = {}
+    for i in range(hours):
+        hour = first + 3600.0 * i
+        series[hour] = {"hour": hour, "succeeded": 0, "failed": 0, "cancelled": 0}
+    for hour, outcome, n in backend.hourly_outcomes(first):
+        slot = series.get(float(hour))
+        if slot is not None and outcome in slot:
+            slot[outcome] += n
+    return list(series.values())

@@ -108,8 +108,17 @@ class OpsVerbs:
             rows = self._rows("retry_histogram", {"since": since})
         return {str(r[0]): int(r[1]) for r in rows}
 
-    def top_errors(self, since: float, limit: int) -> list[dict[str, Any]]:
-        rows = self._rows("top_errors", {"since": since, "limit": limit})
+    def top_errors(
+        self, since: float, limit: int, now: float | None = None
+    ) -> list[dict[str, Any]]:
+        """The most frequent error codes since ``since`` (from the minute of ``since``). Within
+        ``rollup.MINUTES_KEPT`` of ``now`` from the minute figures and the unfinished jobs'
+        index (bounded by groups); further back from the rows still in ``jobs``."""
+        if now is not None and now - since <= rollup.MINUTES_KEPT:
+            params = {"since": rollup.minute_of(since), "limit": limit}
+            rows = self._rows("top_errors", params)
+        else:
+            rows = self._rows("top_errors_in_rows", {"since": since, "limit": limit})
         return [
             {
                 "error_code": r[0],
@@ -182,13 +191,17 @@ class OpsVerbs:
     def tidy_figures(self, now: float) -> None:
         """Drop minute figures older than ``rollup.MINUTES_KEPT`` and fold PostgreSQL's
         per-connection counter shards into shard 0 (SQLite: shard 0 only), so readers sum few
-        rows. Each is one short transaction that never waits on a worker's."""
+        rows; and drop a stale batch mark (batch_figures.py), which a crash cannot leave but
+        which would silence the triggers. Each is one short transaction that never waits on
+        a worker's."""
         cutoff = {"cutoff": rollup.minute_of(now - rollup.MINUTES_KEPT)}
         before = {"before": rollup.minute_of(now) - 2 * rollup.MINUTE}
         for name, params in (
             ("forget_minutes", cutoff),
             ("fold_count_shards", {}),
+            ("forget_error_minutes", cutoff),
             ("fold_minute_shards", before),
+            ("forget_batch_marks", {}),
         ):
             with self._write("prune") as conn:
                 conn.execute(self.q[name], params)

@@ -29,7 +29,7 @@ from .. import faults
 from ..errors import ConfigurationError, DatabaseBusyError, DatabaseError
 from ..settings import Settings
 from ..states import Event
-from . import scrub, sql
+from . import batch_figures, scrub, sql
 from .base import NewJob
 from .ops import OpsVerbs
 from .sqlbase import ALL, COPY, EXEC, MANY, ONE, T_ENQUEUE, SQLBackend, Step, Steps
@@ -61,12 +61,17 @@ _NOTIFY_FINISHED = f"SELECT pg_notify('{FINISHED_CHANNEL}', %s)"
 # per claim of 200 instead of 0.7 ms, 64 ms per batch of successes instead of ~2) — a cost
 # that grows with the table. Forbidding sorts, scans and hash/merge joins in these
 # transactions leaves the planner only the index plans; one statement, set for the
-# transaction only.
+# transaction only. Forbidden plans are priced at 1e10, not refused, so a statement left
+# only them (a sort for the figures' key order) would cross jit_above_cost and spend ~400 ms
+# compiling: JIT goes off too. The same statement marks the transaction so the trigger
+# functions stand aside: a claim changes no figure, finish counts its own batch
+# (batch_figures.py).
 _BATCH_VERBS = frozenset({"claim", "finish"})
-_PLAN_BY_INDEX = (
+_BATCH_TRANSACTION = (
     "SELECT set_config('enable_sort', 'off', true), set_config('enable_seqscan', 'off', true), "
     "set_config('enable_bitmapscan', 'off', true), set_config('enable_hashjoin', 'off', true), "
-    "set_config('enable_mergejoin', 'off', true)"
+    "set_config('enable_mergejoin', 'off', true), set_config('jit', 'off', true), "
+    f"set_config('{batch_figures.SETTING}', 'on', true)"
 )
 _NEXT_IDS = "SELECT nextval(pg_get_serial_sequence('jobs', 'id')) FROM generate_series(1, %s)"
 _COPY_JOBS = (
@@ -307,7 +312,7 @@ class PostgresBackend(OpsVerbs, SQLBackend):
         try:
             with self._pool.connection() as raw, raw.transaction():
                 if name in _BATCH_VERBS:
-                    raw.execute(_PLAN_BY_INDEX)
+                    raw.execute(_BATCH_TRANSACTION)
                 yield _Conn(raw)
                 faults.point(f"{name}.before_commit")
         except psycopg.Error as exc:
@@ -457,7 +462,7 @@ class PostgresBackend(OpsVerbs, SQLBackend):
                 T_ENQUEUE,
                 j.priority,
                 j.max_attempts,
-                _ts(j.run_at),
+                created if j.run_at == now else _ts(j.run_at),
                 created,
                 j.headers,
             )

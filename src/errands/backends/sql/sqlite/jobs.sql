@@ -276,3 +276,70 @@ WHERE id = :id;
 -- name: worker_counters
 -- Every worker's running totals (JSON), stopped workers included, for counters in /metrics.
 SELECT counters FROM workers WHERE counters IS NOT NULL;
+
+-- name: count_batch_jobs
+-- A worker's batch counts its own jobs into job_counts (the triggers stand aside for it,
+-- migration_0004.sql): :job_ids, a JSON array, holds every job whose attempt the batch ended;
+-- those now in a final state count one each, as trigger jobs_finished_update would, grouped.
+-- The batch's rows are read by primary key only (never through a status index).
+WITH batch AS MATERIALIZED (
+    SELECT status, queue, type, finished_at FROM jobs
+    WHERE id IN (SELECT value FROM json_each(:job_ids))
+)
+INSERT INTO job_counts (status, queue, type, shard, n)
+SELECT status, queue, type, 0, COUNT(*) FROM batch
+WHERE status IN ('succeeded', 'failed', 'cancelled') AND finished_at IS NOT NULL
+GROUP BY status, queue, type
+ON CONFLICT (status, queue, type, shard) DO UPDATE SET n = n + excluded.n;
+
+-- name: count_batch_minutes
+-- The same batch into job_stats_minutely, one grouped upsert: outcomes by attempts used and
+-- wait of the jobs now final (trigger jobs_finished_update), run time of the attempts the
+-- batch closed with an outcome (trigger job_attempts_finished_update; the attempt a job's
+-- attempts column names, closed in this transaction). The batch's rows are read once, by
+-- primary key; MAX(NULL, 0.0) is NULL, so a job that never started has no wait, as there.
+WITH batch AS MATERIALIZED (
+    SELECT j.status, j.queue, j.attempts, CAST(j.finished_at / 60 AS INTEGER) * 60.0 AS minute,
+           MAX(j.started_at - j.run_at, 0.0) AS w, a.status AS attempt_status,
+           CAST(a.finished_at / 60 AS INTEGER) * 60.0 AS attempt_minute,
+           MAX(a.finished_at - a.started_at, 0.0) AS r
+    FROM jobs AS j LEFT JOIN job_attempts AS a ON a.job_id = j.id AND a.attempt = j.attempts
+    WHERE j.id IN (SELECT value FROM json_each(:job_ids))
+)
+INSERT INTO job_stats_minutely (measure, minute, queue, bucket, shard, count, total, maximum)
+SELECT measure, minute, queue, bucket, 0, COUNT(*), SUM(v), MAX(v) FROM (
+    SELECT status AS measure, minute, queue, attempts AS bucket, 0.0 AS v FROM batch
+    WHERE status IN ('succeeded', 'failed', 'cancelled') AND minute IS NOT NULL
+    UNION ALL
+    SELECT 'wait', minute, queue, (SELECT COUNT(*) FROM job_stats_bounds WHERE upper < w), w
+    FROM batch
+    WHERE status IN ('succeeded', 'failed', 'cancelled') AND minute IS NOT NULL AND w IS NOT NULL
+    UNION ALL
+    SELECT 'run', attempt_minute, queue,
+           (SELECT COUNT(*) FROM job_stats_bounds WHERE upper < r), r
+    FROM batch
+    WHERE attempt_status IN ('succeeded', 'failed', 'cancelled') AND attempt_minute IS NOT NULL
+)
+GROUP BY measure, minute, queue, bucket
+ON CONFLICT (measure, minute, queue, bucket, shard) DO UPDATE SET
+    count = count + excluded.count, total = total + excluded.total,
+    maximum = MAX(maximum, excluded.maximum);
+
+-- name: count_batch_errors
+-- The same batch's jobs that reached a final state with an error code into
+-- job_errors_minutely (trigger jobs_finished_update). :job_ids: only the outcomes that are
+-- not successes (a success clears the error code), so a batch of successes skips this.
+WITH batch AS MATERIALIZED (
+    SELECT status, type, error_code, finished_at FROM jobs
+    WHERE id IN (SELECT value FROM json_each(:job_ids))
+)
+INSERT INTO job_errors_minutely (minute, error_code, type, shard, count, last_finished_at)
+SELECT CAST(finished_at / 60 AS INTEGER) * 60.0 AS minute, error_code, type, 0, COUNT(*),
+       MAX(finished_at)
+FROM batch
+WHERE status IN ('succeeded', 'failed', 'cancelled') AND finished_at IS NOT NULL
+  AND error_code IS NOT NULL
+GROUP BY minute, error_code, type
+ON CONFLICT (minute, error_code, type, shard) DO UPDATE SET
+    count = count + excluded.count,
+    last_finished_at = MAX(last_finished_at, excluded.last_finished_at);

@@ -30,11 +30,30 @@ SELECT attempts, COUNT(*) AS n FROM jobs
 WHERE status IN ('succeeded', 'failed', 'cancelled') AND finished_at >= :since
 GROUP BY attempts ORDER BY attempts;
 
--- name: top_errors
+-- name: top_errors_in_rows
 -- Most frequent error codes (with type) on jobs that failed or are waiting to retry since
 -- :since; last_seen is when the newest of them finished (NULL: still waiting to retry).
+-- Counted from the rows: for windows longer than the minute figures are kept (top_errors).
 SELECT error_code, type, COUNT(*) AS n, MAX(finished_at) AS last_seen FROM jobs
 WHERE error_code IS NOT NULL AND (finished_at >= :since OR finished_at IS NULL)
+GROUP BY error_code, type
+ORDER BY n DESC, error_code, type
+LIMIT :limit;
+
+-- name: top_errors
+-- top_errors_in_rows over the minutes starting at or after :since, bounded by groups: the jobs
+-- that finished with an error code from job_errors_minutely (kept by the triggers and the
+-- worker's batches), the jobs not finished that carry one (waiting for or running a retry)
+-- from the partial index jobs_errors_unfinished.
+SELECT error_code, type, SUM(n) AS n, MAX(last_seen) AS last_seen FROM (
+    SELECT error_code, type, SUM(count) AS n, MAX(last_finished_at) AS last_seen
+    FROM job_errors_minutely WHERE minute >= :since
+    GROUP BY minute, error_code, type HAVING SUM(count) > 0
+    UNION ALL
+    SELECT error_code, type, COUNT(*), NULL FROM jobs INDEXED BY jobs_errors_unfinished
+    WHERE error_code IS NOT NULL AND finished_at IS NULL
+    GROUP BY error_code, type
+)
 GROUP BY error_code, type
 ORDER BY n DESC, error_code, type
 LIMIT :limit;
@@ -66,6 +85,10 @@ GROUP BY bucket ORDER BY bucket;
 -- Drop minute figures older than :cutoff (prune).
 DELETE FROM job_stats_minutely
 WHERE measure IN ('succeeded', 'failed', 'cancelled', 'wait', 'run') AND minute < :cutoff;
+
+-- name: forget_error_minutes
+-- Drop error figures older than :cutoff (prune), as forget_minutes.
+DELETE FROM job_errors_minutely WHERE minute < :cutoff;
 
 -- name: fold_count_shards
 -- PostgreSQL folds its writers' counter shards into shard 0; SQLite writes shard 0 only, so
@@ -144,3 +167,9 @@ VACUUM;
 -- Bytes used by the database file (pages in use and free).
 SELECT page_count * page_size AS bytes, freelist_count * page_size AS free_bytes
 FROM pragma_page_count(), pragma_page_size(), pragma_freelist_count();
+
+-- name: forget_batch_marks
+-- A worker's batch mark (SQLite: a row in figures_counted_by_batch, in and out within the
+-- batch's own transaction) is never visible committed; one that is would be stale and would
+-- keep the triggers from counting: delete it. PostgreSQL marks with a setting: always empty.
+DELETE FROM figures_counted_by_batch;
