@@ -26,12 +26,14 @@ from .base import (
     CancelReport,
     ClaimedJob,
     ClaimRequest,
+    Failed,
     JobFilter,
     Listener,
     NewJob,
     Outcome,
     Released,
     RescueReport,
+    Retried,
     Succeeded,
     WorkerInfo,
 )
@@ -465,7 +467,7 @@ class SQLBackend:
         final = [
             o.job_id
             for o, ok in zip(outcomes, applied, strict=True)
-            if ok and not isinstance(o, Released) and getattr(o, "retry_at", None) is None
+            if ok and not isinstance(o, (Released, Retried))
         ]
         if final:
             self._finished(conn, final)
@@ -559,7 +561,7 @@ class SQLBackend:
             cur = conn.execute(q["cancel_running_job"], {**base, **F_CANCEL_RUNNING})
             status, event, info = AttemptStatus.CANCELLED, "CANCELLED", _attempt_detail(o.attempt)
         else:
-            if o.retry_at is None:
+            if isinstance(o, Failed):
                 cur = conn.execute(q["fail_job"], {**base, **F_FAIL})
                 event, info = "FAILED", detail(attempt=o.attempt, error_code=o.error_code)
             else:
