@@ -32,29 +32,12 @@ class WorkerInputs:
 
     @classmethod
     def of(cls, q: Queue) -> WorkerInputs:
-        chain = q._chain
-        wakers = q._wakers
-
-        def listen(on_change: Callable[[], None]) -> Listener:
-            listener = q.backend.listen(on_change)
-            wakers.add(on_change)
-            return _Subscription(listener, lambda: wakers.discard(on_change))
-
         return cls(
             backend=q.backend,
             settings=q.settings,
             clock=q.clock,
             tasks=q.tasks,
             services=q.services(),
-            hooks=chain if chain is not None and chain.execute_hooks else None,
-            listen=listen,
+            hooks=q.execute_hooks,
+            listen=q.listen_for_work,
         )
-
-
-class _Subscription:
-    def __init__(self, listener: Listener, also: Callable[[], None]) -> None:
-        self._listener, self._also = listener, also
-
-    def close(self) -> None:
-        self._also()
-        self._listener.close()
