@@ -208,9 +208,9 @@ def test_enqueue_many_in_chunks_keeps_every_job_with_its_own_id_and_event(
     queue: errands.Queue, monkeypatch: pytest.MonkeyPatch, count: int
 ) -> None:
     # Chunks of 3 rows: the batched insert's ids must map back to items across chunks.
-    from errands.backends import sqlbase
+    from errands.backends import jobs
 
-    monkeypatch.setattr(sqlbase, "CHUNK_ROWS", 3)
+    monkeypatch.setattr(jobs, "CHUNK_ROWS", 3)
     items: list[Any] = [
         (
             "t",

@@ -26,7 +26,7 @@ from errands.backends.base import (
     Retried,
     Succeeded,
 )
-from errands.backends.ops import iso
+from errands.backends.host import iso
 from ops_helpers import (
     DAY,
     T0,

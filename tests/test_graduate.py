@@ -241,3 +241,36 @@ def test_job_headers_graduate_with_their_jobs(tmp_path: Path, pg_url: str) -> No
         "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
     }
     assert bare is not None and bare.headers is None
+
+
+def test_the_bookkeeping_table_is_the_schemas(tmp_path: Path, pg_url: str) -> None:
+    # errands_graduation is created by a migration, not by graduate, and records
+    # the finished graduation of this source.
+    path = str(tmp_path / "app.db")
+    build_source(path)
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT count(*) FROM errands_graduation").fetchone() == (0,)
+    assert graduate(path, pg_url).ok
+    with psycopg.connect(pg_url) as conn:
+        rows = conn.execute("SELECT source, finished_at FROM errands_graduation").fetchall()
+    assert [r[0] for r in rows] == [os.path.realpath(path)] and rows[0][1] is not None
+
+
+def test_a_bookkeeping_table_from_an_older_graduate_is_kept(pg_url: str) -> None:
+    # Before the migration, graduate created the table itself: migrating such a target must
+    # keep it (IF NOT EXISTS), rows and all.
+    from errands.backends import sql
+
+    (owner,) = [v for v, text in sql.migrations("postgres") if "errands_graduation" in text]
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("INSERT INTO errands_graduation (source) VALUES ('/old/app.db')")
+        (version,) = first_row(
+            conn.execute("SELECT max(version) FROM errands_migrations").fetchone()
+        )
+        conn.execute("DELETE FROM errands_migrations WHERE version >= %s", (owner,))
+    errands.Queue(pg_url).close()  # applies that migration (and any after it) again
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT source FROM errands_graduation").fetchall() == [
+            ("/old/app.db",)
+        ]
+        assert conn.execute("SELECT max(version) FROM errands_migrations").fetchone() == (version,)

@@ -15,7 +15,7 @@ import pytest
 import errands
 from errands import rollup, stats
 from errands.backends.base import Cancelled, ClaimRequest, Failed, NewJob, Retried, Succeeded
-from errands.backends.ops import iso
+from errands.backends.host import iso
 from errands.states import State
 from errands.stats import OUTCOMES
 from ops_helpers import (

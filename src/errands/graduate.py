@@ -7,9 +7,14 @@ consistent snapshot even if something still writes to it). Afterwards the identi
 are moved past the copied ids, and each table is verified by row count and by an
 order-independent checksum over every column, computed the same way on both sides.
 
-A row in ``errands_graduation`` (created in the target by this command, outside the queue's
-schema) remembers which source a target is being filled from, so a rerun into a half-filled
-target is recognised as a resume rather than refused as "not empty".
+A row in ``errands_graduation`` (a table of the schema, migration 5) remembers which source a
+target is being filled from, so a rerun into a half-filled target is recognised as a resume
+rather than refused as "not empty".
+
+The fixed statements are named queries (``sql/<dialect>/graduate.sql``). The per-table ones —
+count, page, insert, verify — are composed for each table of ``TABLES`` and the columns the
+schema itself reports, quoted as identifiers (``psycopg.sql`` on the target): one statement
+per table and column list, never from user input.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from typing import Any
 
 from . import faults
 from . import payload as payload_json
+from .backends import sql as named
 from .errors import ErrandsError
 
 # Copy order respects foreign keys (jobs before the rows that reference them). Each table's
@@ -44,6 +50,8 @@ TABLES: tuple[tuple[str, tuple[str, ...]], ...] = (
 IDENTITY_TABLES = ("jobs", "job_attempts", "job_events", "job_blobs")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MASK = (1 << 64) - 1
+SOURCE_Q = named.queries("sqlite")  # the source is always SQLite, the target PostgreSQL
+TARGET_Q = named.queries("postgres")
 MAX_REPORTED = 50  # rows listed by name when some cannot be copied
 
 Progress = Callable[[str, int, int], None]  # (table, rows done, rows in source)
@@ -136,8 +144,8 @@ def graduate(
     source_id = os.path.realpath(path)
     # Opening each as a Queue checks (and, for the target, creates) the schema.
     with Queue(path) as src_q, Queue(pg_url) as dst_q:
-        src_version = src_q.backend.schema_version()  # type: ignore[attr-defined]
-        dst_version = dst_q.backend.schema_version()  # type: ignore[attr-defined]
+        src_version = src_q.backend.schema_version()
+        dst_version = dst_q.backend.schema_version()
     if src_version != dst_version:
         raise GraduateError(
             f"{path} is at schema version {src_version} but the target at {dst_version}; "
@@ -158,7 +166,7 @@ def graduate(
             for table, key in TABLES:
                 t = TableReport(table)
                 report.tables.append(t)
-                columns = [r[1] for r in src.execute(f"PRAGMA table_info({table})")]
+                columns = _source_columns(src, table)
                 types = _target_types(dst, table)
                 missing = set(columns) - set(types)
                 if missing:
@@ -166,7 +174,7 @@ def graduate(
                         f"target table {table} lacks columns {sorted(missing)}; both sides must "
                         "be migrated by the same errands version"
                     )
-                (t.source_rows,) = src.execute(f"SELECT count(*) FROM {table}").fetchone()
+                (t.source_rows,) = src.execute(f"SELECT count(*) FROM {_quoted(table)}").fetchone()
                 done = _copy_table(
                     src, dst, t, key, columns, types, batch_size, progress, max_batches, batches
                 )
@@ -179,10 +187,8 @@ def graduate(
                 _verify(src, dst, t, dict(TABLES)[t.name])
             report.complete = True
             if report.ok:
-                dst.execute(
-                    "UPDATE errands_graduation SET finished_at = now() WHERE source = %s",
-                    (source_id,),
-                )
+                params = {"source": source_id, "now": time.time()}
+                dst.execute(TARGET_Q["finish_graduation"], params)
     finally:
         src.close()
     report.seconds = time.monotonic() - started
@@ -198,11 +204,11 @@ def _refuse_uncopyable(src: sqlite3.Connection, dst: Any, path: str) -> None:
     found = 0
     for table, key in TABLES:
         types = _target_types(dst, table)
-        columns = [r[1] for r in src.execute(f"PRAGMA table_info({table})")]
+        columns = _source_columns(src, table)
         checked = [c for c in columns if types.get(c) in ("jsonb", "text")]
         if not checked:
             continue
-        select = f"SELECT {', '.join((*key, *checked))} FROM {table}"
+        select = f"SELECT {', '.join(map(_quoted, (*key, *checked)))} FROM {_quoted(table)}"
         for row in src.execute(select):
             keys, values = row[: len(key)], row[len(key) :]
             for column, value in zip(checked, values, strict=True):
@@ -250,37 +256,39 @@ def _escaped_text(data: bytes) -> str:
 
 def _claim_target(dst: Any, source_id: str, force: bool, where: str) -> bool:
     """Refuse a non-empty target unless it is our own unfinished work; returns resumed."""
-    dst.execute(
-        "CREATE TABLE IF NOT EXISTS errands_graduation (source text PRIMARY KEY, "
-        "started_at timestamptz NOT NULL DEFAULT now(), finished_at timestamptz)"
-    )
-    ours = dst.execute(
-        "SELECT finished_at FROM errands_graduation WHERE source = %s", (source_id,)
-    ).fetchone()
+    from psycopg import sql
+
+    ours = dst.execute(TARGET_Q["graduation_of"], {"source": source_id}).fetchone()
     occupied = [
         table
         for table, _ in TABLES
-        if dst.execute(f"SELECT EXISTS (SELECT 1 FROM {table})").fetchone()[0]
+        if dst.execute(
+            sql.SQL("SELECT EXISTS (SELECT 1 FROM {})").format(sql.Identifier(table))
+        ).fetchone()[0]
     ]
     if occupied and ours is None and not force:
         raise GraduateError(
             f"the target {where} already has rows in {', '.join(occupied)}; graduate into an "
             "empty database, or pass --force to merge (rows whose ids exist there are kept)"
         )
-    dst.execute(
-        "INSERT INTO errands_graduation (source) VALUES (%s) ON CONFLICT (source) DO NOTHING",
-        (source_id,),
-    )
+    dst.execute(TARGET_Q["start_graduation"], {"source": source_id, "now": time.time()})
     return bool(occupied) and ours is not None
 
 
+def _source_columns(src: sqlite3.Connection, table: str) -> list[str]:
+    rows = src.execute(SOURCE_Q["table_columns"], {"table": table}).fetchall()
+    return [str(name) for name, _ in rows]
+
+
 def _target_types(dst: Any, table: str) -> dict[str, str]:
-    rows = dst.execute(
-        "SELECT column_name, data_type FROM information_schema.columns "
-        "WHERE table_schema = current_schema() AND table_name = %s",
-        (table,),
-    ).fetchall()
+    rows = dst.execute(TARGET_Q["table_columns"], {"table": table}).fetchall()
     return {name: dtype for name, dtype in rows}
+
+
+def _quoted(identifier: str) -> str:
+    """An SQLite identifier, quoted (every one here is a table of TABLES or a column the
+    schema reports)."""
+    return '"' + identifier.replace('"', '""') + '"'
 
 
 def _copy_table(
@@ -300,7 +308,8 @@ def _copy_table(
     from psycopg import sql
 
     select = (
-        f"SELECT rowid, {', '.join(columns)} FROM {t.name} WHERE rowid > ? ORDER BY rowid LIMIT ?"
+        f"SELECT rowid, {', '.join(map(_quoted, columns))} FROM {_quoted(t.name)} "
+        "WHERE rowid > ? ORDER BY rowid LIMIT ?"
     )
     insert = sql.SQL("INSERT INTO {} ({}) VALUES ({}) ON CONFLICT DO NOTHING").format(
         sql.Identifier(t.name),
@@ -355,31 +364,29 @@ def _copy_table(
 
 def _advance_sequences(dst: Any) -> None:
     """Identity sequences past the copied ids, so new jobs never reuse one (never backwards)."""
-    for table in IDENTITY_TABLES:
-        dst.execute(
-            f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), m) FROM "
-            f"(SELECT GREATEST(max(id), COALESCE(pg_sequence_last_value("
-            f"pg_get_serial_sequence('{table}', 'id')::regclass), 0)) AS m FROM {table}) s "
-            "WHERE m IS NOT NULL AND m > 0"
-        )
+    dst.execute(TARGET_Q["advance_identities"])
 
 
 def _verify(src: sqlite3.Connection, dst: Any, t: TableReport, key: tuple[str, ...]) -> None:
+    from psycopg import sql
+
     types = _target_types(dst, t.name)
-    columns = [r[1] for r in src.execute(f"PRAGMA table_info({t.name})")]
+    columns = _source_columns(src, t.name)
     kinds = [types[c] for c in columns]
     keypos = [columns.index(k) for k in key]
     src_sum, keys = 0, set()
-    for row in src.execute(f"SELECT {', '.join(columns)} FROM {t.name}"):
+    for row in src.execute(f"SELECT {', '.join(map(_quoted, columns))} FROM {_quoted(t.name)}"):
         norm = tuple(_norm_source(kind, v) for kind, v in zip(kinds, row, strict=True))
         keys.add(tuple(norm[i] for i in keypos))
         src_sum = (src_sum + _digest(norm)) & _MASK
     dst_sum, matched, total = 0, 0, 0
-    cols = ", ".join(f'"{c}"' for c in columns)
+    select = sql.SQL("SELECT {} FROM {}").format(
+        sql.SQL(", ").join(sql.Identifier(c) for c in columns), sql.Identifier(t.name)
+    )
     # A server-side cursor streams the table instead of loading it whole.
     with dst.transaction(), dst.cursor(name=f"errands_verify_{t.name}") as cur:
         cur.itersize = 5000
-        cur.execute(f"SELECT {cols} FROM {t.name}")
+        cur.execute(select)
         for row in cur:
             total += 1
             norm = tuple(_norm_target(kind, v) for kind, v in zip(kinds, row, strict=True))

@@ -15,7 +15,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from .backends.base import Backend, RescueReport
+from .backends.base import Backend, LeaderVerbs, RescueReport
 from .errors import DatabaseError
 
 log = logging.getLogger("errands.maintenance")
@@ -40,7 +40,7 @@ class Rescuer:
 
     name = "rescue"
 
-    def __init__(self, backend: Backend, lease_seconds: float) -> None:
+    def __init__(self, backend: LeaderVerbs, lease_seconds: float) -> None:
         self.backend = backend
         self.interval = min(lease_seconds / 2, MAX_SWEEP)
         self.total = 0  # jobs recovered by this rescuer, for the worker's counters

@@ -33,13 +33,13 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import croniter
 
 from . import payload as payload_json
-from .backends.base import NewJob, PeriodicRow
+from .backends.base import NewJob, PeriodicRow, PeriodicVerbs
 from .errors import ConfigurationError
 from .records import to_datetime
 from .settings import seconds
@@ -205,16 +205,6 @@ class SchedulerReport:
     enqueued: dict[str, int] = field(default_factory=dict)  # schedule name → job id
     skipped: list[str] = field(default_factory=list)  # ticks dropped by catch_up="skip"
     lost_race: list[str] = field(default_factory=list)  # another scheduler took the tick
-
-
-class PeriodicVerbs(Protocol):
-    """The part of a backend the scheduler uses."""
-
-    def list_periodic(self) -> list[PeriodicRow]: ...
-    def record_periodic_success(self, name: str, succeeded_at: float) -> None: ...
-    def fire_periodic(
-        self, row: PeriodicRow, next_run_at: float, job: NewJob | None, now: float
-    ) -> tuple[bool, int | None]: ...
 
 
 class PeriodicScheduler:

@@ -21,9 +21,8 @@ few minutes; it is also safe (just wasteful) from several.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
 
-from .backends.base import PruneProgress, PruneReport
+from .backends.base import PruneProgress, PruneReport, RetentionVerbs
 from .settings import Retention
 from .states import State
 
@@ -33,15 +32,6 @@ BUSY_INTERVAL = 1.0  # a pass stopped at max_batches: the next one soon, claims 
 # The elected worker runs its services in its control loop: a pass of at most this many
 # batches (10 000 rows by default) keeps a large backlog from stalling claims for long.
 SERVICE_MAX_BATCHES = 10
-
-
-class RetentionVerbs(Protocol):
-    """The part of a backend the Pruner uses."""
-
-    def prune_count(self, state: str, cutoff: float) -> int: ...
-    def prune_batch(self, state: str, cutoff: float, limit: int) -> int: ...
-    def tidy_figures(self, now: float) -> None: ...
-    def checkpoint(self) -> None: ...
 
 
 class Pruner:

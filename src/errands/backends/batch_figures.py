@@ -25,10 +25,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from .sqlbase import Conn
+from .host import Conn
 
 # PostgreSQL: the setting the trigger functions read (migration_0004.sql).
 SETTING = "errands.figures_counted_by_batch"

@@ -1,9 +1,9 @@
 """The PostgreSQL backend (``pip install 'errands[postgres]'``, psycopg 3).
 
-Every verb is the shared one in ``sqlbase.py`` over the named queries in ``sql/postgres/``; this
-module supplies what differs: pooled autocommit connections with explicit transactions, array
-and timestamp parameters, migrations serialized by an advisory lock, LISTEN/NOTIFY wake-ups and
-a COPY path for bulk enqueue.
+Every verb is the shared one (``sqlbase.py``: the nouns) over the named queries in
+``sql/postgres/``; this module supplies what differs: pooled autocommit connections with
+explicit transactions, array and timestamp parameters, migrations serialized by an advisory
+lock, LISTEN/NOTIFY wake-ups and a COPY path for bulk enqueue.
 """
 
 from __future__ import annotations
@@ -28,11 +28,10 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 from .. import faults
 from ..errors import ConfigurationError, DatabaseBusyError, DatabaseError
 from ..settings import Settings
-from ..states import Event
 from . import batch_figures, scrub, sql
 from .base import NewJob
-from .ops import OpsVerbs
-from .sqlbase import ALL, COPY, EXEC, MANY, ONE, T_ENQUEUE, SQLBackend, Step, Steps
+from .host import ALL, COPY, EXEC, MANY, ONE, T_ENQUEUE, Step, Steps
+from .sqlbase import SQLBackend
 
 log = logging.getLogger("errands.postgres")
 T = TypeVar("T")
@@ -235,7 +234,7 @@ class _NotifyListener:
         self._thread.join(timeout=self.WAIT * 4 + 5)
 
 
-class PostgresBackend(OpsVerbs, SQLBackend):
+class PostgresBackend(SQLBackend):
     dialect = "postgres"
     q = sql.queries("postgres")
     schema_target = SCHEMA_VERSION
@@ -452,14 +451,14 @@ class PostgresBackend(OpsVerbs, SQLBackend):
         """Ids drawn from the identity sequence first, so COPY (which returns nothing) can
         write them and the caller still gets them in order."""
         ids = sorted(r[0] for r in (yield Step(_NEXT_IDS, (len(jobs),), ALL)))
-        created = _ts(now)
+        created, queued = _ts(now), T_ENQUEUE.target.value
         rows = [
             (
                 job_id,
                 j.queue,
                 j.type,
                 j.payload,
-                T_ENQUEUE,
+                queued,
                 j.priority,
                 j.max_attempts,
                 created if j.run_at == now else _ts(j.run_at),
@@ -469,8 +468,9 @@ class PostgresBackend(OpsVerbs, SQLBackend):
             for job_id, j in zip(ids, jobs, strict=True)
         ]
         yield Step(_COPY_JOBS, rows, COPY)
-        if Event.ENQUEUED in self._audit:
-            events = [(job_id, created, Event.ENQUEUED.value, actor, None) for job_id in ids]
+        event = T_ENQUEUE.event
+        if event is not None and event in self._audit:
+            events = [(job_id, created, event.value, actor, None) for job_id in ids]
             yield Step(_COPY_EVENTS, events, COPY)
         return ids
 
@@ -495,7 +495,7 @@ class PostgresBackend(OpsVerbs, SQLBackend):
         payload = ",".join(map(str, job_ids))
         conn.execute(_NOTIFY_FINISHED, (payload if len(payload) <= NOTIFY_PAYLOAD_MAX else "",))
 
-    # -- dialect hooks for SQLBackend ------------------------------------------------------
+    # -- dialect hooks (host.SQLHost) -----------------------------------------------------
 
     def _list(self, values: Sequence[Any]) -> list[Any]:
         return list(values)
@@ -519,7 +519,7 @@ async def _configure_async(conn: psycopg.AsyncConnection[Any]) -> None:
 
 
 async def _drive_async(raw: psycopg.AsyncConnection[Any], steps: Steps[T]) -> T:
-    """``sqlbase.drive`` for an asyncio connection: the same steps, awaited."""
+    """``host.drive`` for an asyncio connection: the same steps, awaited."""
     result: Any = None
     try:
         while True:

@@ -1,10 +1,10 @@
 """The SQLite backend (the default, standard library only).
 
-Every verb is the shared one in ``sqlbase.py`` over the named queries in ``sql/sqlite/``; this
-module supplies what differs. Connections are per thread (sqlite3 objects must not be shared
-while in use). Every write is one ``BEGIN IMMEDIATE`` transaction: taking the write lock up
-front means a transaction never fails half-way with SQLITE_BUSY on lock upgrade, and the busy
-timeout applies at BEGIN.
+Every verb is the shared one (``sqlbase.py``: the nouns) over the named queries in
+``sql/sqlite/``; this module supplies the hooks of ``host.SQLHost``. Connections are per
+thread (sqlite3 objects must not be shared while in use). Every write is one ``BEGIN
+IMMEDIATE`` transaction: taking the write lock up front means a transaction never fails
+half-way with SQLITE_BUSY on lock upgrade, and the busy timeout applies at BEGIN.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from ..errors import (
 from ..settings import Settings
 from . import batch_figures, sql, wakeup
 from .base import ClaimedJob, ClaimRequest, NewJob, Outcome, RescueReport
-from .ops import OpsVerbs
 from .sqlbase import SQLBackend
 
 MIN_SQLITE = (3, 35, 0)  # RETURNING
@@ -142,7 +141,7 @@ def _is_network_fs(path: str) -> str | None:
     return fs if fs in _NETWORK_FS else None
 
 
-class SQLiteBackend(OpsVerbs, SQLBackend):
+class SQLiteBackend(SQLBackend):
     dialect = "sqlite"
     q = sql.queries("sqlite")
     schema_target = SCHEMA_VERSION
@@ -320,7 +319,7 @@ class SQLiteBackend(OpsVerbs, SQLBackend):
             if conn.execute(self.q["schema_table_exists"]).fetchone() is None:
                 self._refuse_conflicts(conn)
             else:
-                self._refuse_newer(int(conn.execute(self.q["schema_version"]).fetchone()[0]))
+                self._refuse_newer(self._version(conn))
         except sqlite3.Error as exc:
             raise translate(exc, self.path) from exc
         finally:
@@ -348,7 +347,7 @@ class SQLiteBackend(OpsVerbs, SQLBackend):
                 "to the old one)"
             )
 
-    # -- dialect hooks for SQLBackend ------------------------------------------------------
+    # -- dialect hooks (host.SQLHost) -----------------------------------------------------
 
     @contextlib.contextmanager
     def _user_conn(self, connection: Any) -> Iterator[sqlite3.Connection]:
@@ -384,6 +383,12 @@ class SQLiteBackend(OpsVerbs, SQLBackend):
 
     def _epoch(self, value: Any) -> float | None:
         return None if value is None else float(value)
+
+    def _wal_bytes(self) -> int | None:
+        try:
+            return os.path.getsize(self.path + "-wal")
+        except OSError:
+            return 0  # no WAL file: nothing waiting to be checkpointed
 
     # -- wake-up (see wakeup.py): one datagram to the listeners after each commit ---------
 

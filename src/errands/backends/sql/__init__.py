@@ -10,6 +10,7 @@ for PostgreSQL they are rewritten once, at load, into psycopg's ``%(name)s``.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from functools import cache
 from importlib import resources
 
@@ -30,6 +31,13 @@ def to_pyformat(statement: str) -> str:
         return "%%" if token == "%" else token
 
     return _TOKEN.sub(swap, statement)
+
+
+# How each dialect's driver wants the ``:name`` parameters: sqlite3 takes them as written.
+PARAMETER_STYLE: dict[str, Callable[[str], str]] = {
+    "sqlite": lambda statement: statement,
+    "postgres": to_pyformat,
+}
 
 
 def parse(text: str) -> dict[str, str]:
@@ -57,7 +65,7 @@ def queries(dialect: str) -> dict[str, str]:
             for name, statement in parse(entry.read_text()).items():
                 if name in merged:
                     raise ValueError(f"{dialect}: query {name!r} is defined in two files")
-                merged[name] = to_pyformat(statement) if dialect == "postgres" else statement
+                merged[name] = PARAMETER_STYLE[dialect](statement)
     return merged
 
 

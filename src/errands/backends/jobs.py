@@ -1,0 +1,451 @@
+"""The jobs noun, producer and worker side: enqueue, claim, finish, heartbeat, cancels.
+
+Queries: ``jobs.sql``. Every outcome is fenced on (job id, attempt, from-state) with the
+states bound from ``states.TRANSITIONS``, and records the audit event of the same transition.
+The per-batch path (``finish_and_claim``) is one transaction of a few statements whatever the
+batch size; nothing here does per-row work beyond building the rows themselves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from operator import attrgetter
+from typing import Any
+
+from ..states import AttemptStatus, Event
+from . import batch_figures
+from .base import (
+    Cancelled,
+    ClaimedJob,
+    ClaimRequest,
+    Failed,
+    NewJob,
+    Outcome,
+    Released,
+    Retried,
+    Succeeded,
+)
+from .host import (
+    ALL,
+    EXEC,
+    F_CANCEL_RUNNING,
+    F_FAIL,
+    F_RELEASE,
+    F_RETRY_LATER,
+    F_SUCCEED,
+    MANY,
+    RUNNING,
+    T_CLAIM,
+    T_ENQUEUE,
+    Conn,
+    SQLHost,
+    Step,
+    Steps,
+    as_text,
+    attempt_detail,
+    column_index,
+    detail,
+    drive,
+    dumps,
+    event_of,
+    event_row,
+)
+
+ENQUEUED = event_of("enqueue")
+CLAIMED = event_of("claim")
+CHUNK_ROWS = 5000
+CHUNK_BYTES = 4 << 20  # payload text per statement: bounds the JSON parameter's size
+
+
+class SQLJobs(SQLHost):
+    """Jobs in (enqueue) and the worker's verbs on the jobs it holds."""
+
+    # -- enqueue ---------------------------------------------------------------------------
+
+    def enqueue(
+        self, jobs: Sequence[NewJob], now: float, *, actor: str, connection: Any = None
+    ) -> list[int]:
+        if connection is None:
+            with self._write("enqueue") as conn:
+                return self._insert(conn, jobs, now, actor)
+        with self._user_conn(connection) as conn:
+            return self._insert(conn, jobs, now, actor)
+
+    def _insert(self, conn: Conn, jobs: Sequence[NewJob], now: float, actor: str) -> list[int]:
+        return drive(conn, self._insert_steps(jobs, now, actor))
+
+    def _insert_steps(self, jobs: Sequence[NewJob], now: float, actor: str) -> Steps[list[int]]:
+        """The enqueue write as steps, so the same code runs on a blocking connection
+        (``drive``) and on an asyncio one (the PostgreSQL backend's ``enqueue_async``)."""
+        if len(jobs) > 1 and all(j.unique_key is None and j.headers is None for j in jobs):
+            # Many plain jobs: one statement per chunk (a per-row INSERT costs ~5x more in the
+            # driver than the row costs in the database). Unique keys need the per-row check,
+            # and headers (middleware) are written per row.
+            return (yield from self._insert_batched_steps(jobs, now, actor))
+        ids: list[int] = []
+        events: list[dict[str, Any]] = []
+        insert, existing = self.q["insert_job"], self.q["active_job_by_unique_key"]
+        to_state = T_ENQUEUE.target.value
+        for job in jobs:
+            row = yield Step(
+                insert,
+                {
+                    "queue": job.queue,
+                    "type": job.type,
+                    "payload": job.payload,
+                    "to_state": to_state,
+                    "priority": job.priority,
+                    "max_attempts": job.max_attempts,
+                    "run_at": job.run_at,
+                    "now": now,
+                    "unique_key": job.unique_key,
+                    "headers": job.headers,
+                },
+            )
+            # Both statements return one column, id; a step's row carries no column names.
+            if row is None:  # an active job holds this unique_key
+                ids.append((yield Step(existing, {"unique_key": job.unique_key}))[0])
+            else:
+                ids.append(row[0])
+                events.append(event_row(row[0], now, ENQUEUED, actor, None))
+        if events and ENQUEUED in self._audit:
+            if len(events) == 1:  # the one-by-one enqueue: executemany costs more for one row
+                yield Step(self.q["insert_event"], events[0], EXEC)
+            else:
+                yield Step(self.q["insert_event"], events, MANY)
+        return ids
+
+    def _insert_batched_steps(
+        self, jobs: Sequence[NewJob], now: float, actor: str
+    ) -> Steps[list[int]]:
+        """Many jobs, one statement per chunk, and one for the chunk's ENQUEUED events."""
+        ids: list[int] = []
+        q = self.q
+        to_state = T_ENQUEUE.target.value
+        for chunk in _chunks(jobs):
+            batch = dumps(
+                [[j.queue, j.type, j.payload, j.priority, j.max_attempts, j.run_at] for j in chunk]
+            )
+            rows = yield Step(
+                q["insert_jobs"], {"batch": batch, "to_state": to_state, "now": now}, ALL
+            )
+            new = sorted(r[0] for r in rows)  # the one column, id
+            if len(new) != len(chunk):  # cannot happen without unique keys; never guess ids
+                raise RuntimeError(f"inserted {len(new)} of {len(chunk)} jobs")
+            ids.extend(new)
+            if ENQUEUED in self._audit:
+                params = {
+                    "job_ids": dumps(new),
+                    "now": now,
+                    "event": ENQUEUED.value,
+                    "actor": actor,
+                }
+                yield Step(q["insert_enqueued_events"], params, EXEC)
+        return ids
+
+    # -- claim -----------------------------------------------------------------------------
+
+    def claim(self, request: ClaimRequest, now: float) -> list[ClaimedJob]:
+        if not request.types or request.limit <= 0:
+            return []
+        with self._write("claim") as conn:
+            rows, col = self._claim_in(conn, request, now)
+        return self._claimed(rows, col)
+
+    def _claim_in(
+        self, conn: Conn, request: ClaimRequest, now: float
+    ) -> tuple[list[Any], dict[str, int]]:
+        """Claim inside the caller's transaction; the rows are mapped to jobs after commit,
+        so the write lock is not held for it."""
+        if not request.types or request.limit <= 0:
+            return [], {}
+        params = {
+            "to_state": T_CLAIM.target.value,
+            "worker_id": request.worker_id,
+            "now": now,
+            "lease_seconds": request.lease_seconds,
+            "types": self._list(list(request.types)),
+            "queues": None if request.queues is None else self._list(list(request.queues)),
+            "limit": request.limit,
+        }
+        cur = conn.execute(self.q["claim"], params)
+        rows: list[Any] = cur.fetchall()
+        if not rows:
+            return [], {}
+        col = column_index(cur)
+        i_id = col["id"]
+        running = AttemptStatus.RUNNING.value
+        ids = dumps([r[i_id] for r in rows])
+        conn.execute(self.q["open_attempts"], {"job_ids": ids, "now": now, "status": running})
+        if CLAIMED in self._audit:
+            params = {"job_ids": ids, "now": now, "event": CLAIMED.value}
+            conn.execute(self.q["insert_claimed_events"], params)
+        return rows, col
+
+    def _claimed(self, rows: list[Any], col: dict[str, int]) -> list[ClaimedJob]:
+        """Claimed rows as jobs, read by column name: the positions are looked up once per
+        batch, so each row costs what a positional read does."""
+        if not rows:
+            return []
+        ep = self._epoch
+        i_id, i_queue, i_type, i_payload = col["id"], col["queue"], col["type"], col["payload"]
+        i_prio, i_att, i_max = col["priority"], col["attempts"], col["max_attempts"]
+        i_run, i_created, i_cancel = col["run_at"], col["created_at"], col["cancel_requested"]
+        i_headers = col["headers"]
+        jobs = [
+            ClaimedJob(
+                r[i_id],
+                r[i_queue],
+                r[i_type],
+                as_text(r[i_payload]),
+                r[i_prio],
+                r[i_att],
+                r[i_max],
+                ep(r[i_run]) or 0.0,
+                ep(r[i_created]) or 0.0,
+                bool(r[i_cancel]),
+                None if r[i_headers] is None else as_text(r[i_headers]),
+            )
+            for r in rows
+        ]
+        if len({j.priority for j in jobs}) > 1:
+            jobs.sort(key=lambda j: (-j.priority, j.run_at, j.id))
+        else:  # the common case, one priority: a C key instead of a lambda per job
+            jobs.sort(key=attrgetter("run_at", "id"))
+        return jobs
+
+    # -- outcomes --------------------------------------------------------------------------
+
+    def finish(self, outcomes: Sequence[Outcome], worker_id: str, now: float) -> list[bool]:
+        """Record outcomes of attempts this worker holds, in one transaction.
+
+        Each is fenced on (job id, attempt, status='running'); the returned flags say which
+        applied. A refused one (the lease was recovered and the job moved on) changes nothing.
+        Successes — the hot path — go in one batched statement; the rest one by one.
+        """
+        with self._write("finish") as conn:
+            return self._finish_in(conn, outcomes, worker_id, now)
+
+    def finish_and_claim(
+        self, outcomes: Sequence[Outcome], worker_id: str, request: ClaimRequest, now: float
+    ) -> tuple[list[bool], list[ClaimedJob]]:
+        """``finish`` then ``claim`` in one transaction: one commit (one fsync with SQLite's
+        synchronous=FULL, one WAL flush on PostgreSQL) per batch instead of two. All or
+        nothing: if the claim fails, the outcomes are not recorded either."""
+        with self._write("finish") as conn:
+            applied = self._finish_in(conn, outcomes, worker_id, now)
+            rows, col = self._claim_in(conn, request, now)
+        return applied, self._claimed(rows, col)
+
+    def _finish_in(
+        self, conn: Conn, outcomes: Sequence[Outcome], worker_id: str, now: float
+    ) -> list[bool]:
+        attempts: list[list[Any]] = []
+        events: list[list[Any]] = []
+        succeeded = [o for o in outcomes if isinstance(o, Succeeded)]
+        done: set[tuple[int, int]] = set()
+        other: dict[int, bool] = {}
+        if succeeded:
+            done = self._succeed(conn, succeeded, worker_id, now)
+        for i, o in enumerate(outcomes):
+            if not isinstance(o, Succeeded):
+                other[i] = self._apply(conn, o, now, attempts, events, worker_id)
+        applied = [
+            (o.job_id, o.attempt) in done if isinstance(o, Succeeded) else other[i]
+            for i, o in enumerate(outcomes)
+        ]
+        if Event.STARTED in self._audit:
+            events.extend(
+                [o.job_id, o.started_at, Event.STARTED, worker_id, attempt_detail(o.attempt)]
+                for o, ok in zip(outcomes, applied, strict=True)
+                if ok and not isinstance(o, Released)
+            )
+        self._write_rows(conn, attempts, events, now)
+        final = [
+            o.job_id
+            for o, ok in zip(outcomes, applied, strict=True)
+            if ok and not isinstance(o, (Released, Retried))
+        ]
+        if final:
+            self._finished(conn, final)
+        # The dialect's _write("finish") marked this transaction: the triggers stand aside
+        # and the batch counts its own figures (batch_figures.py).
+        ended = _ended(outcomes, applied)
+        unsuccessful = [o.job_id for o in ended if not isinstance(o, Succeeded)]
+        batch_figures.count(conn, self.q, [o.job_id for o in ended], unsuccessful)
+        return applied
+
+    def _succeed(
+        self, conn: Conn, succeeded: Sequence[Succeeded], worker_id: str, now: float
+    ) -> set[tuple[int, int]]:
+        """The hot path: every success of a batch in three statements sharing one JSON
+        parameter (the fenced update, the attempt rows, the audit events)."""
+        q = self.q
+        batch = [[o.job_id, o.attempt, o.started_at, o.result] for o in succeeded]
+        text = dumps(batch)
+        params = {**F_SUCCEED.params, "now": now, "batch": text}
+        cur = conn.execute(q["succeed_jobs"], params)
+        col = column_index(cur)
+        i_id, i_att = col["id"], col["attempts"]
+        done = {(r[i_id], r[i_att]) for r in cur.fetchall()}
+        if not done:
+            return done
+        if len(done) < len(batch):  # some were refused: only the applied ones get their rows
+            text = dumps([b for b in batch if (b[0], b[1]) in done])
+        status = AttemptStatus.SUCCEEDED.value
+        conn.execute(q["close_succeeded_attempts"], {"now": now, "batch": text, "status": status})
+        event = F_SUCCEED.event
+        if event in self._audit:
+            params = {"now": now, "batch": text, "event": event.value, "actor": worker_id}
+            conn.execute(q["insert_succeeded_events"], params)
+        return done
+
+    def complete_in(self, connection: Any, outcome: Succeeded, worker_id: str, now: float) -> bool:
+        """Transactional completion: the fenced success, written in the application's own
+        open transaction (never committed here)."""
+        attempts: list[list[Any]] = []
+        events: list[list[Any]] = []
+        with self._user_conn(connection) as conn:
+            if not self._apply(conn, outcome, now, attempts, events, worker_id):
+                return False
+            self._write_rows(conn, attempts, events, now)
+            self._finished(conn, [outcome.job_id])
+        return True
+
+    def _write_rows(
+        self, conn: Conn, attempts: list[list[Any]], events: list[list[Any]], now: float
+    ) -> None:
+        """The attempt-row updates and audit events that go with applied outcomes."""
+        if attempts:
+            conn.execute(self.q["close_attempts"], {"now": now, "batch": dumps(attempts)})
+        audit = self._audit
+        rows = [e for e in events if e[2] in audit]
+        if rows:
+            conn.execute(self.q["insert_events"], {"rows": dumps(rows)})
+
+    def _apply(
+        self,
+        conn: Conn,
+        o: Outcome,
+        now: float,
+        attempts: list[list[Any]],
+        events: list[list[Any]],
+        actor: str,
+    ) -> bool:
+        """Apply one fenced outcome; queue the attempt row and event that go with it."""
+        q = self.q
+        key = {"job_id": o.job_id, "attempt": o.attempt}
+        if isinstance(o, Released):  # handed back unstarted: the attempt never happened
+            if conn.execute(q["release_job"], {**key, **F_RELEASE.params}).rowcount != 1:
+                return False
+            conn.execute(q["delete_attempt"], key)
+            events.append([o.job_id, now, F_RELEASE.event, actor, attempt_detail(o.attempt)])
+            return True
+        if isinstance(o, Succeeded):
+            batch = dumps([[o.job_id, o.attempt, o.started_at, o.result]])
+            if not conn.execute(
+                q["succeed_jobs"], {**F_SUCCEED.params, "now": now, "batch": batch}
+            ).fetchall():
+                return False
+            status = AttemptStatus.SUCCEEDED.value
+            attempts.append([o.job_id, o.attempt, status, o.started_at, None, None, None])
+            events.append([o.job_id, now, F_SUCCEED.event, actor, attempt_detail(o.attempt)])
+            return True
+        base = {
+            **key,
+            "now": now,
+            "started_at": o.started_at,
+            "error_code": o.error_code,
+            "error_detail": o.error_detail,
+        }
+        ref = None
+        if isinstance(o, Cancelled):
+            cur = conn.execute(q["cancel_running_job"], {**base, **F_CANCEL_RUNNING.params})
+            status = AttemptStatus.CANCELLED
+            event, info = F_CANCEL_RUNNING.event, attempt_detail(o.attempt)
+        else:
+            if isinstance(o, Failed):
+                cur = conn.execute(q["fail_job"], {**base, **F_FAIL.params})
+                event, info = F_FAIL.event, detail(attempt=o.attempt, error_code=o.error_code)
+            else:
+                params = {**base, **F_RETRY_LATER.params, "retry_at": o.retry_at}
+                cur = conn.execute(q["schedule_retry"], params)
+                event = F_RETRY_LATER.event
+                info = detail(
+                    attempt=o.attempt, error_code=o.error_code, delay=round(o.retry_delay, 3)
+                )
+            status = AttemptStatus.FAILED
+            if cur.rowcount == 1 and o.traceback:
+                blob = {"job_id": o.job_id, "kind": "traceback", "body": o.traceback, "now": now}
+                ref = f"blob:{conn.execute(q['insert_blob'], blob).fetchone()[0]}"  # id
+        if cur.rowcount != 1:
+            return False
+        attempts.append(
+            [o.job_id, o.attempt, status.value, o.started_at, o.error_code, o.error_detail, ref]
+        )
+        events.append([o.job_id, now, event, actor, info])
+        return True
+
+    # -- while running ---------------------------------------------------------------------
+
+    def heartbeat(
+        self, worker_id: str, held: Sequence[tuple[int, int]], lease_seconds: float, now: float
+    ) -> list[bool]:
+        if not held:
+            return []
+        out: list[bool] = []
+        base = {
+            "from_state": RUNNING,
+            "worker_id": worker_id,
+            "now": now,
+            "lease_seconds": lease_seconds,
+        }
+        with self._write("heartbeat") as conn:
+            for job_id, attempt in held:
+                cur = conn.execute(
+                    self.q["heartbeat"], {**base, "job_id": job_id, "attempt": attempt}
+                )
+                out.append(cur.rowcount == 1)
+            if Event.HEARTBEAT in self._audit:
+                rows = [
+                    event_row(j, now, Event.HEARTBEAT, worker_id, None)
+                    for (j, _), ok in zip(held, out, strict=True)
+                    if ok
+                ]
+                if rows:
+                    conn.executemany(self.q["insert_event"], rows)
+        return out
+
+    def cancel_requested(self, job_ids: Sequence[int]) -> list[int]:
+        if not job_ids:
+            return []
+        with self._read() as conn:
+            cur = conn.execute(self.q["cancel_requested"], {"job_ids": self._list(list(job_ids))})
+            return [r["id"] for r in self._dicts(cur)]
+
+    def next_due(self, types: Sequence[str], queues: Sequence[str] | None) -> float | None:
+        if not types:
+            return None
+        params = {
+            "types": self._list(list(types)),
+            "queues": None if queues is None else self._list(list(queues)),
+        }
+        rows = self._fetch("next_due", params)
+        return None if not rows else self._epoch(rows[0]["next_run_at"])
+
+
+def _ended(outcomes: Sequence[Outcome], applied: Sequence[bool]) -> list[Outcome]:
+    """The outcomes that ended an attempt (a released attempt never ran)."""
+    return [
+        o for o, ok in zip(outcomes, applied, strict=True) if ok and not isinstance(o, Released)
+    ]
+
+
+def _chunks(jobs: Sequence[NewJob]) -> Iterator[Sequence[NewJob]]:
+    start, size = 0, 0
+    for i, job in enumerate(jobs):
+        size += len(job.payload)
+        if i - start >= CHUNK_ROWS or (size > CHUNK_BYTES and i > start):
+            yield jobs[start:i]
+            start, size = i, len(job.payload)
+    yield jobs[start:]

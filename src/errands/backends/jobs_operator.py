@@ -1,0 +1,168 @@
+"""The jobs noun, operator side: retry, cancel and bulk selection, and the reads of whole
+jobs, attempts, events and blobs (for people: the CLI, the dashboard, ``Queue.get``).
+
+Queries: ``jobs.sql`` and ``ops.sql`` (``ids_matching``). Rows are read by column name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..records import Attempt, EventRecord, Job
+from .base import CancelReport, JobFilter
+from .host import F_CANCEL, T_RETRY, SQLHost, event_of, event_row, from_json
+
+RETRIED = event_of("retry")
+
+
+class SQLJobOperator(SQLHost):
+    """What an operator does to jobs, and what they read of them."""
+
+    # -- operator actions ------------------------------------------------------------------
+
+    def retry(self, job_ids: Sequence[int], actor: str, now: float) -> list[int]:
+        done: list[int] = []
+        params = {
+            "to_state": T_RETRY.target.value,
+            "from_states": self._list(sorted(s.value for s in T_RETRY.source)),
+            "now": now,
+        }
+        left: list[dict[str, Any]] = []
+        q = self.q
+        with self._write("retry") as conn:
+            for job_id in job_ids:
+                ident = {"job_id": job_id, "from_states": params["from_states"]}
+                before = self._dicts(conn.execute(q["retry_outcome"], ident))
+                if (
+                    not before
+                    or conn.execute(q["retry_job"], {**params, "job_id": job_id}).fetchone() is None
+                ):
+                    continue
+                left.append(before[0])
+                done.append(job_id)
+                if RETRIED in self._audit:
+                    conn.execute(q["insert_event"], event_row(job_id, now, RETRIED, actor, None))
+            # The outcome the job leaves is history: kept in the hourly rollup, as pruning
+            # does, so "jobs finished" counters (metrics) never go down when a job is retried.
+            if left:
+                self._roll_up(conn, left)
+        return done
+
+    def cancel(self, job_ids: Sequence[int], actor: str, now: float) -> CancelReport:
+        report = CancelReport()
+        q = self.q
+        event = F_CANCEL.event
+        with self._write("cancel") as conn:
+            for job_id in job_ids:
+                params = {
+                    **F_CANCEL.params,
+                    "job_id": job_id,
+                    "now": now,
+                    "error_code": "CANCELLED:BY_USER",
+                    "error_detail": f"cancelled by {actor} before it started",
+                }
+                if conn.execute(q["cancel_queued_job"], params).fetchone() is not None:
+                    report.cancelled.append(job_id)
+                    if event in self._audit:
+                        conn.execute(q["insert_event"], event_row(job_id, now, event, actor, None))
+                elif conn.execute(q["request_cancel"], {"job_id": job_id}).fetchone() is not None:
+                    report.requested.append(job_id)
+            if report.cancelled:
+                self._finished(conn, report.cancelled)
+        return report
+
+    def match_ids(
+        self, status: str, *, type: str | None, queue: str | None, error_code: str | None
+    ) -> list[int]:
+        params = {"status": status, "type": type, "queue": queue, "error_code": error_code}
+        return [int(r["id"]) for r in self._fetch("ids_matching", params)]
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def get_job(self, job_id: int) -> Job | None:
+        with self._read_rows() as conn:
+            rows = self._dicts(conn.execute(self.q["get_job"], {"id": job_id}))
+        return self._job(rows[0]) if rows else None
+
+    def list_jobs(self, flt: JobFilter) -> list[Job]:
+        params = {
+            "status": flt.status,
+            "type": flt.type,
+            "queue": flt.queue,
+            "error_code": flt.error_code,
+            "before_id": flt.before_id,
+            "limit": flt.limit,
+        }
+        with self._read_rows() as conn:
+            return [self._job(r) for r in self._dicts(conn.execute(self.q["list_jobs"], params))]
+
+    def attempts(self, job_id: int) -> list[Attempt]:
+        with self._read_rows() as conn:
+            rows = self._dicts(conn.execute(self.q["job_attempts"], {"job_id": job_id}))
+        dt = self._dt
+        return [
+            Attempt(
+                id=r["id"],
+                job_id=r["job_id"],
+                attempt=r["attempt"],
+                worker_id=r["worker_id"],
+                started_at=dt(r["started_at"]),
+                finished_at=dt(r["finished_at"]),
+                status=r["status"],
+                error_code=r["error_code"],
+                error_detail=r["error_detail"],
+                traceback_ref=r["traceback_ref"],
+            )
+            for r in rows
+        ]
+
+    def events(self, job_id: int) -> list[EventRecord]:
+        with self._read_rows() as conn:
+            rows = self._dicts(conn.execute(self.q["job_events"], {"job_id": job_id}))
+        return [
+            EventRecord(
+                id=r["id"],
+                job_id=r["job_id"],
+                ts=self._dt(r["ts"]),
+                event=r["event"],
+                actor=r["actor"],
+                detail=from_json(r["detail"]),
+            )
+            for r in rows
+        ]
+
+    def blob(self, ref: str) -> str | None:
+        if not ref.startswith("blob:") or not ref[5:].isdigit():
+            return None
+        with self._read_rows() as conn:
+            rows = self._dicts(conn.execute(self.q["get_blob"], {"id": int(ref[5:])}))
+        return None if not rows else str(rows[0]["body"])
+
+    def _job(self, r: dict[str, Any]) -> Job:
+        dt = self._dt
+        return Job(
+            id=r["id"],
+            queue=r["queue"],
+            type=r["type"],
+            payload=from_json(r["payload"]),
+            status=r["status"],
+            priority=r["priority"],
+            attempts=r["attempts"],
+            max_attempts=r["max_attempts"],
+            run_at=dt(r["run_at"]),
+            created_at=dt(r["created_at"]),
+            started_at=dt(r["started_at"]),
+            finished_at=dt(r["finished_at"]),
+            worker_id=r["worker_id"],
+            heartbeat_at=dt(r["heartbeat_at"]),
+            lease_expires_at=dt(r["lease_expires_at"]),
+            unique_key=r["unique_key"],
+            error_code=r["error_code"],
+            error_detail=r["error_detail"],
+            result=from_json(r["result"]),
+            payload_ref=r["payload_ref"],
+            result_ref=r["result_ref"],
+            cancel_requested=bool(r["cancel_requested"]),
+            headers=from_json(r.get("headers")),
+        )

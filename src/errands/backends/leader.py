@@ -1,0 +1,88 @@
+"""The leader / maintenance noun: leader leases, rescue of expired leases, startup cleanup.
+
+Queries: ``maintenance.sql`` and ``jobs.sql`` (``expired_leases``, ``recover_job``,
+``lose_attempt``). A recovered job goes back to queued, or to failed on its last attempt,
+fenced and audited by the ``recover`` / ``recover_exhausted`` transitions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..states import AttemptStatus
+from .base import RescueReport
+from .host import F_RECOVER, F_RECOVER_EXHAUSTED, LOST_CODE, Conn, SQLHost, detail, event_row
+
+
+class SQLLeader(SQLHost):
+    """Maintenance roles held by one worker at a time, and the recovery of lost attempts."""
+
+    def try_lead(self, name: str, holder: str, ttl: float, now: float) -> bool:
+        """Take or renew the lease on a maintenance role; True while we hold it."""
+        params = {"name": name, "holder": holder, "ttl": ttl, "now": now}
+        with self._write("try_lead") as conn:
+            return conn.execute(self.q["try_lead"], params).fetchone() is not None
+
+    def resign(self, name: str, holder: str) -> None:
+        with self._write("resign") as conn:
+            conn.execute(self.q["resign"], {"name": name, "holder": holder})
+
+    def host_workers(self, hostname: str) -> list[tuple[str, int]]:
+        rows = self._fetch("host_workers", {"hostname": hostname})
+        return [(r["id"], int(r["pid"])) for r in rows]
+
+    def rescue(self, now: float, *, limit: int = 1000) -> RescueReport:
+        """Recover running jobs whose lease expired: attempt → lost, job → queued (attempts
+        left) or failed (that was the last one)."""
+        with self._write("rescue") as conn:
+            expired = conn.execute(self.q["expired_leases"], {"now": now, "limit": limit})
+            report = self._recover(conn, self._dicts(expired), "lease_expired", now)
+            if report.exhausted:
+                self._finished(conn, report.exhausted)
+        return report
+
+    def recover_workers(self, worker_ids: Sequence[str], now: float) -> RescueReport:
+        """Startup cleanup: recover at once the running jobs of workers known to be dead
+        (same host, process gone), without waiting for their leases, and close their rows."""
+        if not worker_ids:
+            return RescueReport()
+        with self._write("recover_workers") as conn:
+            ids = self._list(list(worker_ids))
+            rows = self._dicts(conn.execute(self.q["running_of_workers"], {"worker_ids": ids}))
+            report = self._recover(conn, rows, "startup_cleanup", now)
+            if report.exhausted:
+                self._finished(conn, report.exhausted)
+            for wid in worker_ids:
+                conn.execute(self.q["mark_worker_dead"], {"id": wid, "now": now})
+                # A dead leader's roles go at once, not when its leases lapse.
+                conn.execute(self.q["release_leases_of"], {"holder": wid})
+        return report
+
+    def _recover(
+        self, conn: Conn, rows: list[dict[str, Any]], reason: str, now: float
+    ) -> RescueReport:
+        report = RescueReport()
+        q = self.q
+        lost = AttemptStatus.LOST.value
+        why = "lease expired" if reason == "lease_expired" else "its worker process died"
+        for r in rows:
+            job_id, attempt, worker = r["id"], r["attempts"], r["worker_id"]
+            exhausted = attempt >= r["max_attempts"]
+            fence = F_RECOVER_EXHAUSTED if exhausted else F_RECOVER
+            key = {"job_id": job_id, "attempt": attempt}
+            errs = {"error_code": LOST_CODE, "error_detail": f"{why} (worker {worker})"}
+            params = {**key, **fence.params, **errs, "now": now}
+            if conn.execute(q["recover_job"], params).rowcount != 1:
+                continue
+            conn.execute(q["lose_attempt"], {**key, **errs, "now": now, "status": lost})
+            if fence.event in self._audit:
+                info = detail(
+                    reason=reason,
+                    attempt=attempt,
+                    worker=worker,
+                    outcome=fence.params["to_state"],
+                )
+                conn.execute(q["insert_event"], event_row(job_id, now, fence.event, "system", info))
+            (report.exhausted if exhausted else report.recovered).append(job_id)
+        return report

@@ -1,0 +1,75 @@
+"""The retention noun: what the Pruner (``errands.retention``) runs its loop over, and
+storage upkeep.
+
+Queries: ``ops.sql``. Dialect differences are queries and hooks, not branches: SQLite's
+``wal_checkpoint`` is ``PRAGMA wal_checkpoint(TRUNCATE)``, PostgreSQL's a no-op ``SELECT``;
+the WAL file's size is the ``_wal_bytes`` hook (SQLite only).
+"""
+
+from __future__ import annotations
+
+from .. import rollup
+from .host import SQLHost
+
+
+class SQLRetention(SQLHost):
+    """Delete finished jobs in batches (rolled up first), tidy the figures, reclaim space."""
+
+    def prune_count(self, state: str, cutoff: float) -> int:
+        """How many jobs in ``state`` finished before ``cutoff`` (what a prune would delete)."""
+        return int(self._value("prune_count", {"status": state, "cutoff": cutoff}, "n"))
+
+    def prune_batch(self, state: str, cutoff: float, limit: int) -> int:
+        """Delete up to ``limit`` jobs in ``state`` that finished before ``cutoff``, oldest
+        first, rolling them up into ``job_stats_hourly`` in the same transaction (so a crash
+        never leaves a batch half-counted); returns how many. The loop — batches, pacing,
+        interruption, checkpoints — is the caller's (errands.retention.Pruner)."""
+        params = {"status": state, "cutoff": cutoff, "limit": limit}
+        with self._write("prune") as conn:
+            rows = self._dicts(conn.execute(self.q["prune_batch"], params))
+            self._roll_up(conn, rows)
+        return len(rows)
+
+    def tidy_figures(self, now: float) -> None:
+        """Drop minute figures older than ``rollup.MINUTES_KEPT`` and fold PostgreSQL's
+        per-connection counter shards into shard 0 (SQLite: shard 0 only), so readers sum few
+        rows; and drop a stale batch mark (batch_figures.py), which a crash cannot leave but
+        which would silence the triggers. Each is one short transaction that never waits on
+        a worker's."""
+        cutoff = {"cutoff": rollup.minute_of(now - rollup.MINUTES_KEPT)}
+        before = {"before": rollup.minute_of(now) - 2 * rollup.MINUTE}
+        for name, params in (
+            ("forget_minutes", cutoff),
+            ("fold_count_shards", {}),
+            ("forget_error_minutes", cutoff),
+            ("fold_minute_shards", before),
+            ("forget_batch_marks", {}),
+        ):
+            with self._write("prune") as conn:
+                conn.execute(self.q[name], params)
+
+    def checkpoint(self) -> None:
+        """Dialect hook as a query: SQLite truncates its WAL; PostgreSQL does nothing."""
+        with self._read() as conn:
+            conn.execute(self.q["wal_checkpoint"], {}).fetchall()
+
+    def vacuum(self) -> dict[str, int | None]:
+        """Rebuild the database to give free pages back (locks it: run off-peak)."""
+        before = self.storage()
+        with self._read() as conn:
+            conn.execute(self.q["vacuum"], {})
+        self.checkpoint()
+        after = self.storage()
+        return {
+            "bytes_before": before["bytes"],
+            "bytes_after": after["bytes"],
+            "wal_bytes": after["wal_bytes"],
+        }
+
+    def storage(self) -> dict[str, int | None]:
+        row = self._fetch("db_size")[0]
+        return {
+            "bytes": int(row["bytes"]),
+            "free_bytes": None if row["free_bytes"] is None else int(row["free_bytes"]),
+            "wal_bytes": self._wal_bytes(),
+        }
