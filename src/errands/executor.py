@@ -110,6 +110,8 @@ class Executor:
         # Event loops replaced because a handler blocked them: closed at shutdown if they
         # ever come free.
         self._wedged: list[tuple[asyncio.AbstractEventLoop, threading.Thread | None]] = []
+        self._async_tasks: set[asyncio.Task[None]] = set()  # asyncio keeps only weak refs
+        self._closing = False
 
     # -- what the control loop asks ---------------------------------------------------------
 
@@ -123,7 +125,9 @@ class Executor:
         if slot.task.is_async:
             loop = self._ensure_loop()
             assert self._sem is not None
-            asyncio.run_coroutine_threadsafe(self._run_async(slot, self._sem), loop)
+            # The coroutine is made on the loop's own thread, when it gets there: one handed
+            # over to a loop that stops first would otherwise die "never awaited".
+            loop.call_soon_threadsafe(self._start_async, slot, self._sem)
         else:
             self._inbox.put(slot)
 
@@ -203,7 +207,10 @@ class Executor:
         return expired
 
     def close(self) -> None:
-        """Stop the runners and the event loop(s); handlers still running are left to end."""
+        """Stop the runners and the event loop(s). A sync handler still running is left to
+        end on its thread; async ones still pending are cancelled as their loop closes (their
+        jobs' leases recover them, as they would have before)."""
+        self._closing = True
         for _ in self._runners:
             self._inbox.put(None)
         if self._loop is not None:
@@ -311,6 +318,13 @@ class Executor:
             if other.state == BUFFERED and other.task.is_async:
                 self.submit(other)
 
+    def _start_async(self, slot: Slot, sem: asyncio.Semaphore) -> None:
+        if self._closing:
+            return  # reached after close(): the job was handed back, never start it
+        task = asyncio.get_running_loop().create_task(self._run_async(slot, sem))
+        self._async_tasks.add(task)
+        task.add_done_callback(self._async_tasks.discard)
+
     async def _run_async(self, slot: Slot, sem: asyncio.Semaphore) -> None:
         async with sem:
             if not self._begin(slot):
@@ -354,7 +368,21 @@ def _run_loop(loop: asyncio.AbstractEventLoop) -> None:
     try:
         loop.run_forever()
     finally:
-        loop.close()
+        try:
+            _cancel_pending(loop)
+        finally:
+            loop.close()
+
+
+def _cancel_pending(loop: asyncio.AbstractEventLoop, wait: float = 1.0) -> None:
+    """Cancel what is still pending on a stopped loop (jobs waiting for a turn, a handler past
+    the shutdown grace: their leases recover them) and let them unwind briefly, so closing
+    the loop destroys no pending task (asyncio's "Task was destroyed but it is pending")."""
+    tasks = asyncio.all_tasks(loop)
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        loop.run_until_complete(asyncio.wait(tasks, timeout=wait))
 
 
 def _close_loop(
