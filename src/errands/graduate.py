@@ -186,6 +186,9 @@ def graduate(
             for t in report.tables:
                 _verify(src, dst, t, dict(TABLES)[t.name])
             report.complete = True
+            # The figures stats reads are kept by errands' own writes, which COPY is not.
+            with Queue(pg_url) as dst_q:
+                dst_q.recount_figures()
             if report.ok:
                 params = {"source": source_id, "now": time.time()}
                 dst.execute(TARGET_Q["finish_graduation"], params)
