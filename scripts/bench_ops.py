@@ -109,11 +109,9 @@ FROM generate_series(1, %(queued)s) AS i""",
 }
 
 
-# The figure tables' rows for what is loaded: the load marks its transaction as a worker's
-# batch does, so the triggers stand aside (10M rows through per-row triggers, or through one
-# statement-level call over a 10M-row transition table, would take the most of the build),
-# then recounts the figures in a few grouped statements: schema versions 2 and 4's own
-# initial fill.
+# The figure tables' rows for what is loaded: the load writes rows only (no triggers since
+# schema version 6), then Queue.recount_figures() rebuilds the figures from them in a few
+# grouped statements.
 def build(db: str, finished: int, queued: int) -> bool:
     """Fill an empty errands database; False (untouched) when it already holds jobs."""
     with errands.Queue(db) as q:  # create and migrate

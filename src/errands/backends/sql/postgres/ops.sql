@@ -61,8 +61,8 @@ LIMIT :limit;
 
 -- name: state_counts
 -- Jobs per state, queue and type without visiting finished rows: queued and running from
--- index ranges on jobs_status_queue_type, final states from job_counts (kept by triggers,
--- summed over the writers' shards).
+-- index ranges on jobs_status_queue_type, final states from job_counts (kept by errands'
+-- writes, summed over the writers' shards).
 SELECT status, queue, type, COUNT(*) AS count FROM jobs
 WHERE status IN ('queued', 'running') GROUP BY status, queue, type
 UNION ALL

@@ -60,7 +60,7 @@ LIMIT :limit;
 
 -- name: state_counts
 -- Jobs per state, queue and type without visiting finished rows: queued and running from
--- index ranges on jobs_status_queue_type, final states from job_counts (kept by triggers).
+-- index ranges on jobs_status_queue_type, final states from job_counts (kept by errands' writes).
 SELECT status, queue, type, COUNT(*) AS count FROM jobs
 WHERE status IN ('queued', 'running') GROUP BY status, queue, type
 UNION ALL
