@@ -8,7 +8,7 @@ from typing import Any
 
 import errands
 from errands import rollup
-from errands.backends.base import ClaimRequest, Failed, NewJob, Succeeded, WorkerInfo
+from errands.backends.base import ClaimRequest, Failed, NewJob, Retried, Succeeded, WorkerInfo
 from support import FixedClock
 from support import is_postgres as is_postgres  # re-exported for the operations tests
 from support import sql_rows as sql_rows
@@ -70,7 +70,7 @@ def run_job(
     t = run_at
     for _ in range(failures_first):
         j = claim(q, jtype, at=t, worker=worker)
-        fail = Failed(j.id, j.attempt, t, "RETRY:ME", "again", "Traceback: x", t, 0.0)
+        fail = Retried(j.id, j.attempt, t, "RETRY:ME", "again", "Traceback: x", t, 0.0)
         assert q.backend.finish([fail], worker, t) == [True]
     j = claim(q, jtype, at=started, worker=worker)
     assert j.id == job_id
@@ -80,7 +80,7 @@ def run_job(
     if outcome == "succeeded":
         out: Any = Succeeded(j.id, j.attempt, started, None)
     else:
-        out = Failed(j.id, j.attempt, started, error_code, "it broke", "Traceback: y", None)
+        out = Failed(j.id, j.attempt, started, error_code, "it broke", "Traceback: y")
     assert q.backend.finish([out], worker, finished) == [True]
     return job_id
 

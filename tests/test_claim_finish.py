@@ -6,7 +6,7 @@ import json
 from datetime import UTC, datetime
 
 import errands
-from errands.backends.base import ClaimRequest, Failed, Succeeded
+from errands.backends.base import ClaimRequest, Failed, Retried, Succeeded
 from support import FixedClock, claim, event_names, get_job
 
 
@@ -78,7 +78,7 @@ def test_final_failure_gives_failed_with_code_and_one_attempt(
     claim(clocked_queue, ["t"])
 
     applied = clocked_queue.backend.finish(
-        [Failed(job_id, 1, clock.now, "INTERNAL:ValueError", "ValueError: boom", "tb", None)],
+        [Failed(job_id, 1, clock.now, "INTERNAL:ValueError", "ValueError: boom", "tb")],
         "w1",
         clock.now,
     )
@@ -105,7 +105,7 @@ def test_failure_with_a_retry_goes_back_to_queued_and_counts_attempts(
     claim(clocked_queue, ["t"])
     retry_at = clock.now + 10
     clocked_queue.backend.finish(
-        [Failed(job_id, 1, clock.now, "X:Y", "d", None, retry_at, 10.0)], "w1", clock.now
+        [Retried(job_id, 1, clock.now, "X:Y", "d", None, retry_at, 10.0)], "w1", clock.now
     )
 
     row = clocked_queue.get(job_id)
@@ -125,7 +125,7 @@ def test_finish_groups_several_outcomes_in_one_call(
     a, b = clocked_queue.enqueue("t", {}), clocked_queue.enqueue("t", {})
     claim(clocked_queue, ["t"], limit=2)
     applied = clocked_queue.backend.finish(
-        [Succeeded(a, 1, clock.now, None), Failed(b, 1, clock.now, "X:Y", "d", None, None)],
+        [Succeeded(a, 1, clock.now, None), Failed(b, 1, clock.now, "X:Y", "d", None)],
         "w1",
         clock.now,
     )
@@ -213,7 +213,7 @@ def test_fenced_failure_refuses_a_stale_attempt(
     clocked_queue: errands.Queue, clock: FixedClock
 ) -> None:
     job_id = _stale_attempt(clocked_queue, clock)
-    stale = Failed(job_id, 1, clock.now, "X:Y", "stale", "tb", None)
+    stale = Failed(job_id, 1, clock.now, "X:Y", "stale", "tb")
     assert clocked_queue.backend.finish([stale], "old", clock.now) == [False]
     job = clocked_queue.get(job_id)
     assert job is not None and (job.status, job.error_code) == ("running", "LOST:LEASE_EXPIRED")
@@ -241,7 +241,7 @@ def test_an_outcome_cannot_be_recorded_twice(
     ok = Succeeded(job_id, 1, clock.now, '"first"')
     assert clocked_queue.backend.finish([ok], "w1", clock.now) == [True]
     assert clocked_queue.backend.finish([ok], "w1", clock.now) == [False]
-    late_fail = Failed(job_id, 1, clock.now, "X:Y", "late", None, None)
+    late_fail = Failed(job_id, 1, clock.now, "X:Y", "late", None)
     assert clocked_queue.backend.finish([late_fail], "w1", clock.now) == [False]
     job = clocked_queue.get(job_id)
     assert job is not None and (job.status, job.result) == ("succeeded", "first")
@@ -278,10 +278,10 @@ def test_finish_and_claim_records_outcomes_and_claims_in_one_call(
     ids = [q.enqueue("t", {"n": n}) for n in range(4)]
     first, second = claim(q, ["t"], limit=2, worker_id="w1")
     clock.advance(1)
-    outcomes: list[Succeeded | Failed] = [
+    outcomes: list[Succeeded | Retried] = [
         Succeeded(first.id, first.attempt, clock.now - 0.5, None),
         # retried at once: due now, so the claim in the same transaction takes it again
-        Failed(second.id, second.attempt, clock.now - 0.5, "X:Y", "d", None, clock.now, 0.0),
+        Retried(second.id, second.attempt, clock.now - 0.5, "X:Y", "d", None, clock.now, 0.0),
         Succeeded(ids[3], 1, clock.now, None),  # never claimed: the fence refuses it
     ]
     request = ClaimRequest("w1", ["t"], None, 3, 30.0)

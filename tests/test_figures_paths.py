@@ -19,7 +19,15 @@ import pytest
 import errands
 from errands import rollup
 from errands.backends import sql
-from errands.backends.base import Cancelled, ClaimRequest, Failed, NewJob, Outcome, Succeeded
+from errands.backends.base import (
+    Cancelled,
+    ClaimRequest,
+    Failed,
+    NewJob,
+    Outcome,
+    Retried,
+    Succeeded,
+)
 from errands.backends.host import iso
 from ops_helpers import (
     DAY,
@@ -82,8 +90,8 @@ def test_every_path_keeps_the_figures_equal_to_a_recount(db_url: str, clock: Clo
         kinds: list[Outcome] = [
             Succeeded(held[0].id, held[0].attempt, T0 - 399, None),
             Succeeded(held[1].id, held[1].attempt, T0 - 398.5, None),
-            Failed(held[2].id, held[2].attempt, T0 - 390, "APP:BROKEN", "x", None, None),
-            Failed(held[3].id, held[3].attempt, T0 - 395, "RETRY:ME", "x", None, T0 - 300),
+            Failed(held[2].id, held[2].attempt, T0 - 390, "APP:BROKEN", "x", None),
+            Retried(held[3].id, held[3].attempt, T0 - 395, "RETRY:ME", "x", None, T0 - 300),
             Cancelled(held[4].id, held[4].attempt, T0 - 380),
         ]
         assert b.finish(kinds, "w1", T0 - 370) == [True] * len(kinds)

@@ -14,7 +14,7 @@ import pytest
 
 import errands
 from errands import rollup, stats
-from errands.backends.base import Cancelled, ClaimRequest, Failed, NewJob, Succeeded
+from errands.backends.base import Cancelled, ClaimRequest, Failed, NewJob, Retried, Succeeded
 from errands.backends.host import iso
 from errands.states import State
 from errands.stats import OUTCOMES
@@ -206,10 +206,10 @@ def _random_jobs(q: errands.Queue, rnd: random.Random, batches: int, size: int) 
         started = {i: rnd.uniform(at, fin) for i in held}
         t1, t2 = at + (fin - at) / 3, at + (fin - at) / 2
         retried = [i for i in held if kind[i] == "retried"]
-        first = [Failed(i, held[i].attempt, at, "RETRY:ME", "again", None, t1) for i in retried]
+        first = [Retried(i, held[i].attempt, at, "RETRY:ME", "again", None, t1) for i in retried]
         # Left waiting for a retry that is not due yet: unfinished, with an error code.
         first += [
-            Failed(i, held[i].attempt, at, "RETRY:LATER", "later", None, T0 + DAY)
+            Retried(i, held[i].attempt, at, "RETRY:LATER", "later", None, T0 + DAY)
             for i in held
             if kind[i] == "waiting"
         ]
@@ -221,7 +221,7 @@ def _random_jobs(q: errands.Queue, rnd: random.Random, batches: int, size: int) 
             if kind[i] in ("succeeded", "retried"):
                 outs.append(Succeeded(i, j.attempt, started[i], None))
             elif kind[i] == "failed":
-                outs.append(Failed(i, j.attempt, started[i], "APP:BROKEN", "x", None, None))
+                outs.append(Failed(i, j.attempt, started[i], "APP:BROKEN", "x", None))
             elif kind[i] == "cancel_running":
                 outs.append(Cancelled(i, j.attempt, started[i]))
         assert b.finish(outs, "w1", fin) == [True] * len(outs)

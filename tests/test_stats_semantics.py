@@ -9,7 +9,7 @@ the attempts they were); wait is from due to the start of a finished job's last 
 from __future__ import annotations
 
 import errands
-from errands.backends.base import Cancelled, Failed, Succeeded
+from errands.backends.base import Cancelled, Retried, Succeeded
 from ops_helpers import T0, claim, enqueue
 
 pytest_plugins = ("conftest_ops",)
@@ -21,7 +21,7 @@ def _fail_and_retry(
     """Claim the only job of ``jtype`` at ``start``; its handler fails after ``took`` seconds
     and a retry is scheduled at ``again``. Returns the job id."""
     j = claim(q, jtype, at=start)
-    out = Failed(j.id, j.attempt, start, "UPSTREAM:DOWN", "no", None, again, again - start)
+    out = Retried(j.id, j.attempt, start, "UPSTREAM:DOWN", "no", None, again, again - start)
     assert q.backend.finish([out], "w1", start + took) == [True]
     return int(j.id)
 

@@ -208,3 +208,29 @@ def test_a_killed_worker_process_leaves_no_socket_behind(sqlite_path: str) -> No
         if proc.stdout is not None:
             proc.stdout.close()
     wait_for(lambda: not wakeup.listeners(key)[wakeup.WORKER], what="the socket to go")
+
+
+def test_listen_for_work_hears_this_queues_enqueues_and_other_processes(
+    queue: errands.Queue, no_fallback: None
+) -> None:
+    # Queue.listen_for_work is what a worker subscribes with: its own process's enqueues
+    # call back at once, another process's through the database's channel; after close()
+    # neither does.
+    calls = Calls()
+    listener = queue.listen_for_work(calls)
+    try:
+        connected = getattr(listener, "connected", None)
+        if connected is not None:
+            assert connected.wait(10)
+        time.sleep(0.1)
+        queue.enqueue("t", {})
+        assert calls.event.wait(10), "this Queue's own enqueue did not call back"
+        calls.event.clear()
+        subprocess.run([sys.executable, "-c", PRODUCER, queue.url], check=True, timeout=60)
+        assert calls.event.wait(10), "another process's enqueue did not call back"
+    finally:
+        listener.close()
+    before = calls.n
+    queue.enqueue("t", {})
+    time.sleep(QUIET)
+    assert calls.n == before, "a closed subscription still called back"

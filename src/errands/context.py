@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
-import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from .backends.base import ClaimedJob
-    from .worker import Worker
+
+
+class Lease(Protocol):
+    """What ``ctx`` needs from whoever holds the job's lease (the worker): all it can do with
+    the attempt it runs."""
+
+    @property
+    def cancel_requested(self) -> bool: ...
+
+    def heartbeat(self) -> bool: ...
+
+    def complete(self, connection: Any, result: Any) -> None: ...
 
 
 class JobContext:
@@ -15,8 +25,7 @@ class JobContext:
     transactional completion."""
 
     __slots__ = (
-        "_cancel",
-        "_worker",
+        "_lease",
         "attempt",
         "completed",
         "job_id",
@@ -25,17 +34,14 @@ class JobContext:
         "type",
     )
 
-    def __init__(self, worker: Worker, job: ClaimedJob) -> None:
-        self._worker = worker
-        self._cancel = threading.Event()
+    def __init__(self, lease: Lease, job: ClaimedJob) -> None:
+        self._lease = lease
         self.job_id = job.id
         self.attempt = job.attempt
         self.max_attempts = job.max_attempts
         self.type = job.type
         self.queue = job.queue
         self.completed = False
-        if job.cancel_requested:
-            self._cancel.set()
 
     def __repr__(self) -> str:
         return f"<JobContext job={self.job_id} attempt={self.attempt} type={self.type}>"
@@ -44,12 +50,12 @@ class JobContext:
     def cancelled(self) -> bool:
         """True once someone asked to cancel this job: stop work and return (or raise).
         A job whose cancel was requested ends ``cancelled`` whatever the handler does next."""
-        return self._cancel.is_set()
+        return self._lease.cancel_requested
 
     def heartbeat(self) -> bool:
         """Extend this attempt's lease now. False means the lease was lost (the job was
         recovered and may run elsewhere): stop and do not write results."""
-        return self._worker.beat_one(self)
+        return self._lease.heartbeat()
 
     def complete(self, *, connection: Any, result: Any = None) -> None:
         """Mark this job succeeded inside ``connection``'s open transaction (same database),
@@ -57,5 +63,5 @@ class JobContext:
         at all. After this the worker records nothing more for the attempt.
 
         Raises ``InvalidTransitionError`` if this attempt no longer holds the job."""
-        self._worker.complete_in(self, connection, result)
+        self._lease.complete(connection, result)
         self.completed = True

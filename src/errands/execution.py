@@ -11,7 +11,7 @@ import traceback
 from typing import Any
 
 from . import payload as payload_json
-from .backends.base import Cancelled, ClaimedJob, Failed, Outcome, Succeeded
+from .backends.base import Cancelled, ClaimedJob, Failed, Outcome, Retried, Succeeded
 from .backoff import delay_for
 from .context import JobContext
 from .errors import JobError, PayloadError
@@ -91,9 +91,7 @@ def succeeded(
             )
         )
     except PayloadError as exc:
-        return Failed(
-            job.id, job.attempt, started, "INVALID_OUTPUT:RESULT", summary(exc), None, None
-        )
+        return Failed(job.id, job.attempt, started, "INVALID_OUTPUT:RESULT", summary(exc), None)
     return Succeeded(job.id, job.attempt, started, text)
 
 
@@ -104,8 +102,9 @@ def failed(
     now: float,
     exc: BaseException,
 ) -> Outcome:
-    """Classify an exception into a retry or a final failure, per the task's rules. Every
-    text it produces is storable (see ``payload.storable_text``) before it reaches a batch."""
+    """Classify an exception into a retry (``Retried``) or a final failure (``Failed``), per
+    the task's rules. Every text it produces is storable (see ``payload.storable_text``)
+    before it reaches a batch."""
     tb = format_traceback(exc)
     opts = task.options
     if isinstance(exc, JobError):
@@ -128,8 +127,8 @@ def failed(
     code = payload_json.storable_text(str(code), DETAIL_LIMIT)
     if retry and job.attempt < job.max_attempts:
         delay = delay_for(opts.backoff, job.attempt)
-        return Failed(job.id, job.attempt, started, code, detail, tb, now + delay, delay, exc)
-    return Failed(job.id, job.attempt, started, code, detail, tb, None, exception=exc)
+        return Retried(job.id, job.attempt, started, code, detail, tb, now + delay, delay, exc)
+    return Failed(job.id, job.attempt, started, code, detail, tb, exc)
 
 
 def unstorable(outcome: Outcome, reason: str) -> Outcome:
@@ -138,12 +137,12 @@ def unstorable(outcome: Outcome, reason: str) -> Outcome:
     Released and cancelled outcomes hold no text of the handler's: they are kept."""
     if isinstance(outcome, Succeeded):
         code = "INVALID_OUTPUT:RESULT"
-    elif isinstance(outcome, Failed):
+    elif isinstance(outcome, Failed | Retried):
         code = "INVALID_OUTPUT:ERROR"
     else:
         return outcome
     detail = payload_json.storable_text(f"the outcome could not be stored: {reason}", DETAIL_LIMIT)
-    return Failed(outcome.job_id, outcome.attempt, outcome.started_at, code, detail, None, None)
+    return Failed(outcome.job_id, outcome.attempt, outcome.started_at, code, detail, None)
 
 
 def cancelled(job: ClaimedJob, started: float) -> Outcome:

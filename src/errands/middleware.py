@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .backends.base import Cancelled, ClaimedJob, Failed, Outcome, Succeeded
+from .backends.base import Cancelled, ClaimedJob, Failed, Outcome, Retried, Succeeded
 from .errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -207,10 +207,11 @@ def describe(info: Execution, outcome: Outcome | None, *, completed: bool) -> No
     """Fill an Execution in from the outcome the worker is about to record."""
     if isinstance(outcome, Succeeded) or (outcome is None and completed):
         info.outcome = "succeeded"
-    elif isinstance(outcome, Failed):
-        info.outcome = "failed" if outcome.retry_at is None else "retrying"
+    elif isinstance(outcome, Failed | Retried):
+        info.outcome = "failed" if isinstance(outcome, Failed) else "retrying"
         info.error_code, info.error_detail = outcome.error_code, outcome.error_detail
-        info.exception, info.retry_at = outcome.exception, outcome.retry_at
+        info.exception = outcome.exception
+        info.retry_at = outcome.retry_at if isinstance(outcome, Retried) else None
     elif isinstance(outcome, Cancelled):
         info.outcome = "cancelled"
         info.error_code, info.error_detail = outcome.error_code, outcome.error_detail

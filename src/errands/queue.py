@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from . import periodic, stats, validate, waiting
 from .backends import open_backend, redact
-from .backends.base import CancelReport, JobFilter, PruneProgress, PruneReport
+from .backends.base import CancelReport, JobFilter, Listener, PruneProgress, PruneReport
 from .backoff import Backoff
 from .enqueueing import EnqueueItem as EnqueueItem  # re-exported: enqueue_many's item type
 from .enqueueing import Producer
@@ -32,7 +32,7 @@ from .retention import SERVICE_MAX_BATCHES, Pruner
 from .settings import Duration, Retention, Settings, seconds
 from .states import Event, State
 from .tasks import DEFAULT_QUEUE, Task, TaskOptions
-from .wakeups import KINDS, Wakeups, hubs
+from .wakeups import KINDS, Wakeups, hubs, listen_for_work
 
 if TYPE_CHECKING:
     from .worker import WorkerSummary
@@ -174,6 +174,12 @@ class Queue:
     @property
     def middleware(self) -> tuple[object, ...]:
         return tuple(self._middlewares)
+
+    @property
+    def execute_hooks(self) -> Chain | None:
+        """The middleware chain a worker runs handlers through; None without execute hooks."""
+        chain = self._chain
+        return chain if chain is not None and chain.execute_hooks else None
 
     # -- registering tasks -----------------------------------------------------------------
 
@@ -368,6 +374,12 @@ class Queue:
     def _wake(self) -> None:
         for wake in list(self._wakers):
             wake()
+
+    def listen_for_work(self, on_change: Callable[[], None]) -> Listener:
+        """Call ``on_change`` when work may have become due: at once on this Queue's own
+        enqueues, through the database's wake-up channel on other processes'. ``close()`` the
+        result to stop. Calls may be spurious (a worker re-reads what is due)."""
+        return listen_for_work(self.backend, self._wakers, on_change)
 
     # -- waiting for an outcome -------------------------------------------------------------
 

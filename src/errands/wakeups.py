@@ -131,14 +131,19 @@ def hubs(backend: Backend, wakers: set[Callable[[], None]]) -> dict[str, _Hub]:
     once (the Queue's in-process wakers), as workers do."""
 
     def start_enqueued(fire: Callable[[frozenset[int] | None], None]) -> Listener:
-        def wake() -> None:
-            fire(None)
-
-        wakers.add(wake)
-        listener = backend.listen(wake)
-        return _Both(listener, lambda: wakers.discard(wake))
+        return listen_for_work(backend, wakers, lambda: fire(None))
 
     return {"finished": _Hub(backend.listen_finished), "enqueued": _Hub(start_enqueued)}
+
+
+def listen_for_work(
+    backend: Backend, wakers: set[Callable[[], None]], on_change: Callable[[], None]
+) -> Listener:
+    """Call ``on_change`` when work may have become due: at once for this process's own
+    enqueues (``wakers``, the Queue's), through the backend's listener for other processes'.
+    Closing the result stops both."""
+    wakers.add(on_change)
+    return _Both(backend.listen(on_change), lambda: wakers.discard(on_change))
 
 
 class _Both:

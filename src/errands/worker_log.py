@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from .backends.base import Cancelled, ClaimedJob, Failed, Outcome, Succeeded
+from .backends.base import Cancelled, ClaimedJob, Failed, Outcome, Retried, Succeeded
 
 log = logging.getLogger("errands.worker")
 
@@ -106,9 +106,9 @@ def _one(
             head,
             extra={"errands": fields},
         )
-    elif isinstance(outcome, Failed):
+    elif isinstance(outcome, Failed | Retried):
         fields.update(error_code=outcome.error_code, error=outcome.error_detail)
-        if outcome.retry_at is not None:
+        if isinstance(outcome, Retried):
             fields.update(event="retry_scheduled", next_run_at=_iso(outcome.retry_at))
             log.warning(
                 "%s failed after %.3fs: %s: %s; retry at %s (in %.1fs)",

@@ -62,15 +62,30 @@ class Succeeded:
 
 @dataclass(frozen=True, slots=True)
 class Failed:
+    """A final failure: the job ends ``failed``."""
+
     job_id: int
     attempt: int
     started_at: float
     error_code: str
     error_detail: str
     traceback: str | None
-    retry_at: float | None  # None: final failure
-    retry_delay: float = 0.0
     # The handler's exception, for execution middleware (never stored; not compared).
+    exception: BaseException | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Retried:
+    """A failed attempt whose job runs again at ``retry_at`` (``retry_delay`` after it failed)."""
+
+    job_id: int
+    attempt: int
+    started_at: float
+    error_code: str
+    error_detail: str
+    traceback: str | None
+    retry_at: float
+    retry_delay: float = 0.0
     exception: BaseException | None = field(default=None, compare=False, repr=False)
 
 
@@ -89,7 +104,7 @@ class Released:
     attempt: int
 
 
-Outcome = Succeeded | Failed | Cancelled | Released
+Outcome = Succeeded | Failed | Retried | Cancelled | Released
 
 
 @dataclass(frozen=True, slots=True)

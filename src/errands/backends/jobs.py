@@ -18,9 +18,11 @@ from .base import (
     Cancelled,
     ClaimedJob,
     ClaimRequest,
+    Failed,
     NewJob,
     Outcome,
     Released,
+    Retried,
     Succeeded,
 )
 from .host import (
@@ -262,7 +264,7 @@ class SQLJobs(SQLHost):
         final = [
             o.job_id
             for o, ok in zip(outcomes, applied, strict=True)
-            if ok and not isinstance(o, Released) and getattr(o, "retry_at", None) is None
+            if ok and not isinstance(o, (Released, Retried))
         ]
         if final:
             self._finished(conn, final)
@@ -362,7 +364,7 @@ class SQLJobs(SQLHost):
             status = AttemptStatus.CANCELLED
             event, info = F_CANCEL_RUNNING.event, attempt_detail(o.attempt)
         else:
-            if o.retry_at is None:
+            if isinstance(o, Failed):
                 cur = conn.execute(q["fail_job"], {**base, **F_FAIL.params})
                 event, info = F_FAIL.event, detail(attempt=o.attempt, error_code=o.error_code)
             else:
