@@ -25,9 +25,6 @@ import statistics
 import time
 
 import errands
-from errands.backends import batch_figures
-from errands.backends import sql as sql_files
-from errands.backends.sqlite import _statements as sqlite_statements
 from errands.cli import main as cli
 
 TYPES = 20
@@ -112,19 +109,9 @@ FROM generate_series(1, %(queued)s) AS i""",
 }
 
 
-# The figure tables' rows for what is loaded: the load marks its transaction as a worker's
-# batch does, so the triggers stand aside (10M rows through per-row triggers, or through one
-# statement-level call over a 10M-row transition table, would take the most of the build),
-# then recounts the figures in a few grouped statements: schema versions 2 and 4's own
-# initial fill.
-RECOUNT_FROM = "-- What is already in the tables"
-
-
-def _recount_script(dialect: str) -> str:
-    scripts = dict(sql_files.migrations(dialect))
-    return "\n".join(scripts[v][scripts[v].index(RECOUNT_FROM) :] for v in (2, 4))
-
-
+# The figure tables' rows for what is loaded: the load writes rows only (no triggers since
+# schema version 6), then Queue.recount_figures() rebuilds the figures from them in a few
+# grouped statements.
 def build(db: str, finished: int, queued: int) -> bool:
     """Fill an empty errands database; False (untouched) when it already holds jobs."""
     with errands.Queue(db) as q:  # create and migrate
@@ -138,10 +125,8 @@ def build(db: str, finished: int, queued: int) -> bool:
         import psycopg
 
         with psycopg.connect(db) as conn:
-            conn.execute(f"SELECT set_config('{batch_figures.SETTING}', 'on', true)")
             for name in ("jobs", "sequence", "queued", "attempts"):
                 conn.execute(POSTGRES[name].encode(), params)  # type: ignore[call-overload]
-            conn.execute(_recount_script("postgres").encode())
             conn.commit()
             conn.execute("ANALYZE")
     else:
@@ -150,16 +135,14 @@ def build(db: str, finished: int, queued: int) -> bool:
         conn = sqlite3.connect(db, isolation_level=None)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("BEGIN")
-        conn.execute(batch_figures.SQLITE_MARK)
         for name in ("jobs", "queued", "attempts"):
             conn.execute(SQLITE[name], params)
-        for statement in sqlite_statements(_recount_script("sqlite")):
-            conn.execute(statement)
-        conn.execute(batch_figures.SQLITE_UNMARK)
         conn.execute("COMMIT")
         conn.execute("ANALYZE")
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         conn.close()
+    with errands.Queue(db) as q:  # the bulk load wrote rows only: the figures from them
+        q.recount_figures()
     print(f"built {finished:,} finished + {queued:,} queued in {time.perf_counter() - t:.1f}s")
     return True
 

@@ -163,7 +163,7 @@ def figures_kept(url: str) -> tuple[dict[Any, int], dict[Any, tuple[int, float, 
 
 
 def assert_figures_equal_a_recount(url: str, *, minutes_too: bool = True) -> None:
-    """The figures the triggers and the worker's batches keep equal a recount from the rows
+    """The figures errands' own writes keep equal a recount from the rows
     (sums to within rounding: added in another order, and PostgreSQL's microsecond timestamps
     read here as float seconds lose a little below the microsecond)."""
     kept_counts, kept_minutes = figures_kept(url)
@@ -177,8 +177,3 @@ def assert_figures_equal_a_recount(url: str, *, minutes_too: bool = True) -> Non
         assert got[0] == n, key
         assert abs(got[1] - total) <= 1e-6 * n + 1e-9 * total, (key, got, total)
         assert abs(got[2] - top) <= 1e-6, (key, got, top)
-
-
-def batch_marks(url: str) -> int:
-    """Rows in SQLite's batch mark table (always 0 on PostgreSQL, which marks by setting)."""
-    return int(sql_rows(url, "SELECT COUNT(*) FROM figures_counted_by_batch")[0][0])

@@ -21,6 +21,7 @@ from errands import faults
 from errands.backends.base import ClaimRequest
 from errands.cli.graduate import register
 from errands.graduate import TABLES, GraduateError, graduate
+from ops_helpers import assert_figures_equal_a_recount
 from support import FixedClock, first_row
 
 T0 = 1_800_000_000.0
@@ -127,6 +128,12 @@ def test_graduate_moves_everything_and_the_queue_runs_on(tmp_path: Path, pg_url:
     lite, pg = counts(pg_url, path)
     assert lite == pg and all(lite.values()), (lite, pg)
     assert snapshot(pg_url) == before  # identical rows, attempts and timelines
+    # The figures stats reads are recounted on the target from the copied rows (COPY runs no
+    # errands write path): the same counts as the source, equal to the rows.
+    assert_figures_equal_a_recount(pg_url)
+    with errands.Queue(path) as src_q, errands.Queue(pg_url) as dst_q:
+        assert dst_q.stats()["counts"] == src_q.stats()["counts"]
+        assert dst_q.stats()["counts"]["failed"] == 1
 
     with psycopg.connect(pg_url) as conn:
         assert conn.execute(

@@ -14,7 +14,14 @@ from typing import Any
 import pytest
 
 import errands
-from ops_helpers import DAY, enqueue, is_postgres, register_worker, run_job
+from ops_helpers import (
+    DAY,
+    assert_figures_equal_a_recount,
+    enqueue,
+    is_postgres,
+    register_worker,
+    run_job,
+)
 from support import FixedClock
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -111,3 +118,48 @@ def test_statements_are_split_whole(dialect: str) -> None:
     for statement in doc_statements(dialect):
         assert statement.upper().startswith("SELECT"), statement[:60]
         assert statement.count("(") == statement.count(")"), statement[:60]
+
+
+def recount_blocks() -> dict[str, str]:
+    """The recount of "Figures kept in the database": its SQLite block, then PostgreSQL's."""
+    chapter = DOC.read_text().split("\n## Figures kept in the database\n")[1].split("\n## ")[0]
+    blocks = [b for b in re.findall(r"```sql\n(.*?)```", chapter, re.S) if b.startswith("BEGIN")]
+    lite, pg = blocks
+    return {"sqlite": lite, "postgres": pg}
+
+
+def _run_script(url: str, script: str) -> None:
+    if is_postgres(url):
+        import psycopg
+
+        with psycopg.connect(url, autocommit=True) as pg:
+            pg.execute(script.encode())
+        return
+    conn = sqlite3.connect(url, isolation_level=None)
+    try:
+        conn.executescript(script)
+    finally:
+        conn.close()
+
+
+def test_the_documented_recount_puts_the_figures_right_after_a_hand_update(db_url: str) -> None:
+    q = _populate(db_url)
+    try:
+        assert_figures_equal_a_recount(db_url)
+        failed = q.stats()["counts"]["failed"]
+        # The application fails the running job by hand: errands does not see it.
+        at = "now()" if is_postgres(db_url) else "CAST(strftime('%s', 'now') AS REAL)"
+        _run_script(
+            db_url,
+            f"UPDATE jobs SET status = 'failed', finished_at = {at}, error_code = 'HAND:MADE' "
+            "WHERE type = 'fax'",
+        )
+        assert q.stats()["counts"]["failed"] == failed
+        with pytest.raises(AssertionError):
+            assert_figures_equal_a_recount(db_url)
+        _run_script(db_url, recount_blocks()["postgres" if is_postgres(db_url) else "sqlite"])
+        assert q.stats()["counts"]["failed"] == failed + 1
+        assert_figures_equal_a_recount(db_url)
+        assert "HAND:MADE" in {e["error_code"] for e in q.errors(top=10)}
+    finally:
+        q.close()

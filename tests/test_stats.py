@@ -325,8 +325,8 @@ def test_figures_equal_the_exact_computation(db_url: str, clock: Clock) -> None:
 
 
 def test_counts_follow_retry_and_prune(db_url: str, clock: Clock) -> None:
-    # job_counts is kept by triggers: a manual retry takes a job out of "failed", pruning takes
-    # finished jobs out of their state, and the counts stay equal to the rows.
+    # job_counts is kept by errands' writes: a manual retry takes a job out of "failed",
+    # pruning takes finished jobs out of their state, and the counts stay equal to the rows.
     with errands.Queue(db_url, clock=clock, retention={"succeeded": 600}) as q:
         run_job(q, "a", run_at=T0 - 3000, started=T0 - 2990, finished=T0 - 2980)
         bad = run_job(q, "b", run_at=T0 - 100, started=T0 - 90, finished=T0 - 80, outcome="failed")

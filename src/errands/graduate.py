@@ -5,7 +5,9 @@ with ``ON CONFLICT DO NOTHING`` and rows already present skipped by key — so a
 is simply run again and carries on. The source is read in one SQLite read transaction (a
 consistent snapshot even if something still writes to it). Afterwards the identity sequences
 are moved past the copied ids, and each table is verified by row count and by an
-order-independent checksum over every column, computed the same way on both sides.
+order-independent checksum over every column, computed the same way on both sides. The
+figures ``stats`` reads are then recounted on the target from the copied rows
+(``Queue.recount_figures``): they are kept by errands' own writes, which a copy is not.
 
 A row in ``errands_graduation`` (a table of the schema, migration 5) remembers which source a
 target is being filled from, so a rerun into a half-filled target is recognised as a resume
@@ -186,6 +188,9 @@ def graduate(
             for t in report.tables:
                 _verify(src, dst, t, dict(TABLES)[t.name])
             report.complete = True
+            # The figures stats reads are kept by errands' own writes, which COPY is not.
+            with Queue(pg_url) as dst_q:
+                dst_q.recount_figures()
             if report.ok:
                 params = {"source": source_id, "now": time.time()}
                 dst.execute(TARGET_Q["finish_graduation"], params)

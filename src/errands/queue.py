@@ -499,7 +499,7 @@ class Queue:
     def throughput(self, *, hours: int = 24, now: float | None = None) -> list[dict[str, Any]]:
         """Finished jobs per hour over the last ``hours`` hours, oldest first, one entry per hour
         (zeros included): ``{"hour": epoch of its start, "succeeded", "failed", "cancelled"}``.
-        Pruned jobs included: hours the trigger-kept minute figures cover come from them,
+        Pruned jobs included: hours the kept minute figures cover come from them,
         older hours from the rows still in the table plus the hourly rollup of pruned ones."""
         if type(hours) is not int or not 1 <= hours <= 24 * 31:
             raise ConfigurationError(f"hours must be a whole number from 1 to 744, got {hours!r}")
@@ -527,6 +527,10 @@ class Queue:
             self.clock() if now is None else validate.epoch(now, "now"),
             dry_run=validate.flag(dry_run, "dry_run"),
         )
+
+    def recount_figures(self) -> None:
+        """Rebuild the figures ``stats`` reads from the rows, after a change made by hand."""
+        self.backend.recount_figures(self.clock())
 
     def vacuum(self) -> dict[str, int | None]:
         """Shrink the database file (locks it while it runs: off-peak)."""

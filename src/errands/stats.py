@@ -2,7 +2,7 @@
 (``errands stats`` and ``check``), ``errands.metrics`` and the dashboard.
 
 Every figure costs a bounded number of rows, however many jobs finished: counts per state come
-from live index ranges (queued, running) and the trigger-kept ``job_counts`` (final states);
+from live index ranges (queued, running) and the kept ``job_counts`` (final states);
 the windows (``last_hour``, the retry histogram) sum ``job_stats_minutely`` rows, per minute,
 queue and measure. Windows therefore start at the start of the minute holding ``now - window``
 (up to a minute more than asked). Wait and run percentiles come from histograms with the bounds

@@ -13,7 +13,7 @@ from operator import attrgetter
 from typing import Any
 
 from ..states import AttemptStatus, Event
-from . import batch_figures
+from . import figures
 from .base import (
     Cancelled,
     ClaimedJob,
@@ -268,11 +268,10 @@ class SQLJobs(SQLHost):
         ]
         if final:
             self._finished(conn, final)
-        # The dialect's _write("finish") marked this transaction: the triggers stand aside
-        # and the batch counts its own figures (batch_figures.py).
+        # The batch counts its own figures, one grouped statement per table (figures.py).
         ended = _ended(outcomes, applied)
         unsuccessful = [o.job_id for o in ended if not isinstance(o, Succeeded)]
-        batch_figures.count(conn, self.q, [o.job_id for o in ended], unsuccessful)
+        figures.count(conn, self.q, [o.job_id for o in ended], unsuccessful)
         return applied
 
     def _succeed(
@@ -310,6 +309,7 @@ class SQLJobs(SQLHost):
                 return False
             self._write_rows(conn, attempts, events, now)
             self._finished(conn, [outcome.job_id])
+            figures.count(conn, self.q, [outcome.job_id], [])
         return True
 
     def _write_rows(

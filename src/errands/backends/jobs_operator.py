@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..records import Attempt, EventRecord, Job
+from . import figures
 from .base import CancelReport, JobFilter
 from .host import F_CANCEL, T_RETRY, SQLHost, event_of, event_row, from_json
 
@@ -31,15 +32,19 @@ class SQLJobOperator(SQLHost):
         left: list[dict[str, Any]] = []
         q = self.q
         with self._write("retry") as conn:
-            for job_id in job_ids:
+            # First the jobs that can be retried (locked on PostgreSQL), and their outcomes
+            # taken off the figures while their rows still say final (figures.py).
+            retryable: list[int] = []
+            for job_id in dict.fromkeys(job_ids):  # a job named twice is retried once
                 ident = {"job_id": job_id, "from_states": params["from_states"]}
                 before = self._dicts(conn.execute(q["retry_outcome"], ident))
-                if (
-                    not before
-                    or conn.execute(q["retry_job"], {**params, "job_id": job_id}).fetchone() is None
-                ):
-                    continue
-                left.append(before[0])
+                if before:
+                    retryable.append(job_id)
+                    left.append(before[0])
+            figures.uncount(conn, q, retryable)
+            for job_id in retryable:
+                if conn.execute(q["retry_job"], {**params, "job_id": job_id}).fetchone() is None:
+                    raise AssertionError(f"job {job_id} changed inside the retry's transaction")
                 done.append(job_id)
                 if RETRIED in self._audit:
                     conn.execute(q["insert_event"], event_row(job_id, now, RETRIED, actor, None))
@@ -70,6 +75,9 @@ class SQLJobOperator(SQLHost):
                     report.requested.append(job_id)
             if report.cancelled:
                 self._finished(conn, report.cancelled)
+                # Queued → cancelled; no attempt closed here (figures.py).
+                cancelled = report.cancelled
+                figures.count(conn, q, cancelled, cancelled, with_runs=False)
         return report
 
     def match_ids(

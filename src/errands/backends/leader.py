@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..states import AttemptStatus
+from . import figures
 from .base import RescueReport
 from .host import F_RECOVER, F_RECOVER_EXHAUSTED, LOST_CODE, Conn, SQLHost, detail, event_row
 
@@ -40,6 +41,7 @@ class SQLLeader(SQLHost):
             report = self._recover(conn, self._dicts(expired), "lease_expired", now)
             if report.exhausted:
                 self._finished(conn, report.exhausted)
+                self._count_exhausted(conn, report.exhausted)
         return report
 
     def recover_workers(self, worker_ids: Sequence[str], now: float) -> RescueReport:
@@ -53,11 +55,18 @@ class SQLLeader(SQLHost):
             report = self._recover(conn, rows, "startup_cleanup", now)
             if report.exhausted:
                 self._finished(conn, report.exhausted)
+                self._count_exhausted(conn, report.exhausted)
             for wid in worker_ids:
                 conn.execute(self.q["mark_worker_dead"], {"id": wid, "now": now})
                 # A dead leader's roles go at once, not when its leases lapse.
                 conn.execute(self.q["release_leases_of"], {"holder": wid})
         return report
+
+    def _count_exhausted(self, conn: Conn, job_ids: list[int]) -> None:
+        """Jobs failed because their last attempt was lost: counted as failed (figures.py);
+        a lost attempt has no run time (its end is when it was noticed, not when the handler
+        stopped)."""
+        figures.count(conn, self.q, job_ids, job_ids, with_runs=False)
 
     def _recover(
         self, conn: Conn, rows: list[dict[str, Any]], reason: str, now: float

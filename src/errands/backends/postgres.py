@@ -28,7 +28,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 from .. import faults
 from ..errors import ConfigurationError, DatabaseBusyError, DatabaseError
 from ..settings import Settings
-from . import batch_figures, scrub, sql
+from . import scrub, sql
 from .base import NewJob
 from .host import ALL, COPY, EXEC, MANY, ONE, T_ENQUEUE, Step, Steps
 from .sqlbase import SQLBackend
@@ -62,15 +62,12 @@ _NOTIFY_FINISHED = f"SELECT pg_notify('{FINISHED_CHANNEL}', %s)"
 # transactions leaves the planner only the index plans; one statement, set for the
 # transaction only. Forbidden plans are priced at 1e10, not refused, so a statement left
 # only them (a sort for the figures' key order) would cross jit_above_cost and spend ~400 ms
-# compiling: JIT goes off too. The same statement marks the transaction so the trigger
-# functions stand aside: a claim changes no figure, finish counts its own batch
-# (batch_figures.py).
+# compiling: JIT goes off too.
 _BATCH_VERBS = frozenset({"claim", "finish"})
 _BATCH_TRANSACTION = (
     "SELECT set_config('enable_sort', 'off', true), set_config('enable_seqscan', 'off', true), "
     "set_config('enable_bitmapscan', 'off', true), set_config('enable_hashjoin', 'off', true), "
-    "set_config('enable_mergejoin', 'off', true), set_config('jit', 'off', true), "
-    f"set_config('{batch_figures.SETTING}', 'on', true)"
+    "set_config('enable_mergejoin', 'off', true), set_config('jit', 'off', true)"
 )
 _NEXT_IDS = "SELECT nextval(pg_get_serial_sequence('jobs', 'id')) FROM generate_series(1, %s)"
 _COPY_JOBS = (

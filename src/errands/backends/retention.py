@@ -8,7 +8,10 @@ the WAL file's size is the ``_wal_bytes`` hook (SQLite only).
 
 from __future__ import annotations
 
+import json
+
 from .. import rollup
+from . import figures
 from .host import SQLHost
 
 
@@ -25,17 +28,22 @@ class SQLRetention(SQLHost):
         never leaves a batch half-counted); returns how many. The loop — batches, pacing,
         interruption, checkpoints — is the caller's (errands.retention.Pruner)."""
         params = {"status": state, "cutoff": cutoff, "limit": limit}
+        q = self.q
         with self._write("prune") as conn:
-            rows = self._dicts(conn.execute(self.q["prune_batch"], params))
+            ids = [r[0] for r in conn.execute(q["prune_ids"], params).fetchall()]
+            if not ids:
+                return 0
+            # Taken off the figures while the rows are there to read (figures.py).
+            figures.uncount(conn, q, ids)
+            doomed = {"job_ids": json.dumps(ids)}
+            rows = self._dicts(conn.execute(q["prune_batch"], doomed))
             self._roll_up(conn, rows)
         return len(rows)
 
     def tidy_figures(self, now: float) -> None:
         """Drop minute figures older than ``rollup.MINUTES_KEPT`` and fold PostgreSQL's
         per-connection counter shards into shard 0 (SQLite: shard 0 only), so readers sum few
-        rows; and drop a stale batch mark (batch_figures.py), which a crash cannot leave but
-        which would silence the triggers. Each is one short transaction that never waits on
-        a worker's."""
+        rows. Each is one short transaction that never waits on a worker's."""
         cutoff = {"cutoff": rollup.minute_of(now - rollup.MINUTES_KEPT)}
         before = {"before": rollup.minute_of(now) - 2 * rollup.MINUTE}
         for name, params in (
@@ -43,10 +51,16 @@ class SQLRetention(SQLHost):
             ("fold_count_shards", {}),
             ("forget_error_minutes", cutoff),
             ("fold_minute_shards", before),
-            ("forget_batch_marks", {}),
         ):
             with self._write("prune") as conn:
                 conn.execute(self.q[name], params)
+
+    def recount_figures(self, now: float) -> None:
+        """Rebuild the figures from the rows in one transaction (figures.py: recount): the
+        minute figures from ``rollup.MINUTES_KEPT`` ago, the counts and error minutes whole."""
+        since = rollup.minute_of(now - rollup.MINUTES_KEPT)
+        with self._write("recount") as conn:
+            figures.recount(conn, self.q, since)
 
     def checkpoint(self) -> None:
         """Dialect hook as a query: SQLite truncates its WAL; PostgreSQL does nothing."""

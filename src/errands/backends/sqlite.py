@@ -26,16 +26,12 @@ from ..errors import (
     DatabaseReplacedError,
 )
 from ..settings import Settings
-from . import batch_figures, sql, wakeup
+from . import sql, wakeup
 from .base import ClaimedJob, ClaimRequest, NewJob, Outcome, RescueReport
 from .sqlbase import SQLBackend
 
 MIN_SQLITE = (3, 35, 0)  # RETURNING
 SCHEMA_VERSION = len(sql.migrations("sqlite"))
-
-# The worker's outcome transactions (finish, finish_and_claim) count their own figures;
-# the triggers stand aside while the mark is in (batch_figures.py). A claim fires none.
-_BATCH_COUNTS_ITS_FIGURES = frozenset({"finish"})
 
 _NETWORK_FS = {
     "nfs",
@@ -243,13 +239,8 @@ class SQLiteBackend(SQLBackend):
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
             raise translate(exc, self.path) from exc
-        counts_its_figures = name in _BATCH_COUNTS_ITS_FIGURES
         try:
-            if counts_its_figures:
-                conn.execute(batch_figures.SQLITE_MARK)
             yield conn
-            if counts_its_figures:
-                conn.execute(batch_figures.SQLITE_UNMARK)
             faults.point(f"{name}.before_commit")
             conn.execute("COMMIT")
         except BaseException as exc:

@@ -2,7 +2,7 @@
 ``stats``), the metrics and the dashboard. Reads only, each one query.
 
 Queries: ``ops.sql``, ``jobs.sql`` (``count_by_state``) and ``series.sql``. The counts of
-finished jobs come from trigger-kept figures (``job_counts``, ``job_stats_minutely``), never
+finished jobs come from kept figures (``job_counts``, ``job_stats_minutely``), never
 from a scan of finished rows, except where a window reaches past the minutes kept.
 """
 
@@ -25,7 +25,7 @@ class SQLStats(SQLHost):
 
     def state_counts(self) -> list[StateCount]:
         """Jobs per state, queue and type: queued and running counted live (index ranges),
-        final states from the trigger-kept ``job_counts`` — never a scan of finished rows."""
+        final states from the kept ``job_counts`` — never a scan of finished rows."""
         return [
             StateCount(r["status"], r["queue"], r["type"], int(r["count"]))
             for r in self._fetch("state_counts")
@@ -33,7 +33,7 @@ class SQLStats(SQLHost):
 
     def window_rows(self, since: float) -> list[WindowRow]:
         """Every measure per queue and bucket over the minutes starting at or after the minute
-        holding ``since`` (``job_stats_minutely``, kept by triggers)."""
+        holding ``since`` (``job_stats_minutely``, kept by errands' writes)."""
         rows = self._fetch("window_rows", {"since": rollup.minute_of(since)})
         return [
             WindowRow(

@@ -297,14 +297,20 @@ WHERE id = :id;
 SELECT counters FROM workers WHERE counters IS NOT NULL;
 
 -- name: count_batch_jobs
--- A worker's batch counts its own jobs into job_counts (the trigger functions stand aside for
--- it, migration_0004.sql): :job_ids, a JSON array, holds every job whose attempt the batch
--- ended; those now in a final state count one each, as errands_jobs_changed would, into this
--- backend's shard, in key order. The batch's rows are read by primary key only (never through
--- a status index, which the planner picks with stale statistics).
+-- A write that may have moved jobs into a final state counts them into job_counts, in its own
+-- transaction (no triggers since migration_0006.sql; figures.py): :job_ids, a JSON array,
+-- holds every job it wrote (a worker's batch: every job whose attempt it ended); those now in
+-- a final state count one each, into this backend's shard, in key order. The rows are read by
+-- primary key only (never through a status index, which the planner picks with stale
+-- statistics).
 WITH batch AS MATERIALIZED (
-    SELECT status, queue, type, finished_at FROM jobs
-    WHERE id IN (SELECT value::bigint FROM jsonb_array_elements_text(CAST(:job_ids AS jsonb)))
+    SELECT j.status, j.queue, j.type, j.finished_at
+    FROM jsonb_array_elements_text(CAST(:job_ids AS jsonb)) AS i (id)
+    -- LATERAL … LIMIT 1: one primary-key lookup per id whatever the statistics say
+    -- (every path but the worker's runs without its planner settings).
+    CROSS JOIN LATERAL (
+        SELECT status, queue, type, finished_at FROM jobs WHERE id = i.id::bigint LIMIT 1
+    ) AS j
 )
 INSERT INTO job_counts AS c (status, queue, type, shard, n)
 SELECT status, queue, type, pg_backend_pid(), COUNT(*) FROM batch
@@ -313,10 +319,10 @@ GROUP BY status, queue, type ORDER BY status, queue, type
 ON CONFLICT (status, queue, type, shard) DO UPDATE SET n = c.n + EXCLUDED.n;
 
 -- name: count_batch_minutes
--- The same batch into job_stats_minutely, one grouped upsert: outcomes by attempts used and
--- wait of the jobs now final (errands_jobs_changed), run time of the attempts the batch
--- closed with an outcome (errands_attempts_changed; the attempt a job's attempts column
--- names, closed in this transaction). The batch's rows are read once, by primary key. The
+-- The same jobs into job_stats_minutely, one grouped upsert: outcomes by attempts used and
+-- wait of the jobs now final, and — when :with_runs (the write closed the attempt a job's
+-- attempts column names: a worker's outcome, complete_in; not a cancel of a queued job) —
+-- run time of those attempts closed with an outcome. Read once, by primary key. The
 -- bucket is errands_bucket's own subquery, written out: a call of that SQL function per value
 -- cost ~3x as much (measured).
 WITH batch AS MATERIALIZED (
@@ -326,8 +332,17 @@ WITH batch AS MATERIALIZED (
            a.status AS attempt_status, a.finished_at AS attempt_finished_at,
            GREATEST(EXTRACT(EPOCH FROM a.finished_at) - EXTRACT(EPOCH FROM a.started_at),
                     0)::float8 AS r
-    FROM jobs AS j LEFT JOIN job_attempts AS a ON a.job_id = j.id AND a.attempt = j.attempts
-    WHERE j.id IN (SELECT value::bigint FROM jsonb_array_elements_text(CAST(:job_ids AS jsonb)))
+    FROM jsonb_array_elements_text(CAST(:job_ids AS jsonb)) AS i (id)
+    -- LATERAL … LIMIT 1: one primary-key lookup per id whatever the statistics say (every
+    -- path but the worker's runs without its planner settings).
+    CROSS JOIN LATERAL (
+        SELECT id, status, queue, attempts, run_at, started_at, finished_at FROM jobs
+        WHERE id = i.id::bigint LIMIT 1
+    ) AS j
+    LEFT JOIN LATERAL (
+        SELECT status, started_at, finished_at FROM job_attempts
+        WHERE job_id = j.id AND attempt = j.attempts LIMIT 1
+    ) AS a ON true
 )
 INSERT INTO job_stats_minutely AS m (measure, minute, queue, bucket, shard, count, total, maximum)
 SELECT measure, minute, queue, bucket, pg_backend_pid(), COUNT(*), SUM(v), MAX(v)
@@ -346,7 +361,7 @@ FROM (
     SELECT 'run', errands_minute(attempt_finished_at), queue,
            (SELECT COUNT(*)::integer FROM job_stats_bounds WHERE upper < r), r
     FROM batch
-    WHERE attempt_status IN ('succeeded', 'failed', 'cancelled')
+    WHERE CAST(:with_runs AS boolean) AND attempt_status IN ('succeeded', 'failed', 'cancelled')
       AND attempt_finished_at IS NOT NULL
 ) AS f
 GROUP BY measure, minute, queue, bucket ORDER BY measure, minute, queue, bucket
@@ -355,12 +370,17 @@ ON CONFLICT (measure, minute, queue, bucket, shard) DO UPDATE SET
     maximum = GREATEST(m.maximum, EXCLUDED.maximum);
 
 -- name: count_batch_errors
--- The same batch's jobs that reached a final state with an error code into
--- job_errors_minutely (errands_jobs_changed), into this backend's shard, in key order.
--- :job_ids: only the outcomes that are not successes (a success clears the error code).
+-- The same jobs that reached a final state with an error code into job_errors_minutely,
+-- into this backend's shard, in key order. :job_ids: only the outcomes that are not
+-- successes (a success clears the error code).
 WITH batch AS MATERIALIZED (
-    SELECT status, type, error_code, finished_at FROM jobs
-    WHERE id IN (SELECT value::bigint FROM jsonb_array_elements_text(CAST(:job_ids AS jsonb)))
+    SELECT j.status, j.type, j.error_code, j.finished_at
+    FROM jsonb_array_elements_text(CAST(:job_ids AS jsonb)) AS i (id)
+    -- LATERAL … LIMIT 1: one primary-key lookup per id whatever the statistics say
+    -- (every path but the worker's runs without its planner settings).
+    CROSS JOIN LATERAL (
+        SELECT status, type, error_code, finished_at FROM jobs WHERE id = i.id::bigint LIMIT 1
+    ) AS j
 )
 INSERT INTO job_errors_minutely AS e (minute, error_code, type, shard, count, last_finished_at)
 SELECT errands_minute(finished_at), error_code, type, pg_backend_pid(), COUNT(*),
@@ -372,3 +392,43 @@ GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
 ON CONFLICT (minute, error_code, type, shard) DO UPDATE SET
     count = e.count + EXCLUDED.count,
     last_finished_at = GREATEST(e.last_finished_at, EXCLUDED.last_finished_at);
+
+-- name: uncount_jobs
+-- The opposite of count_batch_jobs, run *before* a write takes jobs out of their final state
+-- (a manual retry) or deletes them (prune): those of :job_ids (a JSON array) still final
+-- count one fewer each, into this backend's shard (readers sum the shards; prune folds them),
+-- in key order. Read by primary key. (The minute figures keep what happened.)
+WITH batch AS MATERIALIZED (
+    SELECT j.status, j.queue, j.type
+    FROM jsonb_array_elements_text(CAST(:job_ids AS jsonb)) AS i (id)
+    -- LATERAL … LIMIT 1: one primary-key lookup per id whatever the statistics say
+    -- (every path but the worker's runs without its planner settings).
+    CROSS JOIN LATERAL (
+        SELECT status, queue, type FROM jobs WHERE id = i.id::bigint LIMIT 1
+    ) AS j
+)
+INSERT INTO job_counts AS c (status, queue, type, shard, n)
+SELECT status, queue, type, pg_backend_pid(), -COUNT(*) FROM batch
+WHERE status IN ('succeeded', 'failed', 'cancelled')
+GROUP BY status, queue, type ORDER BY status, queue, type
+ON CONFLICT (status, queue, type, shard) DO UPDATE SET n = c.n + EXCLUDED.n;
+
+-- name: uncount_job_errors
+-- The opposite of count_batch_errors, run with uncount_jobs: job_errors_minutely equals a
+-- count of the rows, so a job leaving its final state or deleted is taken off.
+WITH batch AS MATERIALIZED (
+    SELECT j.status, j.type, j.error_code, j.finished_at
+    FROM jsonb_array_elements_text(CAST(:job_ids AS jsonb)) AS i (id)
+    -- LATERAL … LIMIT 1: one primary-key lookup per id whatever the statistics say
+    -- (every path but the worker's runs without its planner settings).
+    CROSS JOIN LATERAL (
+        SELECT status, type, error_code, finished_at FROM jobs WHERE id = i.id::bigint LIMIT 1
+    ) AS j
+)
+INSERT INTO job_errors_minutely AS e (minute, error_code, type, shard, count)
+SELECT errands_minute(finished_at), error_code, type, pg_backend_pid(), -COUNT(*)
+FROM batch
+WHERE status IN ('succeeded', 'failed', 'cancelled') AND finished_at IS NOT NULL
+  AND error_code IS NOT NULL
+GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
+ON CONFLICT (minute, error_code, type, shard) DO UPDATE SET count = e.count + EXCLUDED.count;

@@ -61,8 +61,8 @@ LIMIT :limit;
 
 -- name: state_counts
 -- Jobs per state, queue and type without visiting finished rows: queued and running from
--- index ranges on jobs_status_queue_type, final states from job_counts (kept by triggers,
--- summed over the writers' shards).
+-- index ranges on jobs_status_queue_type, final states from job_counts (kept by errands'
+-- writes, summed over the writers' shards).
 SELECT status, queue, type, COUNT(*) AS count FROM jobs
 WHERE status IN ('queued', 'running') GROUP BY status, queue, type
 UNION ALL
@@ -157,22 +157,29 @@ ORDER BY id;
 -- How many jobs of one terminal state finished before :cutoff (dry run).
 SELECT COUNT(*) AS n FROM jobs WHERE status = :status AND finished_at < to_timestamp(:cutoff);
 
+-- name: prune_ids
+-- Up to :limit jobs of one terminal state that finished before :cutoff, oldest first, locked:
+-- the batch prune_batch deletes once their figures are taken off (uncount_jobs). SKIP LOCKED:
+-- a row another transaction holds (a manual retry of a failed job, a second pruner) is left
+-- for the next run instead of blocking this one or being deleted under it.
+SELECT id FROM jobs
+WHERE status = :status AND finished_at < to_timestamp(:cutoff)
+ORDER BY finished_at, id
+LIMIT :limit
+FOR UPDATE SKIP LOCKED;
+
 -- name: prune_batch
--- Delete up to :limit jobs of one terminal state that finished before :cutoff, oldest first;
--- attempts, events and blobs go by ON DELETE CASCADE. RETURNING feeds the rollup, written in
--- the same transaction, so a batch is counted exactly when it is deleted. SKIP LOCKED: a row
--- another transaction holds (a manual retry of a failed job, a second pruner) is left for the
--- next run instead of blocking this one or being deleted under it.
-WITH doomed AS (
-    SELECT id FROM jobs
-    WHERE status = :status AND finished_at < to_timestamp(:cutoff)
-    ORDER BY finished_at, id
-    LIMIT :limit
-    FOR UPDATE SKIP LOCKED
-)
-DELETE FROM jobs USING doomed
-WHERE jobs.id = doomed.id
-RETURNING jobs.queue, jobs.type, jobs.status, jobs.run_at, jobs.started_at, jobs.finished_at;
+-- Delete the jobs prune_ids chose and locked (:job_ids, a JSON array); attempts, events and
+-- blobs go by ON DELETE CASCADE. RETURNING feeds the rollup, written in the same transaction,
+-- so a batch is counted exactly when it is deleted.
+-- By tuple id (a Tid Scan), looked up by primary key, whatever the statistics say: the rows
+-- are locked since prune_ids, so their ctid holds.
+DELETE FROM jobs
+WHERE ctid = ANY(ARRAY(
+    SELECT j.ctid FROM jsonb_array_elements_text(CAST(:job_ids AS jsonb)) AS i (id)
+    CROSS JOIN LATERAL (SELECT ctid FROM jobs WHERE id = i.id::bigint LIMIT 1) AS j
+))
+RETURNING queue, type, status, run_at, started_at, finished_at;
 
 -- name: rollup_get
 -- One rollup row, locked until the prune transaction commits its merge (read-merge-write:
@@ -208,9 +215,3 @@ VACUUM FULL jobs, job_attempts, job_events, job_blobs, job_stats_hourly;
 -- name: db_size
 -- Bytes used by the database; free space inside the files has no cheap exact figure here.
 SELECT pg_database_size(current_database()) AS bytes, CAST(NULL AS bigint) AS free_bytes;
-
--- name: forget_batch_marks
--- A worker's batch mark (SQLite: a row in figures_counted_by_batch, in and out within the
--- batch's own transaction) is never visible committed; one that is would be stale and would
--- keep the triggers from counting: delete it. PostgreSQL marks with a setting: always empty.
-DELETE FROM figures_counted_by_batch;

@@ -278,10 +278,11 @@ WHERE id = :id;
 SELECT counters FROM workers WHERE counters IS NOT NULL;
 
 -- name: count_batch_jobs
--- A worker's batch counts its own jobs into job_counts (the triggers stand aside for it,
--- migration_0004.sql): :job_ids, a JSON array, holds every job whose attempt the batch ended;
--- those now in a final state count one each, as trigger jobs_finished_update would, grouped.
--- The batch's rows are read by primary key only (never through a status index).
+-- A write that may have moved jobs into a final state counts them into job_counts, in its own
+-- transaction (no triggers since migration_0006.sql; figures.py): :job_ids, a JSON array,
+-- holds every job it wrote (a worker's batch: every job whose attempt it ended); those now in
+-- a final state count one each, grouped. The rows are read by primary key only (never
+-- through a status index).
 WITH batch AS MATERIALIZED (
     SELECT status, queue, type, finished_at FROM jobs
     WHERE id IN (SELECT value FROM json_each(:job_ids))
@@ -293,11 +294,12 @@ GROUP BY status, queue, type
 ON CONFLICT (status, queue, type, shard) DO UPDATE SET n = n + excluded.n;
 
 -- name: count_batch_minutes
--- The same batch into job_stats_minutely, one grouped upsert: outcomes by attempts used and
--- wait of the jobs now final (trigger jobs_finished_update), run time of the attempts the
--- batch closed with an outcome (trigger job_attempts_finished_update; the attempt a job's
--- attempts column names, closed in this transaction). The batch's rows are read once, by
--- primary key; MAX(NULL, 0.0) is NULL, so a job that never started has no wait, as there.
+-- The same jobs into job_stats_minutely, one grouped upsert: outcomes by attempts used and
+-- wait of the jobs now final, and — when :with_runs (the write closed the attempt a job's
+-- attempts column names: a worker's outcome, complete_in; not a cancel of a queued job, whose
+-- last attempt closed long before and was counted then) — run time of those attempts closed
+-- with an outcome. The rows are read once, by primary key; MAX(NULL, 0.0) is NULL, so a job
+-- that never started has no wait.
 WITH batch AS MATERIALIZED (
     SELECT j.status, j.queue, j.attempts, CAST(j.finished_at / 60 AS INTEGER) * 60.0 AS minute,
            MAX(j.started_at - j.run_at, 0.0) AS w, a.status AS attempt_status,
@@ -318,7 +320,7 @@ SELECT measure, minute, queue, bucket, 0, COUNT(*), SUM(v), MAX(v) FROM (
     SELECT 'run', attempt_minute, queue,
            (SELECT COUNT(*) FROM job_stats_bounds WHERE upper < r), r
     FROM batch
-    WHERE attempt_status IN ('succeeded', 'failed', 'cancelled') AND attempt_minute IS NOT NULL
+    WHERE :with_runs AND attempt_status IN ('succeeded', 'failed', 'cancelled') AND attempt_minute IS NOT NULL
 )
 GROUP BY measure, minute, queue, bucket
 ON CONFLICT (measure, minute, queue, bucket, shard) DO UPDATE SET
@@ -326,9 +328,9 @@ ON CONFLICT (measure, minute, queue, bucket, shard) DO UPDATE SET
     maximum = MAX(maximum, excluded.maximum);
 
 -- name: count_batch_errors
--- The same batch's jobs that reached a final state with an error code into
--- job_errors_minutely (trigger jobs_finished_update). :job_ids: only the outcomes that are
--- not successes (a success clears the error code), so a batch of successes skips this.
+-- The same jobs that reached a final state with an error code into job_errors_minutely.
+-- :job_ids: only the outcomes that are not successes (a success clears the error code), so
+-- a worker's batch of successes skips this.
 WITH batch AS MATERIALIZED (
     SELECT status, type, error_code, finished_at FROM jobs
     WHERE id IN (SELECT value FROM json_each(:job_ids))
@@ -343,3 +345,30 @@ GROUP BY minute, error_code, type
 ON CONFLICT (minute, error_code, type, shard) DO UPDATE SET
     count = count + excluded.count,
     last_finished_at = MAX(last_finished_at, excluded.last_finished_at);
+
+-- name: uncount_jobs
+-- The opposite of count_batch_jobs, run *before* a write takes jobs out of their final state
+-- (a manual retry) or deletes them (prune): those of :job_ids (a JSON array) still final
+-- count one fewer each, grouped. Read by primary key (the unary + keeps the status index
+-- out). The minute figures keep what happened: an outcome stays an outcome of its minute.
+UPDATE job_counts SET n = job_counts.n - g.gone
+FROM (SELECT status, queue, type, COUNT(*) AS gone FROM jobs
+      WHERE id IN (SELECT value FROM json_each(:job_ids))
+        AND +status IN ('succeeded', 'failed', 'cancelled')
+      GROUP BY status, queue, type) AS g
+WHERE job_counts.status = g.status AND job_counts.queue = g.queue
+  AND job_counts.type = g.type AND job_counts.shard = 0;
+
+-- name: uncount_job_errors
+-- The opposite of count_batch_errors, run with uncount_jobs: job_errors_minutely equals a
+-- count of the rows, so a job leaving its final state or deleted is taken off.
+UPDATE job_errors_minutely SET count = job_errors_minutely.count - g.gone
+FROM (SELECT CAST(finished_at / 60 AS INTEGER) * 60.0 AS minute, error_code, type,
+             COUNT(*) AS gone
+      FROM jobs
+      WHERE id IN (SELECT value FROM json_each(:job_ids))
+        AND +status IN ('succeeded', 'failed', 'cancelled') AND +finished_at IS NOT NULL
+        AND +error_code IS NOT NULL
+      GROUP BY minute, error_code, type) AS g
+WHERE job_errors_minutely.minute = g.minute AND job_errors_minutely.error_code = g.error_code
+  AND job_errors_minutely.type = g.type AND job_errors_minutely.shard = 0;

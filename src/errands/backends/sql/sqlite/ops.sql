@@ -60,7 +60,7 @@ LIMIT :limit;
 
 -- name: state_counts
 -- Jobs per state, queue and type without visiting finished rows: queued and running from
--- index ranges on jobs_status_queue_type, final states from job_counts (kept by triggers).
+-- index ranges on jobs_status_queue_type, final states from job_counts (kept by errands' writes).
 SELECT status, queue, type, COUNT(*) AS count FROM jobs
 WHERE status IN ('queued', 'running') GROUP BY status, queue, type
 UNION ALL
@@ -128,14 +128,17 @@ ORDER BY id;
 -- How many jobs of one terminal state finished before :cutoff (dry run).
 SELECT COUNT(*) AS n FROM jobs WHERE status = :status AND finished_at < :cutoff;
 
+-- name: prune_ids
+-- Up to :limit jobs of one terminal state that finished before :cutoff, oldest first: the
+-- batch prune_batch deletes once their figures are taken off (uncount_jobs).
+SELECT id FROM jobs WHERE status = :status AND finished_at < :cutoff
+ORDER BY finished_at LIMIT :limit;
+
 -- name: prune_batch
--- Delete up to :limit jobs of one terminal state that finished before :cutoff, oldest first;
--- attempts, events and blobs go by ON DELETE CASCADE. RETURNING feeds the rollup, written in
--- the same transaction, so a batch is counted exactly when it is deleted.
-DELETE FROM jobs WHERE id IN (
-    SELECT id FROM jobs WHERE status = :status AND finished_at < :cutoff
-    ORDER BY finished_at LIMIT :limit
-)
+-- Delete the jobs prune_ids chose (:job_ids, a JSON array); attempts, events and blobs go by
+-- ON DELETE CASCADE. RETURNING feeds the rollup, written in the same transaction, so a batch
+-- is counted exactly when it is deleted.
+DELETE FROM jobs WHERE id IN (SELECT value FROM json_each(:job_ids))
 RETURNING queue, type, status, run_at, started_at, finished_at;
 
 -- name: rollup_get
@@ -167,9 +170,3 @@ VACUUM;
 -- Bytes used by the database file (pages in use and free).
 SELECT page_count * page_size AS bytes, freelist_count * page_size AS free_bytes
 FROM pragma_page_count(), pragma_page_size(), pragma_freelist_count();
-
--- name: forget_batch_marks
--- A worker's batch mark (SQLite: a row in figures_counted_by_batch, in and out within the
--- batch's own transaction) is never visible committed; one that is would be stale and would
--- keep the triggers from counting: delete it. PostgreSQL marks with a setting: always empty.
-DELETE FROM figures_counted_by_batch;
