@@ -110,7 +110,7 @@ FROM generate_series(1, %(queued)s) AS i""",
 
 
 # The figure tables' rows for what is loaded: the load writes rows only (no triggers since
-# schema version 6), then Queue.recount_figures() rebuilds the figures from them in a few
+# schema version 4), then Queue.recount_figures() rebuilds the figures from them in a few
 # grouped statements.
 def build(db: str, finished: int, queued: int) -> bool:
     """Fill an empty errands database; False (untouched) when it already holds jobs."""

@@ -1,7 +1,7 @@
 """The figures ``stats`` reads (``job_counts``, ``job_stats_minutely``, ``job_errors_minutely``)
 equal a recount from the rows after every errands write path — the worker's batches, cancel,
 rescue, retry, prune, ``complete_in`` — each counting in its own transaction (no triggers since
-migration 0006). An UPDATE of the application's own is not seen: the figures then differ from
+migration 0004). An UPDATE of the application's own is not seen: the figures then differ from
 the rows until ``Queue.recount_figures`` (docs/operations.md) rebuilds them."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The figures ``stats`` reads — ``job_counts``, ``job_stats_minutely``,
 ``job_errors_minutely`` — kept by errands' own writes, in the same transaction (issue #14).
 
-Until schema version 6 triggers kept them; on SQLite a row trigger's program runs for every
+Until schema version 4 triggers kept them; on SQLite a row trigger's program runs for every
 row it could fire on, its WHEN included, and cost the worker 10-16 µs per job even standing
 aside. Now each errands write that moves a job into or out of a final state, or closes an
 attempt with an outcome, counts what it wrote with grouped named queries (``jobs.sql``), one

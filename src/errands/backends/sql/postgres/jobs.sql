@@ -298,7 +298,7 @@ SELECT counters FROM workers WHERE counters IS NOT NULL;
 
 -- name: count_batch_jobs
 -- A write that may have moved jobs into a final state counts them into job_counts, in its own
--- transaction (no triggers since migration_0006.sql; figures.py): :job_ids, a JSON array,
+-- transaction (no triggers since migration_0004.sql; figures.py): :job_ids, a JSON array,
 -- holds every job it wrote (a worker's batch: every job whose attempt it ended); those now in
 -- a final state count one each, into this backend's shard, in key order. The rows are read by
 -- primary key only (never through a status index, which the planner picks with stale

@@ -279,7 +279,7 @@ SELECT counters FROM workers WHERE counters IS NOT NULL;
 
 -- name: count_batch_jobs
 -- A write that may have moved jobs into a final state counts them into job_counts, in its own
--- transaction (no triggers since migration_0006.sql; figures.py): :job_ids, a JSON array,
+-- transaction (no triggers since migration_0004.sql; figures.py): :job_ids, a JSON array,
 -- holds every job it wrote (a worker's batch: every job whose attempt it ended); those now in
 -- a final state count one each, grouped. The rows are read by primary key only (never
 -- through a status index).
