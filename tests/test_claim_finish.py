@@ -42,13 +42,17 @@ def test_a_claim_records_its_claimed_events_with_the_attempt(
         assert claimed[0].ts == datetime.fromtimestamp(clock.now, UTC)
 
 
-def test_a_claim_honours_an_audit_without_claimed(
+def test_enqueue_and_claim_honour_an_audit_without_their_events(
     make_queue: Callable[..., errands.Queue],
 ) -> None:
     q = make_queue(audit=["ENQUEUED", "SUCCEEDED"])
     job_id = q.enqueue("t", {})
     (job,) = claim(q, ["t"], worker_id="w1")
     assert event_names(q, job_id) == ["ENQUEUED"]  # no CLAIMED, as configured
+    q = make_queue(audit=["SUCCEEDED"])
+    other = q.enqueue("t", {})
+    claim(q, ["t"], worker_id="w2")
+    assert event_names(q, other) == []  # neither ENQUEUED nor CLAIMED
     (attempt,) = q.attempts(job_id)  # the attempt row is written all the same
     assert (attempt.attempt, attempt.status, attempt.worker_id) == (1, "running", "w1")
     assert job.attempt == 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from errands.backends import sql
+from errands.backends.postgres import CHANNEL
 
 
 def shared(dialect: str) -> dict[str, str]:
@@ -21,9 +22,13 @@ def test_dialects_define_the_same_query_names() -> None:
 
 def test_own_queries_are_only_the_dialects_own() -> None:
     # own.sql holds what only one dialect has; a name in both would be shared, and checked.
-    assert sql.own_queries("postgres") == {"claim_recorded"}
+    assert sql.own_queries("postgres") == {"claim_recorded", "insert_job_recorded"}
     assert sql.own_queries("sqlite") == set()
-    assert "claim_recorded" not in sql.queries("sqlite")
+    assert not sql.own_queries("postgres") & set(sql.queries("sqlite"))
+
+
+def test_the_one_statement_enqueue_notifies_on_the_wake_up_channel() -> None:
+    assert f"pg_notify('{CHANNEL}', '')" in sql.queries("postgres")["insert_job_recorded"]
 
 
 def test_dialects_bind_the_same_parameters() -> None:

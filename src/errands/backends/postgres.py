@@ -35,14 +35,14 @@ from ..states import AttemptStatus
 from . import scrub, sql
 from .base import NewJob
 from .host import ALL, COPY, EXEC, MANY, ONE, T_ENQUEUE, Step, Steps, column_index
-from .jobs import CLAIMED
+from .jobs import CLAIMED, ENQUEUED
 from .sqlbase import SQLBackend
 
 log = logging.getLogger("errands.postgres")
 T = TypeVar("T")
 
 SCHEMA_VERSION = len(sql.migrations("postgres"))
-CHANNEL = "errands_jobs"
+CHANNEL = "errands_jobs"  # also written out in sql/postgres/own.sql (insert_job_recorded)
 # Jobs reaching a final state, for Queue.wait: a channel of its own so completions never wake
 # idle workers. Payload: the ids, comma-separated, or empty when they would not fit.
 FINISHED_CHANNEL = "errands_finished"
@@ -523,6 +523,8 @@ class PostgresBackend(SQLBackend):
         conn.raw.execute(script.encode())  # no parameters: '%' is literal here
 
     def _insert_steps(self, jobs: Sequence[NewJob], now: float, actor: str) -> Steps[list[int]]:
+        if len(jobs) == 1:
+            return (yield from self._insert_one_steps(jobs[0], now, actor))
         if len(jobs) >= COPY_THRESHOLD and all(j.unique_key is None for j in jobs):
             ids = yield from self._copy_steps(jobs, now, actor)
         else:
@@ -531,6 +533,34 @@ class PostgresBackend(SQLBackend):
             # Delivered at commit (or never, on rollback): listeners wake for committed jobs only.
             yield Step(_NOTIFY, None, EXEC)
         return ids
+
+    def _insert_one_steps(self, job: NewJob, now: float, actor: str) -> Steps[list[int]]:
+        """The one-by-one enqueue: the job, its ENQUEUED event and the NOTIFY in one statement
+        (own.sql) instead of three, two round trips fewer. The shared steps' unique-key path
+        stays: a key held by an active job returns that job's id (and still wakes workers)."""
+        due = job.run_at <= now
+        params = {
+            "queue": job.queue,
+            "type": job.type,
+            "payload": job.payload,
+            "to_state": T_ENQUEUE.target.value,
+            "priority": job.priority,
+            "max_attempts": job.max_attempts,
+            "run_at": job.run_at,
+            "now": now,
+            "unique_key": job.unique_key,
+            "headers": job.headers,
+            "event": ENQUEUED.value if ENQUEUED in self._audit else None,
+            "actor": actor,
+            "notify": due,
+        }
+        row = yield Step(self.q["insert_job_recorded"], params)
+        if row is not None:  # one column, id
+            return [row[0]]
+        held = yield Step(self.q["active_job_by_unique_key"], {"unique_key": job.unique_key})
+        if due:
+            yield Step(_NOTIFY, None, EXEC)
+        return [held[0]]
 
     def _copy_steps(self, jobs: Sequence[NewJob], now: float, actor: str) -> Steps[list[int]]:
         """Ids drawn from the identity sequence first, so COPY (which returns nothing) can

@@ -44,3 +44,28 @@ WITH due AS (
 SELECT id, queue, type, payload, priority, attempts, max_attempts, run_at, created_at,
        cancel_requested, headers
 FROM claimed;
+
+-- name: insert_job_recorded
+-- insert_job, its ENQUEUED event (when :event is not NULL: the audit records ENQUEUED; with
+-- insert_event's values) and — when :notify (the job is due) — the wake-up NOTIFY, in one
+-- statement: the one-by-one enqueue's whole write. Like insert_job, a unique_key already held
+-- by an active job inserts nothing, records nothing, returns no row. Returns insert_job's
+-- columns (tests/test_sql_columns.py). NOTIFY is delivered at commit, or never.
+WITH inserted AS (
+    INSERT INTO jobs (queue, type, payload, status, priority, max_attempts, run_at, created_at,
+                      unique_key, headers)
+    VALUES (:queue, :type, :payload, :to_state, :priority, :max_attempts, to_timestamp(:run_at),
+            to_timestamp(:now), :unique_key, CAST(:headers AS jsonb))
+    ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND status IN ('queued', 'running')
+    DO NOTHING
+    RETURNING id
+), recorded AS (
+    INSERT INTO job_events (job_id, ts, event, actor, detail)
+    SELECT id, to_timestamp(:now), :event, :actor, NULL FROM inserted
+    WHERE CAST(:event AS text) IS NOT NULL
+)
+SELECT inserted.id
+FROM inserted
+LEFT JOIN LATERAL (
+    SELECT pg_notify('errands_jobs', '') WHERE CAST(:notify AS boolean)
+) AS woken ON true;
