@@ -187,6 +187,26 @@ def test_a_session_ended_mid_transaction_fails_once_retryably_then_recovers(
         assert [j.id for j in claim(q, ["t"])] == [job_id]
 
 
+def ended(url: str, pid: int) -> Callable[[], bool]:
+    return lambda: pid not in pooled_pids(url)
+
+
+def test_a_transaction_of_ours_left_idle_is_ended_by_the_server(pg_url: str) -> None:
+    # A worker frozen mid-write must not hold its row locks for good: the server ends a
+    # session idle in a transaction after lease_seconds. Whatever a write sends first
+    # (BEGIN, planner settings, the first statement) must leave that timeout armed.
+    with errands.Queue(pg_url, lease_seconds=1) as q:
+        job_id = q.enqueue("t", {})
+        backend: Any = q.backend
+        for verb in ("claim", "enqueue"):
+            with pytest.raises(errands.DatabaseError):
+                with backend._write(verb) as conn:
+                    pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+                    wait_for(ended(pg_url, pid), 15, "the server to end the session")
+                    conn.execute("SELECT 1")
+        assert [j.id for j in claim(q, ["t"])] == [job_id]  # and the next call works
+
+
 def test_killed_worker_and_sessions_lose_nothing(pg_url: str) -> None:
     with make_queue(pg_url) as q:
         ids = [q.enqueue("slow", {"seconds": 60}) for _ in range(3)]

@@ -74,10 +74,10 @@ _BATCH_TRANSACTION = (
     "set_config('enable_bitmapscan', 'off', true), set_config('enable_hashjoin', 'off', true), "
     "set_config('enable_mergejoin', 'off', true), set_config('jit', 'off', true)"
 )
-# What opens a transaction of errands' own (_write): sent together with its first statement
-# (_Conn), so BEGIN and the batch verbs' planner settings cost no round trip of their own.
-_BEGIN: tuple[bytes, ...] = (b"BEGIN",)
-_BEGIN_BATCH: tuple[bytes, ...] = (b"BEGIN", _BATCH_TRANSACTION.encode())
+# What opens a transaction of errands' own (_write), sent just before its first statement
+# (_Conn): for the batch verbs BEGIN and the planner settings in one round trip.
+_BEGIN = b"BEGIN"
+_BEGIN_BATCH = b"BEGIN; " + _BATCH_TRANSACTION.encode()
 # A pooled connection idle for longer than this is pinged on checkout (see _check); one used
 # more recently is handed out without a round trip unless its socket shows the server ended it.
 IDLE_PING_SECONDS = 1.0
@@ -158,36 +158,29 @@ class _Conn:
     """The shared verbs' view of a connection: execute → a cursor; executemany (pipelined by
     psycopg). Cursors are plain tuple rows even if the application set another row factory.
 
-    ``begin``: the statements that open the transaction (BEGIN, and the batch verbs' planner
-    settings), not yet sent. They go out in one pipeline with the first statement — one round
-    trip instead of two or three; a transaction that runs no statement sends nothing at all.
-    Reaching for ``raw`` sends them first, so raw use is inside the transaction too."""
+    ``begin``: what opens the transaction (BEGIN, with the batch verbs' planner settings), not
+    yet sent: it goes out as one simple query — one round trip — just before the first
+    statement, so a transaction that runs no statement sends nothing at all. Not pipelined
+    with that statement: psycopg ends a pipeline with a flush request after its sync, and a
+    message arriving after the server's ReadyForQuery switches off
+    idle_in_transaction_session_timeout until the next sync — a worker frozen right after
+    would then hold its row locks for good (tests/test_postgres.py)."""
 
     __slots__ = ("_begin", "_raw")
 
-    def __init__(self, raw: psycopg.Connection[Any], begin: tuple[bytes, ...] = ()) -> None:
+    def __init__(self, raw: psycopg.Connection[Any], begin: bytes = b"") -> None:
         self._raw = raw
         self._begin = begin
 
     @property
     def raw(self) -> psycopg.Connection[Any]:
         if self._begin:
-            begin, self._begin = self._begin, ()
-            # No parameters: one simple-protocol query may hold several statements.
-            self._raw.execute(b"; ".join(begin))
+            begin, self._begin = self._begin, b""
+            self._raw.execute(begin)  # no parameters: several statements in one query
         return self._raw
 
     def execute(self, query: str, params: Any = None, /) -> psycopg.Cursor[Any]:
-        cur = self._raw.cursor(row_factory=tuple_row)
-        if self._begin:
-            begin, self._begin = self._begin, ()
-            # Pipeline mode: sent back to back, read back at the pipeline's sync; an error in
-            # any of them raises there, and _write rolls back.
-            with self._raw.pipeline():
-                for statement in begin:
-                    self._raw.execute(statement)
-                cur.execute(query, params or None)
-            return cur
+        cur = self.raw.cursor(row_factory=tuple_row)
         cur.execute(query, params or None)
         return cur
 
@@ -389,7 +382,7 @@ class PostgresBackend(SQLBackend):
     @contextlib.contextmanager
     def _write(self, name: str) -> Iterator[_Conn]:
         """One transaction on a pooled connection; fault points just before and after commit.
-        BEGIN goes out with the first statement (_Conn), and COMMIT only if one was sent."""
+        BEGIN goes out just before the first statement (_Conn), COMMIT only if one was sent."""
         try:
             with self._pool.connection() as raw:
                 try:
