@@ -385,5 +385,11 @@ def test_the_batch_counts_read_its_rows_by_primary_key(sqlite_path: str) -> None
             on_jobs = [s for s in steps if " jobs " in f" {s} " or s.startswith("SEARCH j ")]
             assert on_jobs and all("PRIMARY KEY" in s for s in on_jobs), steps
             assert not any(s.startswith("SCAN job") for s in steps), steps
+        # The worker's batch: grouped rows upserted, no table read at all.
+        for name in ("count_grouped_jobs", "count_grouped_minutes", "count_grouped_errors"):
+            query = sql.queries("sqlite")[name]
+            params2 = {"rows": "[]", "now": T0}
+            steps = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + query, params2)]
+            assert not any(" job" in f" {s}" for s in steps), steps
     finally:
         conn.close()

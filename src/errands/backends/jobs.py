@@ -3,7 +3,8 @@
 Queries: ``jobs.sql``. Every outcome is fenced on (job id, attempt, from-state) with the
 states bound from ``states.TRANSITIONS``, and records the audit event of the same transition.
 The per-batch path (``finish_and_claim``) is one transaction of a few statements whatever the
-batch size; nothing here does per-row work beyond building the rows themselves.
+batch size; nothing here does per-row work beyond building the rows themselves and grouping
+the batch's figures (figures.py: ``count_held``).
 """
 
 from __future__ import annotations
