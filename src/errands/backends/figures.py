@@ -154,7 +154,8 @@ def _status(o: Outcome, ends: dict[type, str]) -> str:
     for kind, final in ends.items():  # a subclass of an outcome: rare, and not hot
         if isinstance(o, kind):
             return final
-    raise TypeError(f"not an outcome errands knows: {type(o).__name__}; pass one of {ends}")
+    known = ", ".join(["Succeeded", "Released", *(kind.__name__ for kind in ends)])
+    raise TypeError(f"not an outcome errands knows: {type(o).__name__}; pass one of {known}")
 
 
 def _write_grouped(
