@@ -226,9 +226,20 @@ class JobVerbs(Protocol):
         self, jobs: Sequence[NewJob], now: float, *, actor: str, connection: Any = None
     ) -> list[int]: ...
     def claim(self, request: ClaimRequest, now: float) -> list[ClaimedJob]: ...
-    def finish(self, outcomes: Sequence[Outcome], worker_id: str, now: float) -> list[bool]: ...
+    def finish(
+        self,
+        outcomes: Sequence[Outcome],
+        worker_id: str,
+        now: float,
+        held: Sequence[ClaimedJob] | None = None,
+    ) -> list[bool]: ...
     def finish_and_claim(
-        self, outcomes: Sequence[Outcome], worker_id: str, request: ClaimRequest, now: float
+        self,
+        outcomes: Sequence[Outcome],
+        worker_id: str,
+        request: ClaimRequest,
+        now: float,
+        held: Sequence[ClaimedJob] | None = None,
     ) -> tuple[list[bool], list[ClaimedJob]]: ...
     def complete_in(
         self, connection: Any, outcome: Succeeded, worker_id: str, now: float

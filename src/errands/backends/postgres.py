@@ -497,6 +497,12 @@ class PostgresBackend(SQLBackend):
     def _list(self, values: Sequence[Any]) -> list[Any]:
         return list(values)
 
+    def _elapsed(self, start: float, end: float) -> float:
+        # to_timestamp stores whole microseconds, and EXTRACT(EPOCH FROM …) subtracts them
+        # exactly (numeric) before the float8 cast: the same, with Python's exact integers
+        # and its correctly rounded int / int.
+        return (_micros(end) - _micros(start)) / 1_000_000
+
     def _epoch(self, value: Any) -> float | None:
         if value is None:
             return None
@@ -589,3 +595,13 @@ def _ts(epoch: float) -> datetime:
 
 def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+# PostgreSQL's epoch (2000-01-01) in unix seconds: to_timestamp(float8) subtracts it, then
+# rounds to whole microseconds with rint (half to even, as Python's round).
+_PG_EPOCH = 946684800.0
+
+
+def _micros(t: float) -> int:
+    """The microseconds ``to_timestamp(t)`` stores, from PostgreSQL's epoch."""
+    return round((t - _PG_EPOCH) * 1e6)

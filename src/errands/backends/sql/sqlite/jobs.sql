@@ -346,6 +346,41 @@ ON CONFLICT (minute, error_code, type, shard) DO UPDATE SET
     count = count + excluded.count,
     last_finished_at = MAX(last_finished_at, excluded.last_finished_at);
 
+-- name: count_grouped_jobs
+-- The worker's batch counts into job_counts what count_batch_jobs would read back from the
+-- rows, grouped in Python from the outcomes and the claimed jobs (figures.py: count_held):
+-- :rows is a JSON array of [status, queue, type, n], each key once. (WHERE true: without a
+-- WHERE the parser would read ON CONFLICT as a join's ON.)
+INSERT INTO job_counts (status, queue, type, shard, n)
+SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'), 0,
+       json_extract(value, '$[3]')
+FROM json_each(:rows) WHERE true
+ON CONFLICT (status, queue, type, shard) DO UPDATE SET n = n + excluded.n;
+
+-- name: count_grouped_minutes
+-- The same batch into job_stats_minutely (count_batch_minutes' figures): :rows is a JSON
+-- array of [measure, queue, bucket, count, total, maximum], each key once, all in the minute
+-- of :now (the batch's finished_at), cut as count_batch_minutes cuts it.
+INSERT INTO job_stats_minutely (measure, minute, queue, bucket, shard, count, total, maximum)
+SELECT json_extract(value, '$[0]'), CAST(:now / 60 AS INTEGER) * 60.0,
+       json_extract(value, '$[1]'), json_extract(value, '$[2]'), 0, json_extract(value, '$[3]'),
+       json_extract(value, '$[4]'), json_extract(value, '$[5]')
+FROM json_each(:rows) WHERE true
+ON CONFLICT (measure, minute, queue, bucket, shard) DO UPDATE SET
+    count = count + excluded.count, total = total + excluded.total,
+    maximum = MAX(maximum, excluded.maximum);
+
+-- name: count_grouped_errors
+-- The same batch into job_errors_minutely (count_batch_errors' figures): :rows is a JSON
+-- array of [error_code, type, count], each key once, all finished at :now.
+INSERT INTO job_errors_minutely (minute, error_code, type, shard, count, last_finished_at)
+SELECT CAST(:now / 60 AS INTEGER) * 60.0, json_extract(value, '$[0]'),
+       json_extract(value, '$[1]'), 0, json_extract(value, '$[2]'), :now
+FROM json_each(:rows) WHERE true
+ON CONFLICT (minute, error_code, type, shard) DO UPDATE SET
+    count = count + excluded.count,
+    last_finished_at = MAX(last_finished_at, excluded.last_finished_at);
+
 -- name: uncount_jobs
 -- The opposite of count_batch_jobs, run *before* a write takes jobs out of their final state
 -- (a manual retry) or deletes them (prune): those of :job_ids (a JSON array) still final
