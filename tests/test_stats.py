@@ -418,6 +418,41 @@ def test_stats_queries_never_scan_the_finished_rows(q: errands.Queue, name: str)
             assert bounded, f"{name}: full index scan {json.dumps(node)}"
 
 
+def test_the_selection_by_state_is_the_rows_of_that_state(q: errands.Queue) -> None:
+    # Bulk retry/cancel select through one query per index (queued, running, every final
+    # state): each, with or without filters, returns exactly the ids a plain WHERE over the
+    # rows would.
+    run_job(q, "a", run_at=T0 - 100, started=T0 - 90, finished=T0 - 80)
+    run_job(q, "b", run_at=T0 - 100, started=T0 - 90, finished=T0 - 80, outcome="failed")
+    run_job(q, "a", run_at=T0 - 70, started=T0 - 60, finished=None, outcome="running")
+    enqueue(q, "a", at=T0 - 50, queue="mail")
+    enqueue(q, "b", at=T0 - 50)
+    q.cancel(enqueue(q, "a", at=T0 - 40))
+    filters: list[dict[str, str | None]] = [
+        {"type": None, "queue": None, "error_code": None},
+        {"type": "a", "queue": None, "error_code": None},
+        {"type": None, "queue": "mail", "error_code": None},
+        {"type": None, "queue": None, "error_code": "APP:BROKEN"},
+    ]
+    every: dict[State, list[tuple[Any, ...]]] = {s: [] for s in State}
+    for job_id, status, jtype, queue, code in sql_rows(
+        q.url, "SELECT id, status, type, queue, error_code FROM jobs ORDER BY id"
+    ):
+        every[State(status)].append((job_id, jtype, queue, code))
+    assert all(every.values()), every  # every state has a job to find
+    for state, rows in every.items():
+        for f in filters:
+            expected = [
+                i
+                for i, jtype, queue, code in rows
+                if f["type"] in (None, jtype)
+                and f["queue"] in (None, queue)
+                and f["error_code"] in (None, code)
+            ]
+            got = q.backend.match_ids(state.value, **f)
+            assert got == expected, (state, f)
+
+
 def test_prune_forgets_minutes_past_eight_days(db_url: str, clock: Clock) -> None:
     with errands.Queue(db_url, clock=clock) as q:
         run_job(q, "old", run_at=T0 - 9 * DAY, started=T0 - 9 * DAY, finished=T0 - 9 * DAY + 1)
