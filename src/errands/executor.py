@@ -286,11 +286,17 @@ class Executor:
             # main thread, never a runner), so it ends this attempt, not the worker — and the
             # runner thread lives on to take the next job.
             return execution.failed(task, job, started, self.clock(), exc)
+        return self._returned(slot, result)
+
+    def _returned(self, slot: Slot, result: Any) -> Outcome | None:
+        """The outcome of a handler that returned, sync or async: none if it completed its job
+        itself (``complete_in``, in the application's transaction), a cancellation if one was
+        requested meanwhile, otherwise its success."""
         if slot.ctx is not None and slot.ctx.completed:
             return None
         if slot.cancel_requested:
-            return execution.cancelled(job, started)
-        return execution.succeeded(job, started, result, self.max_result_bytes)
+            return execution.cancelled(slot.job, slot.started_at)
+        return execution.succeeded(slot.job, slot.started_at, result, self.max_result_bytes)
 
     def _ensure_loop(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:
@@ -355,11 +361,7 @@ class Executor:
             # Caught here, inside the task: asyncio would re-raise SystemExit and
             # KeyboardInterrupt out of run_forever and kill the loop every async job runs on.
             return execution.failed(task, job, started, self.clock(), exc)
-        if slot.ctx is not None and slot.ctx.completed:
-            return None
-        if slot.cancel_requested:
-            return execution.cancelled(job, started)
-        return execution.succeeded(job, started, result, self.max_result_bytes)
+        return self._returned(slot, result)
 
 
 def _run_loop(loop: asyncio.AbstractEventLoop) -> None:
