@@ -55,10 +55,10 @@ _NOTIFY_FINISHED = f"SELECT pg_notify('{FINISHED_CHANNEL}', %s)"
 # The worker's batch verbs must touch only the rows of the batch, through indexes: the claim
 # walks jobs_due in its order and stops after :limit rows; the outcome statements look each
 # job up by primary key. Right after a bulk enqueue the statistics still say "a few rows", and
-# the planner then sorts every queued row on each claim (via jobs_status_queue_type) and
-# hash-joins the batch against a scan of the whole table (measured with 20,000 queued: 125 ms
-# per claim of 200 instead of 0.7 ms, 64 ms per batch of successes instead of ~2) — a cost
-# that grows with the table. Forbidding sorts, scans and hash/merge joins in these
+# the planner then sorts every queued row on each claim (then via jobs_status_queue_type, since
+# dropped) and hash-joins the batch against a scan of the whole table (measured with 20,000
+# queued: 125 ms per claim of 200 instead of 0.7 ms, 64 ms per batch of successes instead of
+# ~2) — a cost that grows with the table. Forbidding sorts, scans and hash/merge joins in these
 # transactions leaves the planner only the index plans; one statement, set for the
 # transaction only. Forbidden plans are priced at 1e10, not refused, so a statement left
 # only them (a sort for the figures' key order) would cross jit_above_cost and spend ~400 ms

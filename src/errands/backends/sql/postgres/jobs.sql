@@ -268,10 +268,6 @@ SELECT * FROM job_attempts WHERE job_id = :job_id ORDER BY attempt;
 -- A job's events in order: its whole history.
 SELECT * FROM job_events WHERE job_id = :job_id ORDER BY id;
 
--- name: count_by_state
--- Jobs per state, queue and type.
-SELECT status, queue, type, COUNT(*) AS n FROM jobs GROUP BY status, queue, type;
-
 -- name: upsert_worker
 -- Register (or re-register) a worker.
 INSERT INTO workers (id, hostname, pid, queues, types, concurrency, started_at, last_seen_at)
