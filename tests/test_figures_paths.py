@@ -7,12 +7,14 @@ the rows until ``Queue.recount_figures`` (docs/operations.md) rebuilds them."""
 from __future__ import annotations
 
 import os
+import random
 import signal
 import sqlite3
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,16 +23,19 @@ from errands import rollup
 from errands.backends import sql
 from errands.backends.base import (
     Cancelled,
+    ClaimedJob,
     ClaimRequest,
     Failed,
     NewJob,
     Outcome,
+    Released,
     Retried,
     Succeeded,
 )
 from errands.backends.host import iso
 from ops_helpers import (
     DAY,
+    HOUR,
     T0,
     Clock,
     assert_figures_equal_a_recount,
@@ -161,6 +166,138 @@ def _assert_top_errors_equal_the_rows(q: errands.Queue, url: str) -> None:
     ]
 
 
+TYPES = ("t0", "t1", "t2")
+QUEUES = ("a", "b", "c")
+# Waits and runs of exactly a bucket's bound (exact in float seconds and in microseconds):
+# the bucket is the number of bounds *below* the value.
+ON_BOUNDS = (0.0, 0.005, 1.0, 60.0, 86400.0)
+
+
+def _start(rnd: random.Random, job: ClaimedJob, now: float, fin: float) -> float:
+    """When the worker says an attempt started: mostly between claim and outcome, sometimes
+    exactly a bound after run_at, before run_at (no wait), or after the outcome (no run)."""
+    pick = rnd.random()
+    if pick < 0.15:
+        return job.run_at + rnd.choice(ON_BOUNDS)
+    if pick < 0.25:
+        return job.run_at - rnd.uniform(0, 50)
+    if pick < 0.3:
+        return fin + rnd.uniform(0, 5)
+    return rnd.uniform(now, fin)
+
+
+def _outcomes(
+    rnd: random.Random, held: list[ClaimedJob], now: float, fin: float
+) -> tuple[list[Outcome], list[ClaimedJob]]:
+    """One outcome of a random kind per held job, plus fenced-off ones (another attempt's),
+    each with the claimed job it is for, shuffled."""
+    pairs: list[tuple[Outcome, ClaimedJob]] = []
+    for j in held:
+        started, kind = _start(rnd, j, now, fin), rnd.random()
+        o: Outcome
+        if kind < 0.45:
+            o = Succeeded(j.id, j.attempt, started, None)
+        elif kind < 0.6:
+            o = Failed(j.id, j.attempt, started, rnd.choice(("APP:A", "APP:B")), "x", None)
+        elif kind < 0.75:  # due again at once, or much later
+            due = rnd.choice((fin - 1, fin + 10 * DAY))
+            o = Retried(j.id, j.attempt, started, "RETRY:ME", "x", None, due)
+        elif kind < 0.85:
+            o = Cancelled(j.id, j.attempt, started)
+        elif kind < 0.92:
+            o = Released(j.id, j.attempt)
+        else:  # left running for another batch
+            continue
+        pairs.append((o, j))
+        if rnd.random() < 0.1:  # a stale outcome: refused by the fence
+            pairs.append((Failed(j.id, j.attempt + 1, started, "APP:STALE", "x", None), j))
+    rnd.shuffle(pairs)
+    return [o for o, _ in pairs], [j for _, j in pairs]
+
+
+def _figure_tables(url: str) -> tuple[list[Any], list[Any], list[Any]]:
+    """The three figure tables, every shard summed, in key order."""
+    counts = sql_rows(
+        url,
+        "SELECT status, queue, type, SUM(n) FROM job_counts GROUP BY status, queue, type "
+        "HAVING SUM(n) <> 0 ORDER BY 1, 2, 3",
+    )
+    minutes = sql_rows(
+        url,
+        "SELECT measure, minute, queue, bucket, SUM(count), SUM(total), MAX(maximum) "
+        "FROM job_stats_minutely GROUP BY measure, minute, queue, bucket ORDER BY 1, 2, 3, 4",
+    )
+    errors = sql_rows(
+        url,
+        "SELECT minute, error_code, type, SUM(count), MAX(last_finished_at) "
+        "FROM job_errors_minutely GROUP BY minute, error_code, type HAVING SUM(count) <> 0 "
+        "ORDER BY 1, 2, 3",
+    )
+    return counts, minutes, errors
+
+
+@pytest.mark.parametrize("seed", [12, 14])
+def test_the_worker_path_counts_what_a_recount_reads(db_url: str, clock: Clock, seed: int) -> None:
+    # The worker hands its claimed jobs with its outcomes (Recorder.write), and the batch's
+    # figures are grouped in Python (figures.count_held) instead of read back from the rows.
+    # A random mix through that path must leave the tables a recount from the rows
+    # (Queue.recount_figures, the SQL reference) builds: the same keys, counts and maxima,
+    # totals to within float addition order.
+    rnd = random.Random(seed)
+    with errands.Queue(db_url, clock=clock) as q:
+        b = q.backend
+        now = T0 - 3 * HOUR
+        jobs = [
+            NewJob(rnd.choice(TYPES), "{}", rnd.choice(QUEUES), 0, now - rnd.uniform(0, 900), 3)
+            for _ in range(500)
+        ]
+        jobs += [NewJob("t0", "{}", "a", 0, now + 0.25, 1) for _ in range(20)]  # due later
+        b.enqueue(jobs, now - 1000, actor="api")
+        # Lost leases: rescued, then their worker's outcomes arrive and are refused.
+        lost = b.claim(ClaimRequest("w2", list(TYPES), None, 5, 1.0), now)
+        b.rescue(now + 2)
+        pool: list[ClaimedJob] = []
+        for n in range(60):
+            # Some batches end a hair before a minute (PostgreSQL rounds that microsecond up).
+            now += rnd.uniform(1, 200) if n % 7 else 60 - (now % 60) - 4e-7
+            pool += b.claim(ClaimRequest("w1", list(TYPES), None, rnd.randint(1, 25), 9999), now)
+            fin = now + rnd.choice((0.0, rnd.uniform(0, 90)))
+            k = rnd.randint(0, len(pool))
+            done, pool = pool[:k], pool[k:]
+            outcomes, held = _outcomes(rnd, done, now, fin)
+            ended = {o.job_id for o in outcomes}
+            pool += [j for j in done if j.id not in ended]  # left running
+            if n == 5:  # the lost leases' late outcomes, fenced off
+                outcomes += [Succeeded(j.id, j.attempt, now, None) for j in lost]
+                held += lost
+            if n % 3:
+                request = ClaimRequest("w1", list(TYPES), None, rnd.randint(0, 10), 9999)
+                _, claimed = b.finish_and_claim(outcomes, "w1", request, fin, held)
+                pool += claimed
+            else:
+                b.finish(outcomes, "w1", fin, held)
+        # A success twice in one batch, and claims given out of order: both counted from the
+        # rows instead (each job once; no claim to group from).
+        b.enqueue([NewJob("t1", "{}", "b", 0, now, 3) for _ in range(4)], now, actor="api")
+        pool = b.claim(ClaimRequest("w1", ["t1"], ["b"], 4, 9999), now)
+        twice = [Succeeded(j.id, j.attempt, now, None) for j in pool[:2] for _ in (1, 2)]
+        assert b.finish(twice, "w1", now + 1, [j for j in pool[:2] for _ in (1, 2)]) == [True] * 4
+        swapped = [Failed(j.id, j.attempt, now, "APP:A", "x", None) for j in pool[2:4]]
+        assert b.finish(swapped, "w1", now + 2, pool[2:4][::-1]) == [True] * len(swapped)
+
+        kept = _figure_tables(db_url)
+        q.recount_figures()
+        counts, minutes, errors = _figure_tables(db_url)
+    assert kept[0] == counts and len(counts) > 20
+    assert kept[2] == errors and len(errors) > 10
+    assert [m[:5] for m in kept[1]] == [m[:5] for m in minutes] and len(minutes) > 200
+    for got, want in zip(kept[1], minutes, strict=True):
+        assert got[6] == want[6], (got, want)  # the maximum is one of the values: exact
+        assert got[5] == pytest.approx(want[5], rel=1e-12, abs=1e-9), (got, want)
+    assert {m[0] for m in minutes} == {"succeeded", "failed", "cancelled", "wait", "run"}
+    assert {m[3] for m in minutes if m[0] == "wait"} >= {0, 7, 12, 20}  # values on bounds
+
+
 def _app(url: str) -> errands.Queue:
     q = errands.Queue(url)
 
@@ -248,5 +385,11 @@ def test_the_batch_counts_read_its_rows_by_primary_key(sqlite_path: str) -> None
             on_jobs = [s for s in steps if " jobs " in f" {s} " or s.startswith("SEARCH j ")]
             assert on_jobs and all("PRIMARY KEY" in s for s in on_jobs), steps
             assert not any(s.startswith("SCAN job") for s in steps), steps
+        # The worker's batch: grouped rows upserted, no table read at all.
+        for name in ("count_grouped_jobs", "count_grouped_minutes", "count_grouped_errors"):
+            query = sql.queries("sqlite")[name]
+            params2 = {"rows": "[]", "now": T0}
+            steps = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + query, params2)]
+            assert not any(" job" in f" {s}" for s in steps), steps
     finally:
         conn.close()

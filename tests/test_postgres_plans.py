@@ -97,6 +97,14 @@ def test_claim_and_successes_use_indexes_with_stale_statistics(pg_url: str) -> N
             scans = re.findall(r"Seq Scan on (\w+)", counted)
             assert "jobs_pkey" in counted and set(scans) <= {"job_stats_bounds"}, counted
             assert "jobs_finished" not in counted and "jobs_status" not in counted, counted
+        # The worker's batch: rows grouped in Python, upserted; no table is read at all.
+        for name, rows in (
+            ("count_grouped_jobs", [["succeeded", "default", "t", 3]]),
+            ("count_grouped_minutes", [["run", "default", 4, 3, 0.25, 0.1]]),
+            ("count_grouped_errors", [["APP:X", "t", 3]]),
+        ):
+            grouped = plan(q, "finish", name, {"rows": json.dumps(rows), "now": now})
+            assert "Scan on job" not in grouped, grouped
 
 
 def test_planner_settings_stay_inside_the_batch_transaction(pg_url: str) -> None:

@@ -43,6 +43,10 @@ _COMPARE = re.compile(
     r"\s*(?:=|<>|!=)\s*'(\w*)'",
     re.IGNORECASE,
 )
+# 'a' AS status — a state named as the status column of a SELECT arm that reads only that
+# state's rows from its partial index (which does not hold the status column).
+_LABEL = re.compile(r"'(\w*)'\s+AS\s+status\b", re.IGNORECASE)
+_ARM_END = re.compile(r"\bUNION\b|;", re.IGNORECASE)
 # status <type> [NOT NULL] DEFAULT 'a' — a column's default, in a CREATE TABLE.
 _DEFAULT = re.compile(r"\bstatus\s+\w+\s+(?:NOT\s+NULL\s+)?DEFAULT\s+'(\w*)'", re.IGNORECASE)
 ENQUEUED_STATE = transition("enqueue").target.value
@@ -95,6 +99,14 @@ def _is_attempt_column(text: str, pos: int, qualifier: str | None, column: str) 
 def _table_of_check(text: str, pos: int) -> str | None:
     tables = list(_CREATE_TABLE.finditer(text, 0, pos))
     return tables[-1].group(1).lower() if tables else None
+
+
+def _label_problem(value: str, reads_it: object) -> str | None:
+    if value not in JOB_STATES:
+        return "not a job state"
+    if not reads_it:
+        return f"a status label must name the state its SELECT reads (status = '{value}')"
+    return None
 
 
 def classify(name: str, text: str) -> list[Finding]:
@@ -168,6 +180,14 @@ def classify(name: str, text: str) -> list[Finding]:
         else:
             ok = value in JOB_STATES
             add(m.start(), "job status", values, None if ok else "not a job state")
+
+    for m in _LABEL.finditer(text):
+        value = m.group(1)
+        seen.add(m.start(1) - 1)
+        end = _ARM_END.search(text, m.end())
+        arm = text[m.end() : end.start() if end else len(text)]
+        reads_it = re.search(rf"\bstatus\s*=\s*'{value}'", arm, re.IGNORECASE)
+        add(m.start(), "job status label", frozenset({value}), _label_problem(value, reads_it))
 
     for m in _DEFAULT.finditer(text):
         seen.add(m.start(1) - 1)
@@ -262,6 +282,12 @@ def test_every_migration_is_read() -> None:
         ),
         # a new job's default status other than the enqueue transition's target
         ("CREATE TABLE jobs (status TEXT NOT NULL DEFAULT 'running');", "a new job's status"),
+        # a label that names another state than the rows its SELECT reads
+        (
+            "SELECT 'queued' AS status, COUNT(*) FROM jobs WHERE status = 'running' "
+            "UNION ALL SELECT 'running' AS status, 1 FROM jobs WHERE status = 'queued';",
+            "a status label must name the state",
+        ),
         # a state in a context the test does not know
         ("SELECT CASE kind WHEN 'queued' THEN 1 END FROM jobs;", "context this test does not know"),
     ],
@@ -280,6 +306,7 @@ def test_the_check_passes_what_is_right() -> None:
         "-- a comment may say status = 'whatever'\n"
         "UPDATE jobs SET run_at = CASE WHEN :to_state = 'queued' THEN 1 END "
         "WHERE status IN ('running', 'queued');\n"
+        "SELECT 'queued' AS status, COUNT(*) FROM jobs WHERE status = 'queued';\n"
     )
     findings = classify("x.sql", sql)
     assert [f.problem for f in findings if f.problem] == []
@@ -289,6 +316,7 @@ def test_the_check_passes_what_is_right() -> None:
         "job status",
         ":to_state",
         "job status list",
+        "job status label",
     }
 
 

@@ -363,6 +363,18 @@ STATS_QUERIES: dict[str, dict[str, float]] = {
     "list_periodic": {},
     "hourly_outcomes": {"since": T0 - DAY},  # the dashboard's throughput chart
 }
+# The operator's selections by state (bulk retry/cancel, prune): one query per index holding a
+# state's jobs (jobs_operator.ids_matching), each a range or a walk of a bounded index even
+# though a partial index never serves a state bound as a parameter.
+NO_FILTER: dict[str, float | str | None] = {"type": None, "queue": None, "error_code": None}
+OPERATOR_QUERIES: dict[str, dict[str, float | str | None]] = {
+    "ids_matching_queued": NO_FILTER,
+    "ids_matching_running": NO_FILTER,
+    "ids_matching_finished": {**NO_FILTER, "status": "failed"},
+    "prune_count": {"status": "succeeded", "cutoff": T0 - HOUR},
+    "prune_ids": {"status": "succeeded", "cutoff": T0 - HOUR, "limit": 500},
+}
+BOUNDED_READS: dict[str, dict[str, Any]] = {**STATS_QUERIES, **OPERATOR_QUERIES}
 
 
 def _pg_scans(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -371,12 +383,12 @@ def _pg_scans(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
         yield from _pg_scans(child)
 
 
-@pytest.mark.parametrize("name", sorted(STATS_QUERIES))
+@pytest.mark.parametrize("name", sorted(BOUNDED_READS))
 def test_stats_queries_never_scan_the_finished_rows(q: errands.Queue, name: str) -> None:
     # A planner regression (or a dropped index) that falls back to reading every row of
     # jobs / job_attempts / job_stats_minutely fails here, on both databases.
     run_job(q, "a", run_at=T0 - 100, started=T0 - 90, finished=T0 - 80)
-    sql, params = q.backend.q[name], STATS_QUERIES[name]  # type: ignore[attr-defined]
+    sql, params = q.backend.q[name], BOUNDED_READS[name]  # type: ignore[attr-defined]
     if not is_postgres(q.url):
         conn = sqlite3.connect(q.url)
         try:
@@ -404,6 +416,41 @@ def test_stats_queries_never_scan_the_finished_rows(q: errands.Queue, name: str)
         if node["Node Type"] == "Bitmap Index Scan" or (index_scan and relation in CHECKED):
             bounded = "Index Cond" in node or node.get("Index Name") in BOUNDED_INDEXES
             assert bounded, f"{name}: full index scan {json.dumps(node)}"
+
+
+def test_the_selection_by_state_is_the_rows_of_that_state(q: errands.Queue) -> None:
+    # Bulk retry/cancel select through one query per index (queued, running, every final
+    # state): each, with or without filters, returns exactly the ids a plain WHERE over the
+    # rows would.
+    run_job(q, "a", run_at=T0 - 100, started=T0 - 90, finished=T0 - 80)
+    run_job(q, "b", run_at=T0 - 100, started=T0 - 90, finished=T0 - 80, outcome="failed")
+    run_job(q, "a", run_at=T0 - 70, started=T0 - 60, finished=None, outcome="running")
+    enqueue(q, "a", at=T0 - 50, queue="mail")
+    enqueue(q, "b", at=T0 - 50)
+    q.cancel(enqueue(q, "a", at=T0 - 40))
+    filters: list[dict[str, str | None]] = [
+        {"type": None, "queue": None, "error_code": None},
+        {"type": "a", "queue": None, "error_code": None},
+        {"type": None, "queue": "mail", "error_code": None},
+        {"type": None, "queue": None, "error_code": "APP:BROKEN"},
+    ]
+    every: dict[State, list[tuple[Any, ...]]] = {s: [] for s in State}
+    for job_id, status, jtype, queue, code in sql_rows(
+        q.url, "SELECT id, status, type, queue, error_code FROM jobs ORDER BY id"
+    ):
+        every[State(status)].append((job_id, jtype, queue, code))
+    assert all(every.values()), every  # every state has a job to find
+    for state, rows in every.items():
+        for f in filters:
+            expected = [
+                i
+                for i, jtype, queue, code in rows
+                if f["type"] in (None, jtype)
+                and f["queue"] in (None, queue)
+                and f["error_code"] in (None, code)
+            ]
+            got = q.backend.match_ids(state.value, **f)
+            assert got == expected, (state, f)
 
 
 def test_prune_forgets_minutes_past_eight_days(db_url: str, clock: Clock) -> None:

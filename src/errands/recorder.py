@@ -78,12 +78,13 @@ class Recorder:
         db, backend, wid = self.db, self.backend, self.worker_id
         jobs: list[ClaimedJob] = []
         try:
+            # The slots' claimed jobs go with the outcomes: the batch's figures are grouped
+            # from them rather than read back from the rows (backends/figures.py).
+            given, held = [o for _, o in outcomes], [s.job for s, _ in outcomes]
             if request is None:
-                applied = db.call(backend.finish, [o for _, o in outcomes], wid, now)
+                applied = db.call(backend.finish, given, wid, now, held)
             else:
-                applied, jobs = db.call(
-                    backend.finish_and_claim, [o for _, o in outcomes], wid, request, now
-                )
+                applied, jobs = db.call(backend.finish_and_claim, given, wid, request, now, held)
         except DatabaseBusyError as exc:
             db.survive(f"recording {len(outcomes)} outcome(s) postponed", exc)
             return Recorded([], [], [], claimed=False, kept=len(batch))
@@ -110,13 +111,13 @@ class Recorder:
             if outcome is None:
                 continue
             try:
-                (ok,) = db.call(backend.finish, [outcome], wid, now)
+                (ok,) = db.call(backend.finish, [outcome], wid, now, [slot.job])
             except DatabaseBusyError as exc:
                 return self._keep_rest(batch, i, written, applied, exc)
             except Exception as exc:
                 fallback = execution.unstorable(outcome, describe(exc))
                 try:
-                    (ok,) = db.call(backend.finish, [fallback], wid, now)
+                    (ok,) = db.call(backend.finish, [fallback], wid, now, [slot.job])
                 except Exception as again:
                     return self._keep_rest(batch, i, written, applied, again)
                 log.error(

@@ -226,9 +226,20 @@ class JobVerbs(Protocol):
         self, jobs: Sequence[NewJob], now: float, *, actor: str, connection: Any = None
     ) -> list[int]: ...
     def claim(self, request: ClaimRequest, now: float) -> list[ClaimedJob]: ...
-    def finish(self, outcomes: Sequence[Outcome], worker_id: str, now: float) -> list[bool]: ...
+    def finish(
+        self,
+        outcomes: Sequence[Outcome],
+        worker_id: str,
+        now: float,
+        held: Sequence[ClaimedJob] | None = None,
+    ) -> list[bool]: ...
     def finish_and_claim(
-        self, outcomes: Sequence[Outcome], worker_id: str, request: ClaimRequest, now: float
+        self,
+        outcomes: Sequence[Outcome],
+        worker_id: str,
+        request: ClaimRequest,
+        now: float,
+        held: Sequence[ClaimedJob] | None = None,
     ) -> tuple[list[bool], list[ClaimedJob]]: ...
     def complete_in(
         self, connection: Any, outcome: Succeeded, worker_id: str, now: float
@@ -305,7 +316,6 @@ class RetentionVerbs(Protocol):
 class StatsVerbs(Protocol):
     """Typed rows for errands.stats, the metrics and the dashboard (backends/stats.py)."""
 
-    def counts(self) -> list[tuple[str, str, str, int]]: ...
     def state_counts(self) -> list[StateCount]: ...
     def window_rows(self, since: float) -> list[WindowRow]: ...
     def hourly_outcomes(self, since: float) -> list[tuple[float, str, int]]: ...

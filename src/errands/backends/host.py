@@ -151,6 +151,12 @@ class SQLHost:
         """A timestamp column value as unix seconds."""
         raise NotImplementedError
 
+    def _elapsed(self, start: float, end: float) -> float:
+        """``end - start`` as this database subtracts the two times once stored: the figures
+        a worker counts in Python equal those the SQL would read back (figures.py). SQLite
+        stores the floats as given."""
+        return end - start
+
     def _finished(self, conn: Conn, job_ids: Sequence[int]) -> None:
         """Inside the transaction that made these jobs final: tell waiters (PostgreSQL: one
         NOTIFY per transaction; SQLite's listeners see every commit anyway)."""

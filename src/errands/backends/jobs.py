@@ -3,7 +3,8 @@
 Queries: ``jobs.sql``. Every outcome is fenced on (job id, attempt, from-state) with the
 states bound from ``states.TRANSITIONS``, and records the audit event of the same transition.
 The per-batch path (``finish_and_claim``) is one transaction of a few statements whatever the
-batch size; nothing here does per-row work beyond building the rows themselves.
+batch size; nothing here does per-row work beyond building the rows themselves and grouping
+the batch's figures (figures.py: ``count_held``).
 """
 
 from __future__ import annotations
@@ -223,29 +224,50 @@ class SQLJobs(SQLHost):
 
     # -- outcomes --------------------------------------------------------------------------
 
-    def finish(self, outcomes: Sequence[Outcome], worker_id: str, now: float) -> list[bool]:
+    def finish(
+        self,
+        outcomes: Sequence[Outcome],
+        worker_id: str,
+        now: float,
+        held: Sequence[ClaimedJob] | None = None,
+    ) -> list[bool]:
         """Record outcomes of attempts this worker holds, in one transaction.
 
         Each is fenced on (job id, attempt, status='running'); the returned flags say which
         applied. A refused one (the lease was recovered and the job moved on) changes nothing.
         Successes — the hot path — go in one batched statement; the rest one by one.
+        ``held``: the claimed job of each outcome, in the same order (the worker's slots hold
+        them); with them the batch's figures are grouped in Python instead of read back from
+        the rows it wrote (figures.py: count_held).
         """
+        _check_held(outcomes, held)
         with self._write("finish") as conn:
-            return self._finish_in(conn, outcomes, worker_id, now)
+            return self._finish_in(conn, outcomes, worker_id, now, held)
 
     def finish_and_claim(
-        self, outcomes: Sequence[Outcome], worker_id: str, request: ClaimRequest, now: float
+        self,
+        outcomes: Sequence[Outcome],
+        worker_id: str,
+        request: ClaimRequest,
+        now: float,
+        held: Sequence[ClaimedJob] | None = None,
     ) -> tuple[list[bool], list[ClaimedJob]]:
         """``finish`` then ``claim`` in one transaction: one commit (one fsync with SQLite's
         synchronous=FULL, one WAL flush on PostgreSQL) per batch instead of two. All or
         nothing: if the claim fails, the outcomes are not recorded either."""
+        _check_held(outcomes, held)
         with self._write("finish") as conn:
-            applied = self._finish_in(conn, outcomes, worker_id, now)
+            applied = self._finish_in(conn, outcomes, worker_id, now, held)
             rows, col = self._claim_in(conn, request, now)
         return applied, self._claimed(rows, col)
 
     def _finish_in(
-        self, conn: Conn, outcomes: Sequence[Outcome], worker_id: str, now: float
+        self,
+        conn: Conn,
+        outcomes: Sequence[Outcome],
+        worker_id: str,
+        now: float,
+        held: Sequence[ClaimedJob] | None,
     ) -> list[bool]:
         attempts: list[list[Any]] = []
         events: list[list[Any]] = []
@@ -275,7 +297,14 @@ class SQLJobs(SQLHost):
         ]
         if final:
             self._finished(conn, final)
-        # The batch counts its own figures, one grouped statement per table (figures.py).
+        # The batch counts its own figures, one statement per table (figures.py): grouped in
+        # Python from what the worker holds, or read back from the rows it wrote.
+        if (
+            held is not None
+            and _once_each(succeeded, done)
+            and figures.count_held(conn, self.q, outcomes, applied, held, now, self._elapsed)
+        ):
+            return applied
         ended = _ended(outcomes, applied)
         unsuccessful = [o.job_id for o in ended if not isinstance(o, Succeeded)]
         figures.count(conn, self.q, [o.job_id for o in ended], unsuccessful)
@@ -439,6 +468,23 @@ class SQLJobs(SQLHost):
         }
         rows = self._fetch("next_due", params)
         return None if not rows else self._epoch(rows[0]["next_run_at"])
+
+
+def _check_held(outcomes: Sequence[Outcome], held: Sequence[ClaimedJob] | None) -> None:
+    if held is not None and len(held) != len(outcomes):
+        raise ValueError(
+            f"finish was given {len(held)} claimed jobs for {len(outcomes)} outcomes: pass "
+            "one per outcome, in the same order, or none"
+        )
+
+
+def _once_each(succeeded: Sequence[Succeeded], done: set[tuple[int, int]]) -> bool:
+    """Whether no attempt's success is in the batch twice (the rows count a job once; a
+    repeated success would be counted twice in Python). Only the other outcomes can be
+    refused by their own statement, so a repeat shows as fewer successes applied."""
+    if len(done) == len(succeeded):
+        return True
+    return len({(o.job_id, o.attempt) for o in succeeded}) == len(succeeded)
 
 
 def _ended(outcomes: Sequence[Outcome], applied: Sequence[bool]) -> list[Outcome]:

@@ -1,7 +1,7 @@
 """The jobs noun, operator side: retry, cancel and bulk selection, and the reads of whole
 jobs, attempts, events and blobs (for people: the CLI, the dashboard, ``Queue.get``).
 
-Queries: ``jobs.sql`` and ``ops.sql`` (``ids_matching``). Rows are read by column name.
+Queries: ``jobs.sql`` and ``ops.sql`` (``ids_matching_*``). Rows are read by column name.
 """
 
 from __future__ import annotations
@@ -10,11 +10,22 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..records import Attempt, EventRecord, Job
+from ..states import TERMINAL, State
 from . import figures
 from .base import CancelReport, JobFilter
 from .host import F_CANCEL, T_RETRY, SQLHost, event_of, event_row, from_json
 
 RETRIED = event_of("retry")
+
+
+def ids_matching(status: str) -> str:
+    """The ``ids_matching_*`` query for jobs in ``status``: one per index that holds a state's
+    jobs (``jobs_queued_run_at``, ``jobs_running``, and ``jobs_finished`` for every final
+    state), because a partial index serves only a query whose WHERE states its predicate as
+    written — never a state bound as a parameter (SQLite; PostgreSQL's generic plans)."""
+    if State(status) in TERMINAL:
+        return "ids_matching_finished"
+    return f"ids_matching_{State(status).value}"
 
 
 class SQLJobOperator(SQLHost):
@@ -84,7 +95,7 @@ class SQLJobOperator(SQLHost):
         self, status: str, *, type: str | None, queue: str | None, error_code: str | None
     ) -> list[int]:
         params = {"status": status, "type": type, "queue": queue, "error_code": error_code}
-        return [int(r["id"]) for r in self._fetch("ids_matching", params)]
+        return [int(r["id"]) for r in self._fetch(ids_matching(status), params)]
 
     # -- reads -----------------------------------------------------------------------------
 

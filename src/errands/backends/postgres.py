@@ -60,10 +60,10 @@ _NOTIFY_FINISHED = f"SELECT pg_notify('{FINISHED_CHANNEL}', %s)"
 # The worker's batch verbs must touch only the rows of the batch, through indexes: the claim
 # walks jobs_due in its order and stops after :limit rows; the outcome statements look each
 # job up by primary key. Right after a bulk enqueue the statistics still say "a few rows", and
-# the planner then sorts every queued row on each claim (via jobs_status_queue_type) and
-# hash-joins the batch against a scan of the whole table (measured with 20,000 queued: 125 ms
-# per claim of 200 instead of 0.7 ms, 64 ms per batch of successes instead of ~2) — a cost
-# that grows with the table. Forbidding sorts, scans and hash/merge joins in these
+# the planner then sorts every queued row on each claim (then via jobs_status_queue_type, since
+# dropped) and hash-joins the batch against a scan of the whole table (measured with 20,000
+# queued: 125 ms per claim of 200 instead of 0.7 ms, 64 ms per batch of successes instead of
+# ~2) — a cost that grows with the table. Forbidding sorts, scans and hash/merge joins in these
 # transactions leaves the planner only the index plans; one statement, set for the
 # transaction only. Forbidden plans are priced at 1e10, not refused, so a statement left
 # only them (a sort for the figures' key order) would cross jit_above_cost and spend ~400 ms
@@ -621,6 +621,12 @@ class PostgresBackend(SQLBackend):
     def _list(self, values: Sequence[Any]) -> list[Any]:
         return list(values)
 
+    def _elapsed(self, start: float, end: float) -> float:
+        # to_timestamp stores whole microseconds, and EXTRACT(EPOCH FROM …) subtracts them
+        # exactly (numeric) before the float8 cast: the same, with Python's exact integers
+        # and its correctly rounded int / int.
+        return (_micros(end) - _micros(start)) / 1_000_000
+
     def _epoch(self, value: Any) -> float | None:
         if value is None:
             return None
@@ -721,3 +727,13 @@ def _ts(epoch: float) -> datetime:
 
 def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+# PostgreSQL's epoch (2000-01-01) in unix seconds: to_timestamp(float8) subtracts it, then
+# rounds to whole microseconds with rint (half to even, as Python's round).
+_PG_EPOCH = 946684800.0
+
+
+def _micros(t: float) -> int:
+    """The microseconds ``to_timestamp(t)`` stores, from PostgreSQL's epoch."""
+    return round((t - _PG_EPOCH) * 1e6)

@@ -396,15 +396,26 @@ class SQLiteBackend(SQLBackend):
         self._notifier.send(wakeup.JOBS if connection is None else wakeup.PENDING)
         return ids
 
-    def finish(self, outcomes: Sequence[Outcome], worker_id: str, now: float) -> list[bool]:
-        applied = super().finish(outcomes, worker_id, now)
+    def finish(
+        self,
+        outcomes: Sequence[Outcome],
+        worker_id: str,
+        now: float,
+        held: Sequence[ClaimedJob] | None = None,
+    ) -> list[bool]:
+        applied = super().finish(outcomes, worker_id, now, held)
         self._notifier.send(wakeup.DONE)
         return applied
 
     def finish_and_claim(
-        self, outcomes: Sequence[Outcome], worker_id: str, request: ClaimRequest, now: float
+        self,
+        outcomes: Sequence[Outcome],
+        worker_id: str,
+        request: ClaimRequest,
+        now: float,
+        held: Sequence[ClaimedJob] | None = None,
     ) -> tuple[list[bool], list[ClaimedJob]]:
-        result = super().finish_and_claim(outcomes, worker_id, request, now)
+        result = super().finish_and_claim(outcomes, worker_id, request, now, held)
         self._notifier.send(wakeup.DONE)
         return result
 

@@ -1,9 +1,9 @@
 """The stats noun: typed rows and small dicts for ``errands.stats`` (which shapes the user's
 ``stats``), the metrics and the dashboard. Reads only, each one query.
 
-Queries: ``ops.sql``, ``jobs.sql`` (``count_by_state``) and ``series.sql``. The counts of
-finished jobs come from kept figures (``job_counts``, ``job_stats_minutely``), never
-from a scan of finished rows, except where a window reaches past the minutes kept.
+Queries: ``ops.sql`` and ``series.sql``. The counts of finished jobs come from kept figures
+(``job_counts``, ``job_stats_minutely``), never from a scan of finished rows, except where a
+window reaches past the minutes kept.
 """
 
 from __future__ import annotations
@@ -17,11 +17,6 @@ from .host import SQLHost, iso
 
 class SQLStats(SQLHost):
     """What the queue holds and what it did, by state, queue, type and window."""
-
-    def counts(self) -> list[tuple[str, str, str, int]]:
-        return [
-            (r["status"], r["queue"], r["type"], int(r["n"])) for r in self._fetch("count_by_state")
-        ]
 
     def state_counts(self) -> list[StateCount]:
         """Jobs per state, queue and type: queued and running counted live (index ranges),

@@ -268,10 +268,6 @@ SELECT * FROM job_attempts WHERE job_id = :job_id ORDER BY attempt;
 -- A job's events in order: its whole history.
 SELECT * FROM job_events WHERE job_id = :job_id ORDER BY id;
 
--- name: count_by_state
--- Jobs per state, queue and type.
-SELECT status, queue, type, COUNT(*) AS n FROM jobs GROUP BY status, queue, type;
-
 -- name: upsert_worker
 -- Register (or re-register) a worker.
 INSERT INTO workers (id, hostname, pid, queues, types, concurrency, started_at, last_seen_at)
@@ -389,6 +385,42 @@ FROM batch
 WHERE status IN ('succeeded', 'failed', 'cancelled') AND finished_at IS NOT NULL
   AND error_code IS NOT NULL
 GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
+ON CONFLICT (minute, error_code, type, shard) DO UPDATE SET
+    count = e.count + EXCLUDED.count,
+    last_finished_at = GREATEST(e.last_finished_at, EXCLUDED.last_finished_at);
+
+-- name: count_grouped_jobs
+-- The worker's batch counts into job_counts what count_batch_jobs would read back from the
+-- rows, grouped in Python from the outcomes and the claimed jobs (figures.py: count_held):
+-- :rows is a JSON array of [status, queue, type, n], each key once; into this backend's
+-- shard, in key order.
+INSERT INTO job_counts AS c (status, queue, type, shard, n)
+SELECT e->>0, e->>1, e->>2, pg_backend_pid(), (e->>3)::bigint
+FROM jsonb_array_elements(CAST(:rows AS jsonb)) AS e
+ORDER BY 1, 2, 3
+ON CONFLICT (status, queue, type, shard) DO UPDATE SET n = c.n + EXCLUDED.n;
+
+-- name: count_grouped_minutes
+-- The same batch into job_stats_minutely (count_batch_minutes' figures): :rows is a JSON
+-- array of [measure, queue, bucket, count, total, maximum], each key once, all in the minute
+-- of :now (the batch's finished_at, stored as to_timestamp(:now)); in key order.
+INSERT INTO job_stats_minutely AS m (measure, minute, queue, bucket, shard, count, total, maximum)
+SELECT e->>0, errands_minute(to_timestamp(:now)), e->>1, (e->>2)::integer, pg_backend_pid(),
+       (e->>3)::bigint, (e->>4)::float8, (e->>5)::float8
+FROM jsonb_array_elements(CAST(:rows AS jsonb)) AS e
+ORDER BY 1, 3, 4
+ON CONFLICT (measure, minute, queue, bucket, shard) DO UPDATE SET
+    count = m.count + EXCLUDED.count, total = m.total + EXCLUDED.total,
+    maximum = GREATEST(m.maximum, EXCLUDED.maximum);
+
+-- name: count_grouped_errors
+-- The same batch into job_errors_minutely (count_batch_errors' figures): :rows is a JSON
+-- array of [error_code, type, count], each key once, all finished at :now; in key order.
+INSERT INTO job_errors_minutely AS e (minute, error_code, type, shard, count, last_finished_at)
+SELECT errands_minute(to_timestamp(:now)), r->>0, r->>1, pg_backend_pid(), (r->>2)::bigint,
+       to_timestamp(:now)
+FROM jsonb_array_elements(CAST(:rows AS jsonb)) AS r
+ORDER BY 2, 3
 ON CONFLICT (minute, error_code, type, shard) DO UPDATE SET
     count = e.count + EXCLUDED.count,
     last_finished_at = GREATEST(e.last_finished_at, EXCLUDED.last_finished_at);

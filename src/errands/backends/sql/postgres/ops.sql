@@ -61,10 +61,16 @@ LIMIT :limit;
 
 -- name: state_counts
 -- Jobs per state, queue and type without visiting finished rows: queued and running from
--- index ranges on jobs_status_queue_type, final states from job_counts (kept by errands'
--- writes, summed over the writers' shards).
-SELECT status, queue, type, COUNT(*) AS count FROM jobs
-WHERE status IN ('queued', 'running') GROUP BY status, queue, type
+-- their partial indexes (jobs_queued_run_at, jobs_running, which hold queue and type; each arm
+-- names its state as a literal, so a generic plan can use them, and labels its rows with it:
+-- reading the status column, which the indexes do not hold, would cost the index-only scan
+-- its heap visits), final states from job_counts (kept by errands' writes, summed over the
+-- writers' shards).
+SELECT 'queued' AS status, queue, type, COUNT(*) AS count FROM jobs
+WHERE status = 'queued' GROUP BY queue, type
+UNION ALL
+SELECT 'running' AS status, queue, type, COUNT(*) FROM jobs
+WHERE status = 'running' GROUP BY queue, type
 UNION ALL
 SELECT status, queue, type, SUM(n) FROM job_counts
 GROUP BY status, queue, type HAVING SUM(n) <> 0;
@@ -134,7 +140,7 @@ ON CONFLICT (measure, minute, queue, bucket, shard) DO UPDATE SET
 SELECT queue, type, outcome, SUM(count) AS n FROM job_stats_hourly GROUP BY queue, type, outcome;
 
 -- name: queued_types
--- Queued jobs per queue and type (a range on the index jobs_status_queue_type).
+-- Queued jobs per queue and type, from the partial index jobs_queued_run_at that holds both.
 SELECT queue, type, COUNT(*) AS n FROM jobs WHERE status = 'queued' GROUP BY queue, type
 ORDER BY queue, type;
 
@@ -144,10 +150,32 @@ SELECT id, hostname, pid, queues, types, concurrency, started_at, last_seen_at F
 WHERE stopped_at IS NULL AND last_seen_at >= to_timestamp(:alive_since)
 ORDER BY last_seen_at DESC, id;
 
--- name: ids_matching
--- Ids of jobs in one state with optional type, queue and error code (bulk retry/cancel).
+-- name: ids_matching_queued
+-- Ids of queued jobs with optional type, queue and error code (bulk cancel). One query per
+-- index that holds a state's jobs, chosen by the caller (jobs_operator.py): in a generic plan
+-- a partial index serves only a query whose WHERE states its predicate as written.
 SELECT id FROM jobs
-WHERE status = :status
+WHERE status = 'queued'
+  AND (CAST(:type AS text) IS NULL OR type = :type)
+  AND (CAST(:queue AS text) IS NULL OR queue = :queue)
+  AND (CAST(:error_code AS text) IS NULL OR error_code = :error_code)
+ORDER BY id;
+
+-- name: ids_matching_running
+-- Ids of running jobs with optional type, queue and error code (bulk cancel), from jobs_running.
+SELECT id FROM jobs
+WHERE status = 'running'
+  AND (CAST(:type AS text) IS NULL OR type = :type)
+  AND (CAST(:queue AS text) IS NULL OR queue = :queue)
+  AND (CAST(:error_code AS text) IS NULL OR error_code = :error_code)
+ORDER BY id;
+
+-- name: ids_matching_finished
+-- Ids of jobs in one final state (:status) with optional type, queue and error code (bulk
+-- retry), a range of jobs_finished: a final state always carries finished_at, and saying so
+-- here is what lets the index serve the query.
+SELECT id FROM jobs
+WHERE status = :status AND finished_at IS NOT NULL
   AND (CAST(:type AS text) IS NULL OR type = :type)
   AND (CAST(:queue AS text) IS NULL OR queue = :queue)
   AND (CAST(:error_code AS text) IS NULL OR error_code = :error_code)

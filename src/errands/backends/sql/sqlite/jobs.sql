@@ -47,8 +47,9 @@ FROM json_each(:rows);
 -- name: claim
 -- Claim up to :limit due jobs of the worker's types and queues, highest priority first.
 -- status = 'queued' is a literal (not bound) so SQLite can use the partial index jobs_due;
--- INDEXED BY pins it: left to itself the planner prefers jobs_status_queue_type and sorts
--- every queued row on each claim (measured: 35 us/job at 20k queued, vs ~5 with jobs_due).
+-- INDEXED BY pins it: left to itself the planner may take another index over the queued rows
+-- and sort them all on each claim (measured with jobs_status_queue_type, dropped by migration
+-- 0006: 35 us/job at 20k queued, vs ~5 with jobs_due).
 UPDATE jobs
 SET status = :to_state,
     attempts = attempts + 1,
@@ -253,10 +254,6 @@ SELECT * FROM job_attempts WHERE job_id = :job_id ORDER BY attempt;
 -- A job's events in order: its whole history.
 SELECT * FROM job_events WHERE job_id = :job_id ORDER BY id;
 
--- name: count_by_state
--- Jobs per state, queue and type.
-SELECT status, queue, type, COUNT(*) AS n FROM jobs GROUP BY status, queue, type;
-
 -- name: upsert_worker
 -- Register (or re-register) a worker.
 INSERT INTO workers (id, hostname, pid, queues, types, concurrency, started_at, last_seen_at)
@@ -342,6 +339,41 @@ FROM batch
 WHERE status IN ('succeeded', 'failed', 'cancelled') AND finished_at IS NOT NULL
   AND error_code IS NOT NULL
 GROUP BY minute, error_code, type
+ON CONFLICT (minute, error_code, type, shard) DO UPDATE SET
+    count = count + excluded.count,
+    last_finished_at = MAX(last_finished_at, excluded.last_finished_at);
+
+-- name: count_grouped_jobs
+-- The worker's batch counts into job_counts what count_batch_jobs would read back from the
+-- rows, grouped in Python from the outcomes and the claimed jobs (figures.py: count_held):
+-- :rows is a JSON array of [status, queue, type, n], each key once. (WHERE true: without a
+-- WHERE the parser would read ON CONFLICT as a join's ON.)
+INSERT INTO job_counts (status, queue, type, shard, n)
+SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'), 0,
+       json_extract(value, '$[3]')
+FROM json_each(:rows) WHERE true
+ON CONFLICT (status, queue, type, shard) DO UPDATE SET n = n + excluded.n;
+
+-- name: count_grouped_minutes
+-- The same batch into job_stats_minutely (count_batch_minutes' figures): :rows is a JSON
+-- array of [measure, queue, bucket, count, total, maximum], each key once, all in the minute
+-- of :now (the batch's finished_at), cut as count_batch_minutes cuts it.
+INSERT INTO job_stats_minutely (measure, minute, queue, bucket, shard, count, total, maximum)
+SELECT json_extract(value, '$[0]'), CAST(:now / 60 AS INTEGER) * 60.0,
+       json_extract(value, '$[1]'), json_extract(value, '$[2]'), 0, json_extract(value, '$[3]'),
+       json_extract(value, '$[4]'), json_extract(value, '$[5]')
+FROM json_each(:rows) WHERE true
+ON CONFLICT (measure, minute, queue, bucket, shard) DO UPDATE SET
+    count = count + excluded.count, total = total + excluded.total,
+    maximum = MAX(maximum, excluded.maximum);
+
+-- name: count_grouped_errors
+-- The same batch into job_errors_minutely (count_batch_errors' figures): :rows is a JSON
+-- array of [error_code, type, count], each key once, all finished at :now.
+INSERT INTO job_errors_minutely (minute, error_code, type, shard, count, last_finished_at)
+SELECT CAST(:now / 60 AS INTEGER) * 60.0, json_extract(value, '$[0]'),
+       json_extract(value, '$[1]'), 0, json_extract(value, '$[2]'), :now
+FROM json_each(:rows) WHERE true
 ON CONFLICT (minute, error_code, type, shard) DO UPDATE SET
     count = count + excluded.count,
     last_finished_at = MAX(last_finished_at, excluded.last_finished_at);

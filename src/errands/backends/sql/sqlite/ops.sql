@@ -60,9 +60,16 @@ LIMIT :limit;
 
 -- name: state_counts
 -- Jobs per state, queue and type without visiting finished rows: queued and running from
--- index ranges on jobs_status_queue_type, final states from job_counts (kept by errands' writes).
-SELECT status, queue, type, COUNT(*) AS count FROM jobs
-WHERE status IN ('queued', 'running') GROUP BY status, queue, type
+-- their partial indexes (jobs_queued_run_at, jobs_running, which hold queue and type; each
+-- arm names its state as a literal, which is what lets SQLite use a partial index, and labels
+-- its rows with it rather than read the status column, which the indexes do not hold), final
+-- states from job_counts (kept by errands' writes). INDEXED BY: left to itself SQLite walks
+-- jobs_due, which holds neither column, and reads every queued row.
+SELECT 'queued' AS status, queue, type, COUNT(*) AS count FROM jobs INDEXED BY jobs_queued_run_at
+WHERE status = 'queued' GROUP BY queue, type
+UNION ALL
+SELECT 'running' AS status, queue, type, COUNT(*) FROM jobs INDEXED BY jobs_running
+WHERE status = 'running' GROUP BY queue, type
 UNION ALL
 SELECT status, queue, type, SUM(n) FROM job_counts
 GROUP BY status, queue, type HAVING SUM(n) <> 0;
@@ -105,8 +112,10 @@ DELETE FROM job_stats_minutely WHERE 0 AND minute < :before;
 SELECT queue, type, outcome, SUM(count) AS n FROM job_stats_hourly GROUP BY queue, type, outcome;
 
 -- name: queued_types
--- Queued jobs per queue and type (a range on the covering index jobs_status_queue_type).
-SELECT queue, type, COUNT(*) AS n FROM jobs WHERE status = 'queued' GROUP BY queue, type
+-- Queued jobs per queue and type, from the partial index jobs_queued_run_at that holds both
+-- (pinned as in state_counts).
+SELECT queue, type, COUNT(*) AS n FROM jobs INDEXED BY jobs_queued_run_at
+WHERE status = 'queued' GROUP BY queue, type
 ORDER BY queue, type;
 
 -- name: workers_seen_since
@@ -115,10 +124,33 @@ SELECT id, hostname, pid, queues, types, concurrency, started_at, last_seen_at F
 WHERE stopped_at IS NULL AND last_seen_at >= :alive_since
 ORDER BY last_seen_at DESC, id;
 
--- name: ids_matching
--- Ids of jobs in one state with optional type, queue and error code (bulk retry/cancel).
-SELECT id FROM jobs
-WHERE status = :status
+-- name: ids_matching_queued
+-- Ids of queued jobs with optional type, queue and error code (bulk cancel). One query per
+-- index that holds a state's jobs, chosen by the caller (jobs_operator.py): a partial index
+-- serves only a query whose WHERE states its predicate as written, never a bound :status.
+-- INDEXED BY in all three: for ORDER BY id SQLite would rather walk the whole table.
+SELECT id FROM jobs INDEXED BY jobs_queued_run_at
+WHERE status = 'queued'
+  AND (:type IS NULL OR type = :type)
+  AND (:queue IS NULL OR queue = :queue)
+  AND (:error_code IS NULL OR error_code = :error_code)
+ORDER BY id;
+
+-- name: ids_matching_running
+-- Ids of running jobs with optional type, queue and error code (bulk cancel), from jobs_running.
+SELECT id FROM jobs INDEXED BY jobs_running
+WHERE status = 'running'
+  AND (:type IS NULL OR type = :type)
+  AND (:queue IS NULL OR queue = :queue)
+  AND (:error_code IS NULL OR error_code = :error_code)
+ORDER BY id;
+
+-- name: ids_matching_finished
+-- Ids of jobs in one final state (:status) with optional type, queue and error code (bulk
+-- retry), a range of jobs_finished: a final state always carries finished_at, and saying so
+-- here is what lets the index serve the query.
+SELECT id FROM jobs INDEXED BY jobs_finished
+WHERE status = :status AND finished_at IS NOT NULL
   AND (:type IS NULL OR type = :type)
   AND (:queue IS NULL OR queue = :queue)
   AND (:error_code IS NULL OR error_code = :error_code)
