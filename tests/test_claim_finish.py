@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 import errands
@@ -28,6 +29,33 @@ def test_claim_returns_the_first_job_and_sets_running(
     assert (attempt.attempt, attempt.status, attempt.worker_id) == (1, "running", "w1")
     assert event_names(clocked_queue, ids[0]) == ["ENQUEUED", "CLAIMED"]
     assert [j.status for j in clocked_queue.jobs()].count("queued") == 4
+
+
+def test_a_claim_records_its_claimed_events_with_the_attempt(
+    clocked_queue: errands.Queue, clock: FixedClock
+) -> None:
+    ids = [clocked_queue.enqueue("t", {}) for _ in range(3)]
+    claim(clocked_queue, ["t"], worker_id="w9", limit=3)
+    for job_id in ids:
+        claimed = [e for e in clocked_queue.events(job_id) if e.event == "CLAIMED"]
+        assert [(e.actor, e.detail) for e in claimed] == [("w9", {"attempt": 1})]
+        assert claimed[0].ts == datetime.fromtimestamp(clock.now, UTC)
+
+
+def test_enqueue_and_claim_honour_an_audit_without_their_events(
+    make_queue: Callable[..., errands.Queue],
+) -> None:
+    q = make_queue(audit=["ENQUEUED", "SUCCEEDED"])
+    job_id = q.enqueue("t", {})
+    (job,) = claim(q, ["t"], worker_id="w1")
+    assert event_names(q, job_id) == ["ENQUEUED"]  # no CLAIMED, as configured
+    q = make_queue(audit=["SUCCEEDED"])
+    other = q.enqueue("t", {})
+    claim(q, ["t"], worker_id="w2")
+    assert event_names(q, other) == []  # neither ENQUEUED nor CLAIMED
+    (attempt,) = q.attempts(job_id)  # the attempt row is written all the same
+    assert (attempt.attempt, attempt.status, attempt.worker_id) == (1, "running", "w1")
+    assert job.attempt == 1
 
 
 def test_a_second_claim_returns_the_second_job(clocked_queue: errands.Queue) -> None:

@@ -26,6 +26,7 @@ from errands.backends import sql as sql_files
 from errands.errors import DatabaseError
 from errands.worker import Worker
 from pgproc import make_queue
+from support import claim
 
 PGPROC = str(Path(__file__).with_name("pgproc.py"))
 
@@ -139,6 +140,71 @@ def test_listen_connection_reconnects_after_being_terminated(
         return job is not None and job.status == "succeeded"
 
     wait_for(done, 10, "pickup by NOTIFY after the reconnect")
+
+
+def pooled_pids(url: str) -> set[object]:
+    """The sessions of errands' connection pools (not the LISTEN connections)."""
+    return {
+        r[0]
+        for r in sql(
+            url,
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+            "AND application_name = 'errands'",
+        )
+    }
+
+
+def test_pooled_connections_terminated_by_the_server_are_replaced(pg_url: str) -> None:
+    with errands.Queue(pg_url) as q:
+        first = q.enqueue("t", {})
+        assert [j.id for j in claim(q, ["t"])] == [first]  # the pool's connections, just used
+        old = pooled_pids(pg_url)
+        assert old
+        sql(pg_url, "SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid", list(old))
+        wait_for(lambda: not pooled_pids(pg_url) & old, 15, "the sessions to end")
+        # Right away (well inside the idle-ping interval): the next calls get live
+        # connections, no error.
+        second = q.enqueue("t", {})
+        assert [j.id for j in claim(q, ["t"])] == [second]
+        assert not pooled_pids(pg_url) & old
+
+
+def test_a_session_ended_mid_transaction_fails_once_retryably_then_recovers(
+    pg_url: str,
+) -> None:
+    # The race no checkout check can close: the server ends the session after the check.
+    # That one call fails with DatabaseBusyError (retryable, nothing written); the pool
+    # drops the broken connection, so the next call works.
+    with errands.Queue(pg_url) as q:
+        backend: Any = q.backend
+        with pytest.raises(errands.DatabaseBusyError, match="can be retried"):
+            with backend._write("enqueue") as conn:
+                pid = conn.raw.info.backend_pid
+                sql(pg_url, "SELECT pg_terminate_backend(%s)", pid)
+                wait_for(lambda: pid not in pooled_pids(pg_url), 15, "the session to end")
+                conn.execute("SELECT 1")
+        job_id = q.enqueue("t", {})
+        assert [j.id for j in claim(q, ["t"])] == [job_id]
+
+
+def ended(url: str, pid: int) -> Callable[[], bool]:
+    return lambda: pid not in pooled_pids(url)
+
+
+def test_a_transaction_of_ours_left_idle_is_ended_by_the_server(pg_url: str) -> None:
+    # A worker frozen mid-write must not hold its row locks for good: the server ends a
+    # session idle in a transaction after lease_seconds. Whatever a write sends first
+    # (BEGIN, planner settings, the first statement) must leave that timeout armed.
+    with errands.Queue(pg_url, lease_seconds=1) as q:
+        job_id = q.enqueue("t", {})
+        backend: Any = q.backend
+        for verb in ("claim", "enqueue"):
+            with pytest.raises(errands.DatabaseError):
+                with backend._write(verb) as conn:
+                    pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+                    wait_for(ended(pg_url, pid), 15, "the server to end the session")
+                    conn.execute("SELECT 1")
+        assert [j.id for j in claim(q, ["t"])] == [job_id]  # and the next call works
 
 
 def test_killed_worker_and_sessions_lose_nothing(pg_url: str) -> None:

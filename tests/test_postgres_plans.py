@@ -40,6 +40,25 @@ def test_claim_and_successes_use_indexes_with_stale_statistics(pg_url: str) -> N
         )
         assert "jobs_due" in claim, claim
         assert "Sort" not in claim and "Seq Scan" not in claim, claim
+        # PostgreSQL's own one-statement claim (own.sql) walks the same index the same way.
+        recorded = plan(
+            q,
+            "claim",
+            "claim_recorded",
+            {
+                "to_state": "running",
+                "worker_id": "w",
+                "now": now,
+                "lease_seconds": 60.0,
+                "types": ["t"],
+                "queues": None,
+                "limit": 100,
+                "status": "running",
+                "event": "CLAIMED",
+            },
+        )
+        assert "jobs_due" in recorded, recorded
+        assert "Sort" not in recorded and "Seq Scan" not in recorded, recorded
 
         batch = json.dumps([[i, 1, now, None] for i in ids[:100]])
         succeed = plan(

@@ -129,6 +129,12 @@ def postgres_columns(url: str) -> dict[str, list[str]]:
 
 def test_every_query_returns_the_same_columns_in_both_dialects(tmp_path: Path, pg_url: str) -> None:
     lite, pg = sqlite_columns(tmp_path), postgres_columns(pg_url)
+    own = sql.own_queries("postgres")
+    # PostgreSQL's own claim (claim + open_attempts + insert_claimed_events in one statement)
+    # stands in for claim, so the shared verbs read its rows with claim's columns.
+    assert pg["claim_recorded"] == pg["claim"] == lite["claim"]
+    assert pg["insert_job_recorded"] == pg["insert_job"] == lite["insert_job"] == ["id"]
+    pg = {name: cols for name, cols in pg.items() if name not in own}
     assert set(lite) == set(pg) == set(sql.queries("sqlite"))
     differ = {name: (lite[name], pg[name]) for name in lite if lite[name] != pg[name]}
     assert differ == {}, "sqlite columns vs postgres columns"

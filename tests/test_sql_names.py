@@ -5,16 +5,34 @@ from __future__ import annotations
 import re
 
 from errands.backends import sql
+from errands.backends.postgres import CHANNEL
+
+
+def shared(dialect: str) -> dict[str, str]:
+    """A dialect's queries without its own.sql (statements only it has, run by a hook)."""
+    own = sql.own_queries(dialect)
+    return {name: text for name, text in sql.queries(dialect).items() if name not in own}
 
 
 def test_dialects_define_the_same_query_names() -> None:
-    sqlite, postgres = set(sql.queries("sqlite")), set(sql.queries("postgres"))
+    sqlite, postgres = set(shared("sqlite")), set(shared("postgres"))
     assert sqlite - postgres == set(), "queries missing from sql/postgres"
     assert postgres - sqlite == set(), "queries missing from sql/sqlite"
 
 
+def test_own_queries_are_only_the_dialects_own() -> None:
+    # own.sql holds what only one dialect has; a name in both would be shared, and checked.
+    assert sql.own_queries("postgres") == {"claim_recorded", "insert_job_recorded"}
+    assert sql.own_queries("sqlite") == set()
+    assert not sql.own_queries("postgres") & set(sql.queries("sqlite"))
+
+
+def test_the_one_statement_enqueue_notifies_on_the_wake_up_channel() -> None:
+    assert f"pg_notify('{CHANNEL}', '')" in sql.queries("postgres")["insert_job_recorded"]
+
+
 def test_dialects_bind_the_same_parameters() -> None:
-    sqlite, postgres = sql.queries("sqlite"), sql.queries("postgres")
+    sqlite, postgres = shared("sqlite"), shared("postgres")
     for name, text in sqlite.items():
         lite = set(re.findall(r"(?<!:):([A-Za-z_]\w*)", text))
         pg = set(re.findall(r"%\((\w+)\)s", postgres[name]))

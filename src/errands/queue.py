@@ -103,7 +103,13 @@ class Queue:
         self._lock = threading.Lock()
         self._offload: ThreadPoolExecutor | None = None  # blocking work of async callers
         self.backend = open_backend(url, self.settings)
-        self.backend.migrate()
+        try:
+            self.backend.migrate()
+        except BaseException:
+            # A Queue that failed to open is never closed by its caller: release the
+            # backend's connections (and a pool's threads) here, not whenever GC gets to them.
+            self.backend.close()
+            raise
         self._hubs = hubs(self.backend, self._wakers)
         self._producer = Producer(
             self.backend,

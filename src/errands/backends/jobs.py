@@ -169,6 +169,13 @@ class SQLJobs(SQLHost):
             "queues": None if request.queues is None else self._list(list(request.queues)),
             "limit": request.limit,
         }
+        return self._claim_rows(conn, params, now)
+
+    def _claim_rows(
+        self, conn: Conn, params: dict[str, Any], now: float
+    ) -> tuple[list[Any], dict[str, int]]:
+        """The claim, its attempt rows and its CLAIMED events, in three statements; a dialect
+        that can write them in one overrides this (PostgresBackend: one round trip)."""
         cur = conn.execute(self.q["claim"], params)
         rows: list[Any] = cur.fetchall()
         if not rows:

@@ -11,7 +11,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import select
 import threading
+import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -28,16 +31,18 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 from .. import faults
 from ..errors import ConfigurationError, DatabaseBusyError, DatabaseError
 from ..settings import Settings
+from ..states import AttemptStatus
 from . import scrub, sql
 from .base import NewJob
-from .host import ALL, COPY, EXEC, MANY, ONE, T_ENQUEUE, Step, Steps
+from .host import ALL, COPY, EXEC, MANY, ONE, T_ENQUEUE, Step, Steps, column_index
+from .jobs import CLAIMED, ENQUEUED
 from .sqlbase import SQLBackend
 
 log = logging.getLogger("errands.postgres")
 T = TypeVar("T")
 
 SCHEMA_VERSION = len(sql.migrations("postgres"))
-CHANNEL = "errands_jobs"
+CHANNEL = "errands_jobs"  # also written out in sql/postgres/own.sql (insert_job_recorded)
 # Jobs reaching a final state, for Queue.wait: a channel of its own so completions never wake
 # idle workers. Payload: the ids, comma-separated, or empty when they would not fit.
 FINISHED_CHANNEL = "errands_finished"
@@ -69,6 +74,13 @@ _BATCH_TRANSACTION = (
     "set_config('enable_bitmapscan', 'off', true), set_config('enable_hashjoin', 'off', true), "
     "set_config('enable_mergejoin', 'off', true), set_config('jit', 'off', true)"
 )
+# What opens a transaction of errands' own (_write), sent just before its first statement
+# (_Conn): for the batch verbs BEGIN and the planner settings in one round trip.
+_BEGIN = b"BEGIN"
+_BEGIN_BATCH = b"BEGIN; " + _BATCH_TRANSACTION.encode()
+# A pooled connection idle for longer than this is pinged on checkout (see _check); one used
+# more recently is handed out without a round trip unless its socket shows the server ended it.
+IDLE_PING_SECONDS = 1.0
 _NEXT_IDS = "SELECT nextval(pg_get_serial_sequence('jobs', 'id')) FROM generate_series(1, %s)"
 _COPY_JOBS = (
     "COPY jobs (id, queue, type, payload, status, priority, max_attempts, run_at, created_at, "
@@ -144,12 +156,28 @@ def _text_json(data: str | bytes) -> str:
 
 class _Conn:
     """The shared verbs' view of a connection: execute → a cursor; executemany (pipelined by
-    psycopg). Cursors are plain tuple rows even if the application set another row factory."""
+    psycopg). Cursors are plain tuple rows even if the application set another row factory.
 
-    __slots__ = ("raw",)
+    ``begin``: what opens the transaction (BEGIN, with the batch verbs' planner settings), not
+    yet sent: it goes out as one simple query — one round trip — just before the first
+    statement, so a transaction that runs no statement sends nothing at all. Not pipelined
+    with that statement: psycopg ends a pipeline with a flush request after its sync, and a
+    message arriving after the server's ReadyForQuery switches off
+    idle_in_transaction_session_timeout until the next sync — a worker frozen right after
+    would then hold its row locks for good (tests/test_postgres.py)."""
 
-    def __init__(self, raw: psycopg.Connection[Any]) -> None:
-        self.raw = raw
+    __slots__ = ("_begin", "_raw")
+
+    def __init__(self, raw: psycopg.Connection[Any], begin: bytes = b"") -> None:
+        self._raw = raw
+        self._begin = begin
+
+    @property
+    def raw(self) -> psycopg.Connection[Any]:
+        if self._begin:
+            begin, self._begin = self._begin, b""
+            self._raw.execute(begin)  # no parameters: several statements in one query
+        return self._raw
 
     def execute(self, query: str, params: Any = None, /) -> psycopg.Cursor[Any]:
         cur = self.raw.cursor(row_factory=tuple_row)
@@ -165,6 +193,53 @@ class _Conn:
         with self.raw.cursor().copy(query) as copy:
             for row in rows:
                 copy.write_row(row)
+
+
+class _Freshness:
+    """The pool's checkout check, without a round trip for a connection in steady use.
+
+    A pooled connection the server ended (restart, pg_terminate_backend) must be replaced on
+    checkout rather than fail the next transaction. The server says so on the socket as it
+    ends the session (an error message, then end of file), so a socket with something to read
+    is pinged, and fails the ping, and the pool replaces it. A connection idle in the pool for
+    more than IDLE_PING_SECONDS is pinged anyway (a network path may have gone quiet). The
+    rest — a connection returned moments ago with nothing to read — is handed out as is,
+    instead of paying an empty query (a round trip) on every transaction.
+
+    What is left is the race any check has: a session ended between the check and the first
+    statement fails that one transaction with DatabaseBusyError ("cannot reach PostgreSQL …
+    can be retried"); the pool discards the broken connection when it comes back, so the
+    next call gets a working one (tests/test_postgres.py)."""
+
+    def __init__(self) -> None:
+        self._returned: weakref.WeakKeyDictionary[psycopg.Connection[Any], float] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def returned(self, conn: psycopg.Connection[Any]) -> None:
+        """The pool's ``reset`` callback: runs each time a connection comes back."""
+        self._returned[conn] = time.monotonic()
+
+    def check(self, conn: psycopg.Connection[Any]) -> None:
+        """The pool's ``check`` callback: raises if the connection is unusable."""
+        returned = self._returned.get(conn)
+        if (
+            returned is None
+            or time.monotonic() - returned > IDLE_PING_SECONDS
+            or conn.closed
+            or _readable(conn)
+        ):
+            ConnectionPool.check_connection(conn)
+
+
+def _readable(conn: psycopg.Connection[Any]) -> bool:
+    """Whether an idle connection's socket has something to read: nothing should arrive on
+    an idle pooled connection but the server's goodbye (or a stray notice)."""
+    if not hasattr(select, "poll"):  # Windows: no poll(); ping every time, as before
+        return True
+    poller = select.poll()
+    poller.register(conn.fileno(), select.POLLIN | select.POLLPRI)
+    return bool(poller.poll(0))
 
 
 class _NotifyListener:
@@ -286,6 +361,7 @@ class PostgresBackend(SQLBackend):
         # was opened on), each created on first use; see enqueue_async.
         self._apools: dict[asyncio.AbstractEventLoop, _AsyncPool] = {}
         self._apools_lock = threading.Lock()
+        freshness = _Freshness()
         self._pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
             url,
             min_size=1,
@@ -293,8 +369,9 @@ class PostgresBackend(SQLBackend):
             kwargs=self._conn_kwargs,
             configure=_configure,
             # A pooled connection the server dropped (restart, pg_terminate_backend) is
-            # replaced on checkout instead of failing the next transaction.
-            check=ConnectionPool.check_connection,
+            # replaced on checkout instead of failing the next transaction (_Freshness).
+            check=freshness.check,
+            reset=freshness.returned,
             timeout=max(settings.busy_timeout, 1.0),
             name="errands",
             open=True,
@@ -304,13 +381,17 @@ class PostgresBackend(SQLBackend):
 
     @contextlib.contextmanager
     def _write(self, name: str) -> Iterator[_Conn]:
-        """One transaction on a pooled connection; fault points just before and after commit."""
+        """One transaction on a pooled connection; fault points just before and after commit.
+        BEGIN goes out just before the first statement (_Conn), COMMIT only if one was sent."""
         try:
-            with self._pool.connection() as raw, raw.transaction():
-                if name in _BATCH_VERBS:
-                    raw.execute(_BATCH_TRANSACTION)
-                yield _Conn(raw)
-                faults.point(f"{name}.before_commit")
+            with self._pool.connection() as raw:
+                try:
+                    yield _Conn(raw, _BEGIN_BATCH if name in _BATCH_VERBS else _BEGIN)
+                    faults.point(f"{name}.before_commit")
+                except BaseException:
+                    _rollback(raw)
+                    raise
+                raw.commit()  # nothing to send if no statement ran
         except psycopg.Error as exc:
             raise translate(exc, self.where) from exc
         faults.point(f"{name}.after_commit")
@@ -435,6 +516,8 @@ class PostgresBackend(SQLBackend):
         conn.raw.execute(script.encode())  # no parameters: '%' is literal here
 
     def _insert_steps(self, jobs: Sequence[NewJob], now: float, actor: str) -> Steps[list[int]]:
+        if len(jobs) == 1:
+            return (yield from self._insert_one_steps(jobs[0], now, actor))
         if len(jobs) >= COPY_THRESHOLD and all(j.unique_key is None for j in jobs):
             ids = yield from self._copy_steps(jobs, now, actor)
         else:
@@ -443,6 +526,34 @@ class PostgresBackend(SQLBackend):
             # Delivered at commit (or never, on rollback): listeners wake for committed jobs only.
             yield Step(_NOTIFY, None, EXEC)
         return ids
+
+    def _insert_one_steps(self, job: NewJob, now: float, actor: str) -> Steps[list[int]]:
+        """The one-by-one enqueue: the job, its ENQUEUED event and the NOTIFY in one statement
+        (own.sql) instead of three, two round trips fewer. The shared steps' unique-key path
+        stays: a key held by an active job returns that job's id (and still wakes workers)."""
+        due = job.run_at <= now
+        params = {
+            "queue": job.queue,
+            "type": job.type,
+            "payload": job.payload,
+            "to_state": T_ENQUEUE.target.value,
+            "priority": job.priority,
+            "max_attempts": job.max_attempts,
+            "run_at": job.run_at,
+            "now": now,
+            "unique_key": job.unique_key,
+            "headers": job.headers,
+            "event": ENQUEUED.value if ENQUEUED in self._audit else None,
+            "actor": actor,
+            "notify": due,
+        }
+        row = yield Step(self.q["insert_job_recorded"], params)
+        if row is not None:  # one column, id
+            return [row[0]]
+        held = yield Step(self.q["active_job_by_unique_key"], {"unique_key": job.unique_key})
+        if due:
+            yield Step(_NOTIFY, None, EXEC)
+        return [held[0]]
 
     def _copy_steps(self, jobs: Sequence[NewJob], now: float, actor: str) -> Steps[list[int]]:
         """Ids drawn from the identity sequence first, so COPY (which returns nothing) can
@@ -470,6 +581,19 @@ class PostgresBackend(SQLBackend):
             events = [(job_id, created, event.value, actor, None) for job_id in ids]
             yield Step(_COPY_EVENTS, events, COPY)
         return ids
+
+    def _claim_rows(
+        self, conn: Any, params: dict[str, Any], now: float
+    ) -> tuple[list[Any], dict[str, int]]:
+        # One statement (own.sql) instead of claim, open_attempts and insert_claimed_events:
+        # two round trips fewer per claim. The audit setting travels as :event (NULL: none).
+        event = CLAIMED.value if CLAIMED in self._audit else None
+        cur = conn.execute(
+            self.q["claim_recorded"],
+            {**params, "status": AttemptStatus.RUNNING.value, "event": event},
+        )
+        rows: list[Any] = cur.fetchall()
+        return (rows, column_index(cur)) if rows else ([], {})
 
     def listen(
         self, on_change: Callable[[], None], *, completions: bool = False
@@ -511,6 +635,14 @@ class PostgresBackend(SQLBackend):
         if isinstance(value, int | float | Decimal):
             return float(value)
         raise TypeError(f"not a timestamp: {value!r}")
+
+
+def _rollback(raw: psycopg.Connection[Any]) -> None:
+    """Roll back a failed transaction of our own. A connection too broken to roll back is
+    left to the pool, which discards it when it comes back; the original error is the one
+    that matters."""
+    with contextlib.suppress(psycopg.Error):
+        raw.rollback()
 
 
 def _configure(conn: psycopg.Connection[Any]) -> None:

@@ -3,8 +3,11 @@
 
 A query file is a list of blocks, each starting with ``-- name: NAME`` and a one-line comment
 that says what it does. Both dialects define the same names (tests/test_sql_names.py) with the
-same result columns (tests/test_sql_columns.py). Every dialect writes parameters as ``:name``;
-for PostgreSQL they are rewritten once, at load, into psycopg's ``%(name)s``.
+same result columns (tests/test_sql_columns.py) — except a dialect's ``own.sql``
+(``own_queries``): statements only that dialect has, each standing in for several shared
+ones where that saves round trips, run by a hook on its backend class. Every dialect writes
+parameters as ``:name``; for PostgreSQL they are rewritten once, at load, into psycopg's
+``%(name)s``.
 """
 
 from __future__ import annotations
@@ -67,6 +70,17 @@ def queries(dialect: str) -> dict[str, str]:
                     raise ValueError(f"{dialect}: query {name!r} is defined in two files")
                 merged[name] = PARAMETER_STYLE[dialect](statement)
     return merged
+
+
+OWN_FILE = "own.sql"
+
+
+@cache
+def own_queries(dialect: str) -> frozenset[str]:
+    """The names of the queries only ``dialect`` has (its ``own.sql``, if any); the parity
+    tests leave them out."""
+    entry = resources.files(__package__).joinpath(dialect).joinpath(OWN_FILE)
+    return frozenset(parse(entry.read_text())) if entry.is_file() else frozenset()
 
 
 @cache

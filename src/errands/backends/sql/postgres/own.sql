@@ -1,0 +1,71 @@
+-- Named queries only the PostgreSQL dialect has (sql.own_queries): each does in one statement
+-- what several shared queries do, where a round trip to the server is what costs. A hook on
+-- PostgresBackend runs it in place of the shared sequence; the shared queries stay, for SQLite
+-- (in-process: a statement costs no round trip) and for the parity tests.
+
+-- name: claim_recorded
+-- claim, open_attempts and insert_claimed_events in one statement (data-modifying CTEs): the
+-- claimed jobs, their attempt rows, and — when :event is not NULL (the audit records CLAIMED)
+-- — their CLAIMED events, with the detail insert_claimed_events writes. Returns claim's
+-- columns in claim's order (tests/test_sql_columns.py). The due rows are chosen exactly as
+-- claim chooses them (same index, same SKIP LOCKED).
+WITH due AS (
+    SELECT id FROM jobs
+    WHERE status = 'queued'
+      AND run_at <= to_timestamp(:now)
+      AND type = ANY(CAST(:types AS text[]))
+      AND (CAST(:queues AS text[]) IS NULL OR queue = ANY(CAST(:queues AS text[])))
+    ORDER BY priority DESC, run_at, id
+    LIMIT :limit
+    FOR UPDATE SKIP LOCKED
+), claimed AS (
+    UPDATE jobs
+    SET status = :to_state,
+        attempts = jobs.attempts + 1,
+        worker_id = :worker_id,
+        started_at = to_timestamp(:now),
+        heartbeat_at = NULL,
+        lease_expires_at = to_timestamp(:now + :lease_seconds),
+        finished_at = NULL
+    FROM due
+    WHERE jobs.id = due.id
+    RETURNING jobs.id, jobs.queue, jobs.type, jobs.payload, jobs.priority, jobs.attempts,
+              jobs.max_attempts, jobs.run_at, jobs.created_at, jobs.cancel_requested,
+              jobs.headers
+), opened AS (
+    INSERT INTO job_attempts (job_id, attempt, worker_id, started_at, status)
+    SELECT id, attempts, :worker_id, to_timestamp(:now), :status FROM claimed
+), recorded AS (
+    INSERT INTO job_events (job_id, ts, event, actor, detail)
+    SELECT id, to_timestamp(:now), :event, :worker_id, jsonb_build_object('attempt', attempts)
+    FROM claimed
+    WHERE CAST(:event AS text) IS NOT NULL
+)
+SELECT id, queue, type, payload, priority, attempts, max_attempts, run_at, created_at,
+       cancel_requested, headers
+FROM claimed;
+
+-- name: insert_job_recorded
+-- insert_job, its ENQUEUED event (when :event is not NULL: the audit records ENQUEUED; with
+-- insert_event's values) and — when :notify (the job is due) — the wake-up NOTIFY, in one
+-- statement: the one-by-one enqueue's whole write. Like insert_job, a unique_key already held
+-- by an active job inserts nothing, records nothing, returns no row. Returns insert_job's
+-- columns (tests/test_sql_columns.py). NOTIFY is delivered at commit, or never.
+WITH inserted AS (
+    INSERT INTO jobs (queue, type, payload, status, priority, max_attempts, run_at, created_at,
+                      unique_key, headers)
+    VALUES (:queue, :type, :payload, :to_state, :priority, :max_attempts, to_timestamp(:run_at),
+            to_timestamp(:now), :unique_key, CAST(:headers AS jsonb))
+    ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND status IN ('queued', 'running')
+    DO NOTHING
+    RETURNING id
+), recorded AS (
+    INSERT INTO job_events (job_id, ts, event, actor, detail)
+    SELECT id, to_timestamp(:now), :event, :actor, NULL FROM inserted
+    WHERE CAST(:event AS text) IS NOT NULL
+)
+SELECT inserted.id
+FROM inserted
+LEFT JOIN LATERAL (
+    SELECT pg_notify('errands_jobs', '') WHERE CAST(:notify AS boolean)
+) AS woken ON true;
