@@ -61,6 +61,12 @@ __all__ = ["SlotState", "Worker", "WorkerInputs", "WorkerSummary", "make_worker_
 # Prefetch aims to hold as many jobs as the runners will start within this horizon, so tiny
 # jobs are claimed in large batches and slow ones are not hoarded away from other workers.
 PREFETCH_HORIZON = 0.02
+# The cap on that prefetch, reached only by jobs shorter than ~concurrency x 20 µs. It bounds
+# the outcome batch too (about half the jobs held finish during each commit), and each batch
+# pays one commit — an fsync, 0.5 to 2.5 ms on this project's machines: with 200 the
+# worker's batches were ~105 jobs and its commits cost 6-25 µs per job; with 1000 they are
+# ~500 and the worker uses 15-40 % less CPU per no-op job (BENCHMARKS.md, issue #12).
+DEFAULT_MAX_PREFETCH = 1000
 CANCEL_CHECK_INTERVAL = 1.0
 # The longest sleep between steps: signal handlers only set flags (worker_signals.py), so the
 # loop must look at them at least this often.
@@ -104,7 +110,7 @@ class Worker:
         queues: Sequence[str] | None = None,
         burst: bool = False,
         handle_signals: bool = True,
-        max_prefetch: int = 200,
+        max_prefetch: int = DEFAULT_MAX_PREFETCH,
         worker_id: str | None = None,
         recycle_on_timeout: bool = False,
         supervised: bool = False,
