@@ -11,11 +11,13 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import errands
 from errands.backends import sql as sql_files
+from errands.backends.sqlite import SQLiteBackend
 from support import event_names, get_job, sql_rows, wait_for
 
 # Every migration this errands ships, applied once each (not a hard-coded count: a new schema
@@ -252,6 +254,32 @@ def test_several_processes_opening_a_new_file_at_once_all_succeed(sqlite_path: s
     assert sql_rows(sqlite_path, "SELECT version FROM errands_migrations ORDER BY 1") == VERSIONS
     payloads = sql_rows(sqlite_path, "SELECT payload FROM jobs WHERE status = 'queued'")
     assert sorted(json.loads(r[0])["n"] for r in payloads) == list(range(n))
+
+
+def test_a_migration_committed_during_the_preflight_is_not_taken_for_the_apps_tables(
+    sqlite_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The race test_several_processes_opening_a_new_file_at_once_all_succeed met once: an
+    # existing file with nothing in it yet, and another process's migration committing
+    # between the preflight's two looks (is errands here? which names are taken?). Made
+    # deterministic: the other "process" (a second Queue, in WAL mode so it can commit while
+    # this one reads) migrates at the moment the name check starts.
+    boot = sqlite3.connect(sqlite_path)
+    boot.execute("PRAGMA journal_mode = WAL")
+    boot.close()
+    original = SQLiteBackend._refuse_conflicts
+    raced: list[bool] = []
+
+    def refuse_conflicts(self: SQLiteBackend, conn: Any) -> None:
+        if not raced:
+            raced.append(True)
+            errands.Queue(sqlite_path).close()  # commits the whole schema meanwhile
+        original(self, conn)
+
+    monkeypatch.setattr(SQLiteBackend, "_refuse_conflicts", refuse_conflicts)
+    with errands.Queue(sqlite_path) as q:  # no SchemaConflictError: one snapshot, no tables
+        assert raced == [True]
+        assert q.backend.schema_version() == len(sql_files.migrations("sqlite"))
 
 
 def test_two_worker_processes_drain_one_file_with_no_job_run_twice(

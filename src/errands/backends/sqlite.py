@@ -307,6 +307,11 @@ class SQLiteBackend(SQLBackend):
         except sqlite3.Error as exc:
             raise translate(exc, self.path) from exc
         try:
+            # Both looks in one read transaction, so they see one snapshot: taken apart,
+            # another process's migration could commit between them — no migrations table at
+            # the first look, all of errands' tables at the second — and errands' own tables
+            # would be refused as the application's. Closing rolls the read back.
+            conn.execute("BEGIN")
             if conn.execute(self.q["schema_table_exists"]).fetchone() is None:
                 self._refuse_conflicts(conn)
             else:
