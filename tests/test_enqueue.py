@@ -234,6 +234,60 @@ def test_enqueue_many_in_chunks_keeps_every_job_with_its_own_id_and_event(
     assert queue.enqueue("t", {}) > ids[-1]
 
 
+@pytest.mark.parametrize("chunk_rows", [5000, 50])
+def test_enqueue_many_in_runs_of_alike_jobs_gives_each_job_its_own_runs_fields(
+    queue: errands.Queue, monkeypatch: pytest.MonkeyPatch, chunk_rows: int
+) -> None:
+    # Consecutive jobs that differ only in payload go in one statement per run, their shared
+    # fields bound once (insert_jobs_alike): each field must land on its own run's jobs only,
+    # in order, across chunk boundaries (chunks of 50 cut runs in two), with one event each.
+    from errands.backends import jobs
+
+    monkeypatch.setattr(jobs, "CHUNK_ROWS", chunk_rows)
+    if queue.url.startswith("postgresql"):  # there, batches this large go in by COPY
+        from errands.backends import postgres
+
+        monkeypatch.setattr(postgres, "COPY_THRESHOLD", 10_000)
+    cut = jobs._alike_runs
+    runs_seen: list[int] = []
+
+    def spy(chunk: Any) -> Any:
+        runs = cut(chunk)
+        runs_seen.append(0 if runs is None else len(runs))
+        return runs
+
+    monkeypatch.setattr(jobs, "_alike_runs", spy)
+    spec: list[tuple[dict[str, Any], int]] = [
+        ({"queue": "a"}, 40),
+        ({"queue": "b", "priority": 3}, 70),
+        ({"max_attempts": 2, "delay": 30}, 45),
+        ({}, 33),
+    ]
+    items: list[Any] = []
+    for options, count in spec:
+        items += [("t", {"n": len(items) + k}, options) for k in range(count)]
+    before = queue.clock()
+    ids = queue.enqueue_many(items)
+
+    assert any(runs_seen), "no chunk went in as runs of alike jobs"
+    assert len(ids) == len(items) and ids == sorted(ids) and len(set(ids)) == len(ids)
+    n = 0
+    for options, count in spec:
+        for _ in range(count):
+            job = get_job(queue, ids[n])
+            assert job.payload == {"n": n}
+            assert (job.queue, job.priority, job.max_attempts) == (
+                options.get("queue", "default"),
+                options.get("priority", 0),
+                options.get("max_attempts", 20),
+            )
+            assert job.run_at is not None
+            wait = job.run_at.timestamp() - before
+            assert (29 < wait < 31) if "delay" in options else (-1 < wait < 1)
+            assert event_names(queue, ids[n]) == ["ENQUEUED"]
+            n += 1
+
+
 def test_enqueue_many_with_unique_keys_keeps_the_holders_id(queue: errands.Queue) -> None:
     held = queue.enqueue("t", {"n": 0}, unique_key="k")
     ids = queue.enqueue_many([("t", {"n": 1}), ("t", {"n": 2}, {"unique_key": "k"})])

@@ -25,6 +25,17 @@ SELECT e->>0, e->>1, CAST(e->>2 AS jsonb), :to_state, (e->>3)::integer, (e->>4):
 FROM jsonb_array_elements(CAST(:batch AS jsonb)) WITH ORDINALITY AS t(e, n) ORDER BY n
 RETURNING id;
 
+-- name: insert_jobs_alike
+-- Insert many jobs that differ only in payload (enqueue_many's common case: one type, its
+-- defaults, due now) in one statement; :payloads is a JSON array of payload texts, the rest
+-- are bound once. Cheaper than insert_jobs by the five fields it does not extract per row.
+-- Rows go in in array order, so the returned ids, sorted, are the jobs' ids in that order.
+INSERT INTO jobs (queue, type, payload, status, priority, max_attempts, run_at, created_at)
+SELECT :queue, :type, CAST(p AS jsonb), :to_state, :priority, :max_attempts,
+       to_timestamp(:run_at), to_timestamp(:now)
+FROM jsonb_array_elements_text(CAST(:payloads AS jsonb)) WITH ORDINALITY AS t(p, n) ORDER BY n
+RETURNING id;
+
 -- name: insert_enqueued_events
 -- The ENQUEUED audit event of each of many new jobs (:job_ids is a JSON array).
 INSERT INTO job_events (job_id, ts, event, actor, detail)
