@@ -3,7 +3,10 @@ its own, so that an enqueue (or a job finishing) reaches an idle worker or waite
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import select
+import socket
 import threading
 from collections.abc import Callable
 
@@ -16,9 +19,13 @@ class NotifyListener:
     """A dedicated connection LISTENing on one channel, in a thread; ``on_change`` gets each
     notification's payload. After a drop it reconnects (with backoff) and signals once with
     None, since a NOTIFY sent while it was away is lost; meanwhile the worker's poll_interval
-    still finds the work."""
+    still finds the work.
 
-    WAIT = 0.25  # how often the thread checks whether to stop
+    The thread sleeps in ``select()`` on its connection's socket and on a wake-up socket that
+    ``close`` writes to: it wakes for a notification or to stop, never on a timer. (Waiting in
+    ``notifies(timeout=…)`` instead woke it every 0.1 s inside psycopg, and the loop around it
+    every 0.25 s to look at the stop flag: 0.27 % of a core for an idle PostgreSQL worker.)"""
+
     MAX_BACKOFF = 2.0
 
     def __init__(
@@ -35,10 +42,18 @@ class NotifyListener:
         self._stop = threading.Event()
         self.connected = threading.Event()
         self.reconnects = 0
+        self._wake, self._waker = socket.socketpair()  # the thread owns both and closes them
         self._thread = threading.Thread(target=self._run, name="errands-listener", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
+        try:
+            self._listen()
+        finally:
+            self._wake.close()
+            self._waker.close()
+
+    def _listen(self) -> None:
         backoff = 0.05
         first = True
         while not self._stop.is_set():
@@ -55,9 +70,14 @@ class NotifyListener:
                         self.reconnects += 1
                         self._on_change(None)
                     first, backoff = False, 0.05
-                    while not self._stop.is_set():
-                        for note in conn.notifies(timeout=self.WAIT):
+                    while True:
+                        # What has arrived, including what came in with LISTEN's own reply
+                        # (psycopg keeps it aside: the socket will not show it).
+                        for note in conn.notifies(timeout=0):
                             self._on_change(note.payload)
+                        select.select([conn.fileno(), self._wake.fileno()], [], [])
+                        if self._stop.is_set():
+                            return
             except psycopg.Error as exc:
                 self.connected.clear()
                 if self._stop.is_set():
@@ -73,4 +93,6 @@ class NotifyListener:
 
     def close(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=self.WAIT * 4 + 5)
+        with contextlib.suppress(OSError):  # the thread has already ended and closed it
+            self._waker.send(b"\0")
+        self._thread.join(timeout=6)  # a (re)connect in progress gives up within 5 s
