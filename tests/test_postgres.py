@@ -142,6 +142,37 @@ def test_listen_connection_reconnects_after_being_terminated(
     wait_for(done, 10, "pickup by NOTIFY after the reconnect")
 
 
+def test_an_idle_listener_wakes_only_for_a_notification_and_stops_when_closed(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each look at the connection is counted: idle, the listener must not look on a timer
+    # (it used to every 0.25 s, plus psycopg's own 0.1 s ticks: 0.27 % of a core for
+    # nothing); a NOTIFY must still reach it, and close() must end its thread at once.
+    from errands.backends.pg_listener import NotifyListener
+
+    looks: list[float] = []
+    notifies = psycopg.Connection.notifies
+
+    def counted(self: psycopg.Connection[Any], **kwargs: Any) -> Any:
+        looks.append(time.monotonic())
+        return notifies(self, **kwargs)
+
+    monkeypatch.setattr(psycopg.Connection, "notifies", counted)
+    got: list[str | None] = []
+    listener = NotifyListener(pg_url, "test", got.append, "errands_test_idle")
+    try:
+        assert listener.connected.wait(10)
+        wait_for(lambda: looks, 5, "the first look, right after LISTEN")
+        time.sleep(1.0)
+        assert len(looks) == 1, f"looked {len(looks)} times in 1 s with nothing sent"
+        sql(pg_url, "SELECT pg_notify('errands_test_idle', 'hello')")
+        wait_for(lambda: got, 10, "the notification")
+        assert got == ["hello"]
+    finally:
+        listener.close()
+    assert not listener._thread.is_alive()
+
+
 def pooled_pids(url: str) -> set[object]:
     """The sessions of errands' connection pools (not the LISTEN connections)."""
     return {

@@ -36,6 +36,7 @@ from . import scrub, sql
 from .base import NewJob
 from .host import ALL, COPY, EXEC, MANY, ONE, T_ENQUEUE, Step, Steps, column_index
 from .jobs import CLAIMED, ENQUEUED
+from .pg_listener import NotifyListener
 from .sqlbase import SQLBackend
 
 log = logging.getLogger("errands.postgres")
@@ -240,70 +241,6 @@ def _readable(conn: psycopg.Connection[Any]) -> bool:
     poller = select.poll()
     poller.register(conn.fileno(), select.POLLIN | select.POLLPRI)
     return bool(poller.poll(0))
-
-
-class _NotifyListener:
-    """A dedicated connection LISTENing on one channel, in a thread; ``on_change`` gets each
-    notification's payload. After a drop it reconnects (with backoff) and signals once with
-    None, since a NOTIFY sent while it was away is lost; meanwhile the worker's poll_interval
-    still finds the work."""
-
-    WAIT = 0.25  # how often the thread checks whether to stop
-    MAX_BACKOFF = 2.0
-
-    def __init__(
-        self,
-        url: str,
-        where: str,
-        on_change: Callable[[str | None], None],
-        channel: str = CHANNEL,
-    ) -> None:
-        self._url = url
-        self._where = where
-        self._on_change = on_change
-        self._channel = channel
-        self._stop = threading.Event()
-        self.connected = threading.Event()
-        self.reconnects = 0
-        self._thread = threading.Thread(target=self._run, name="errands-listener", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        backoff = 0.05
-        first = True
-        while not self._stop.is_set():
-            try:
-                with psycopg.connect(
-                    self._url,
-                    autocommit=True,
-                    connect_timeout=5,
-                    application_name="errands-listener",
-                ) as conn:
-                    conn.execute(f"LISTEN {self._channel}")
-                    self.connected.set()
-                    if not first:
-                        self.reconnects += 1
-                        self._on_change(None)
-                    first, backoff = False, 0.05
-                    while not self._stop.is_set():
-                        for note in conn.notifies(timeout=self.WAIT):
-                            self._on_change(note.payload)
-            except psycopg.Error as exc:
-                self.connected.clear()
-                if self._stop.is_set():
-                    return
-                log.warning(
-                    "LISTEN connection to %s lost (%s); reconnecting in %.2fs, polling meanwhile",
-                    self._where,
-                    exc,
-                    backoff,
-                )
-                self._stop.wait(backoff)
-                backoff = min(backoff * 2, self.MAX_BACKOFF)
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=self.WAIT * 4 + 5)
 
 
 class PostgresBackend(SQLBackend):
@@ -595,20 +532,16 @@ class PostgresBackend(SQLBackend):
         rows: list[Any] = cur.fetchall()
         return (rows, column_index(cur)) if rows else ([], {})
 
-    def listen(
-        self, on_change: Callable[[], None], *, completions: bool = False
-    ) -> _NotifyListener:
+    def listen(self, on_change: Callable[[], None], *, completions: bool = False) -> NotifyListener:
         # completions: not announced on this channel (waiters use listen_finished, one NOTIFY
         # per finishing transaction on a channel of its own that idle workers do not hear).
-        return _NotifyListener(self.url, self.where, lambda _payload: on_change())
+        return NotifyListener(self.url, self.where, lambda _payload: on_change(), CHANNEL)
 
-    def listen_finished(
-        self, on_finish: Callable[[frozenset[int] | None], None]
-    ) -> _NotifyListener:
+    def listen_finished(self, on_finish: Callable[[frozenset[int] | None], None]) -> NotifyListener:
         def parse(payload: str | None) -> None:
             on_finish(frozenset(int(i) for i in payload.split(",")) if payload else None)
 
-        return _NotifyListener(self.url, self.where, parse, channel=FINISHED_CHANNEL)
+        return NotifyListener(self.url, self.where, parse, channel=FINISHED_CHANNEL)
 
     def _finished(self, conn: Any, job_ids: Sequence[int]) -> None:
         # One NOTIFY per transaction, however many jobs it finished; PostgreSQL delivers it
