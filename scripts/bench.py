@@ -26,8 +26,10 @@ HEADER = """# Benchmarks
 Figures from `errands bench` (appended by `scripts/bench.py`; newest last). Each phase runs on
 a fresh temporary SQLite file. `raw insert` is stdlib sqlite3 doing one single-row INSERT per
 transaction with the same pragmas (WAL, same `synchronous`): the floor under any durable
-enqueue. Pickup latency is from `enqueue` returning (committed) to the handler starting.
-Compare figures only within one machine.
+enqueue. The throughput phases run in rounds, each errands phase right after its raw baseline
+(the host is noisy); the ratio is the median over rounds of those paired ratios. Pickup latency
+is from `enqueue` returning (committed) to the handler starting. Compare figures only within
+one machine.
 """
 
 
@@ -63,6 +65,10 @@ def git_commit() -> str:
         return "unknown"
 
 
+def spread(figures: dict[str, Any]) -> str:
+    return f"{min(figures['rounds']):,.0f}-{max(figures['rounds']):,.0f}"
+
+
 def record(r: dict[str, Any]) -> str:
     now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     v = r["versions"]
@@ -72,13 +78,15 @@ def record(r: dict[str, Any]) -> str:
         "",
         f"errands {v['errands']} (commit {git_commit()}), Python {v['python']}, "
         f"SQLite {sqlite3.sqlite_version}, {platform.system()} {platform.release()}, {db}; "
-        f"{r['jobs']} jobs, durability={r['durability']}, {r['processes']} processes x "
-        f"concurrency {r['concurrency']}; load average at the end {r['load_average']}.",
+        f"{r['jobs']} jobs x {r['rounds']} rounds, durability={r['durability']}, "
+        f"{r['processes']} processes x concurrency {r['concurrency']}; load average at the end "
+        f"{r['load_average']}.",
         "",
-        "| phase | errands jobs/s | raw jobs/s | ratio |",
-        "|---|---:|---:|---:|",
+        "| phase | errands jobs/s | errands min-max | raw jobs/s | raw min-max | ratio "
+        "| best/best |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
-    raw, ours, ratios = r["raw"], r["errands"], r["ratios"]
+    raw, ours = r["raw"], r["errands"]
     for key, base, label in (
         ("enqueue", "insert", "`enqueue` one by one / raw insert, 1 tx per row"),
         ("enqueue_many", "bulk_insert", "`enqueue_many` / raw bulk insert, 1 tx"),
@@ -86,11 +94,16 @@ def record(r: dict[str, Any]) -> str:
         ("process_p", "process", f"processing, {r['processes']} `errands worker` / raw"),
     ):
         lines.append(
-            f"| {label} | {ours[key]['per_second']:,.0f} | {raw[base]['per_second']:,.0f} | "
-            f"**{ratios[key]:.2f}x** |"
+            f"| {label} | {ours[key]['per_second']:,.0f} | {spread(ours[key])} | "
+            f"{raw[base]['per_second']:,.0f} | {spread(raw[base])} | "
+            f"**{r['ratios'][key]:.2f}x** | {r['ratios_best'][key]:.2f}x |"
         )
     p, idle = r["pickup"], r["idle"]
     lines += [
+        "",
+        f"jobs/s: the best of {r['rounds']} rounds; min-max: the slowest and fastest rounds; "
+        f"ratio: median of {r['rounds']} paired rounds (errands / raw measured in the same "
+        "round); best/best: best errands / best raw.",
         "",
         f"Pickup, producer process → idle worker process ({p['samples']} jobs): "
         f"p50 {p['p50_ms']} ms, p95 {p['p95_ms']} ms, p99 {p['p99_ms']} ms, max {p['max_ms']} ms. "

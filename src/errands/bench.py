@@ -13,7 +13,16 @@ errands uses, so the ratios compare like with like:
   from ``enqueue`` returning to the handler starting in an idle worker process (p50/p95/p99);
 - that idle worker's CPU over ``--idle-seconds``.
 
-Each errands figure is also given as a ratio to its raw baseline. Progress goes to stderr.
+The throughput phases run in ``--rounds`` rounds, and inside a round each errands phase runs
+right after its own raw baseline: (raw insert → enqueue one by one), (raw bulk insert →
+enqueue_many), (raw processing → processing by 1 → by P processes). A shared host is noisy —
+the same raw baseline swings by a third or more between runs seconds apart — so a ratio of two
+figures taken at different moments measures the host as much as errands. Each pair sees the
+same moment of the host, and the headline ``ratios`` are the median over rounds of the
+per-round paired ratios (``ratios_best``, best errands over best raw, beside them). Each
+phase's ``seconds`` and ``per_second`` are its best round's; ``rounds`` lists every round's
+jobs/s in order. Pickup latency and idle CPU run once, after the rounds. Progress goes to
+stderr.
 """
 
 from __future__ import annotations
@@ -23,9 +32,11 @@ import os
 import secrets
 import signal
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -38,7 +49,31 @@ from .queue import Queue
 BATCH_LABEL = f"claims of {bench_raw.BATCH}"
 STARTUP_TIMEOUT = 60.0  # seconds for worker processes to register
 DRAIN_TIMEOUT = 600.0  # seconds for the workers to finish every job
+REPORT_WIDTH = 100  # columns of the human report
 PICKUP_GAP_MS = 25.0  # mean gap between the producer's enqueues (each finds the worker idle)
+
+# Each errands phase and the raw baseline it runs right after, in the same round (in run order).
+BASELINE = {
+    "enqueue": "insert",
+    "enqueue_many": "bulk_insert",
+    "process_1": "process",
+    "process_p": "process",
+}
+RAW_LABELS = {
+    "insert": "raw insert",
+    "bulk_insert": "raw bulk insert",
+    "process": "raw processing",
+}
+
+RAW_BASELINE_LABELS = {  # what each raw baseline does, for the report
+    "insert": "insert, 1 tx per row",
+    "bulk_insert": "bulk insert, 1 tx",
+    "process": BATCH_LABEL,
+}
+
+# One phase of a round: given a name for its fresh database, the figures it measured.
+Runner = Callable[[str], dict[str, Any]]
+Figures = dict[str, dict[str, Any]]  # phase -> its figures, for one round
 
 
 def progress(message: str) -> None:
@@ -189,6 +224,8 @@ def process(
             if done >= n or time.monotonic() > deadline:
                 break
             time.sleep(0.02)
+    if done < n:  # a partial run's jobs/s would be a figure for less work: refuse it
+        raise RuntimeError(f"{name}: only {done} of {n} jobs succeeded within {DRAIN_TIMEOUT:g} s")
     took = (last or start) - start
     return {**bench_raw.rate(n, took), "completed": done}
 
@@ -270,18 +307,89 @@ def idle_cpu(pid: int, seconds: float) -> float | None:
 # -- the run --------------------------------------------------------------------------------
 
 
-def _timed(label: str, fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+def _timed(label: str, run: Runner, name: str) -> dict[str, Any]:
     progress(f"{label} …")
-    result = fn()
-    if "per_second" in result:
-        progress(f"{label}: {result['per_second']:,.0f} jobs/s")
+    result = run(name)
+    progress(f"{label}: {result['per_second']:,.0f} jobs/s")
     return result
+
+
+def raw_runners(dbs: Databases, n: int, durability: str) -> dict[str, Runner]:
+    if dbs.postgres:
+        return {
+            "insert": lambda name: bench_raw.postgres_insert(dbs.fresh(name), n),
+            "bulk_insert": lambda name: bench_raw.postgres_bulk_insert(dbs.fresh(name), n),
+            "process": lambda name: bench_raw.postgres_process(dbs.fresh(name), n),
+        }
+    return {
+        "insert": lambda name: bench_raw.sqlite_insert(dbs.fresh(name), n, durability),
+        "bulk_insert": lambda name: bench_raw.sqlite_bulk_insert(dbs.fresh(name), n, durability),
+        "process": lambda name: bench_raw.sqlite_process(dbs.fresh(name), n, durability),
+    }
+
+
+def errands_runners(
+    dbs: Databases, n: int, durability: str, processes: int, concurrency: int
+) -> dict[str, Runner]:
+    return {
+        "enqueue": lambda name: enqueue_one_by_one(dbs.fresh(name), n, durability),
+        "enqueue_many": lambda name: enqueue_bulk(dbs.fresh(name), n, durability),
+        "process_1": lambda name: process(dbs, name, n, durability, 1, concurrency),
+        "process_p": lambda name: process(dbs, name, n, durability, processes, concurrency),
+    }
+
+
+def errands_labels(processes: int) -> dict[str, str]:
+    return {
+        "enqueue": "enqueue one by one",
+        "enqueue_many": "enqueue_many",
+        "process_1": "processing, 1 worker process",
+        "process_p": f"processing, {processes} worker processes",
+    }
+
+
+def one_round(
+    index: int, rounds: int, raw: dict[str, Runner], ours: dict[str, Runner], processes: int
+) -> tuple[Figures, Figures]:
+    """Each raw baseline, then at once the errands phases compared with it."""
+    tag = f"round {index}/{rounds}:"
+    labels = errands_labels(processes)
+    raw_figures: Figures = {}
+    our_figures: Figures = {}
+    for base, run_raw in raw.items():
+        # The round in every database name: Databases.fresh must never be handed one twice.
+        raw_figures[base] = _timed(f"{tag} {RAW_LABELS[base]}", run_raw, f"raw_{base}_r{index}")
+        for phase in (p for p, b in BASELINE.items() if b == base):
+            our_figures[phase] = _timed(f"{tag} {labels[phase]}", ours[phase], f"{phase}_r{index}")
+    return raw_figures, our_figures
+
+
+def best_of(samples: list[dict[str, Any]]) -> dict[str, Any]:
+    """The fastest round's figures, with every round's jobs/s in run order."""
+    best = max(samples, key=lambda s: float(s["per_second"]))
+    return {**best, "rounds": [s["per_second"] for s in samples]}
+
+
+def paired_ratio(mine: list[float], base: list[float]) -> float:
+    """The median over rounds of errands / raw measured in the same round."""
+    return round(statistics.median(m / b for m, b in zip(mine, base, strict=True)), 3)
+
+
+def ratios(raw: Figures, ours: Figures) -> tuple[dict[str, float], dict[str, float]]:
+    """The median of the paired ratios (the headline), and best errands / best raw."""
+    paired = {p: paired_ratio(ours[p]["rounds"], raw[b]["rounds"]) for p, b in BASELINE.items()}
+    best = {
+        p: round(float(ours[p]["per_second"]) / float(raw[b]["per_second"]), 3)
+        for p, b in BASELINE.items()
+    }
+    return paired, best
 
 
 def measure(
     *,
     url: str | None,
     jobs: int,
+    rounds: int,
     processes: int,
     concurrency: int,
     durability: str,
@@ -290,47 +398,10 @@ def measure(
     directory: str | None,
 ) -> dict[str, Any]:
     dbs = Databases(url, directory)
-    n = jobs
     try:
-        raw: dict[str, Any] = {}
-        if dbs.postgres:
-            raw["insert"] = _timed(
-                "raw insert", lambda: bench_raw.postgres_insert(dbs.fresh("raw_insert"), n)
-            )
-            raw["bulk_insert"] = _timed(
-                "raw bulk insert", lambda: bench_raw.postgres_bulk_insert(dbs.fresh("raw_bulk"), n)
-            )
-            raw["process"] = _timed(
-                "raw processing", lambda: bench_raw.postgres_process(dbs.fresh("raw_process"), n)
-            )
-        else:
-            raw["insert"] = _timed(
-                "raw insert",
-                lambda: bench_raw.sqlite_insert(dbs.fresh("raw_insert"), n, durability),
-            )
-            raw["bulk_insert"] = _timed(
-                "raw bulk insert",
-                lambda: bench_raw.sqlite_bulk_insert(dbs.fresh("raw_bulk"), n, durability),
-            )
-            raw["process"] = _timed(
-                "raw processing",
-                lambda: bench_raw.sqlite_process(dbs.fresh("raw_process"), n, durability),
-            )
-        ours: dict[str, Any] = {}
-        ours["enqueue"] = _timed(
-            "enqueue one by one", lambda: enqueue_one_by_one(dbs.fresh("enqueue"), n, durability)
-        )
-        ours["enqueue_many"] = _timed(
-            "enqueue_many", lambda: enqueue_bulk(dbs.fresh("enqueue_many"), n, durability)
-        )
-        ours["process_1"] = _timed(
-            "processing, 1 worker process",
-            lambda: process(dbs, "process_1", n, durability, 1, concurrency),
-        )
-        ours["process_p"] = _timed(
-            f"processing, {processes} worker processes",
-            lambda: process(dbs, "process_p", n, durability, processes, concurrency),
-        )
+        raw_run = raw_runners(dbs, jobs, durability)
+        our_run = errands_runners(dbs, jobs, durability, processes, concurrency)
+        samples = [one_round(i, rounds, raw_run, our_run, processes) for i in range(1, rounds + 1)]
         progress(f"pickup latency, {latency_jobs} jobs from another process …")
         pickup, idle = pickup_and_idle(dbs, latency_jobs, durability, concurrency, idle_seconds)
         progress(
@@ -341,13 +412,13 @@ def measure(
         versions = _versions(url if dbs.postgres else None)
     finally:
         dbs.close()
-
-    def ratio(mine: str, base: str) -> float:
-        return round(float(ours[mine]["per_second"]) / float(raw[base]["per_second"]), 3)
-
+    raw = {base: best_of([r[base] for r, _ in samples]) for base in RAW_LABELS}
+    ours = {phase: best_of([o[phase] for _, o in samples]) for phase in BASELINE}
+    paired, best = ratios(raw, ours)
     return {
         "backend": "postgres" if dbs.postgres else "sqlite",
-        "jobs": n,
+        "jobs": jobs,
+        "rounds": rounds,
         "processes": processes,
         "concurrency": concurrency,
         "durability": durability,
@@ -358,12 +429,8 @@ def measure(
         else None,
         "raw": raw,
         "errands": ours,
-        "ratios": {
-            "enqueue": ratio("enqueue", "insert"),
-            "enqueue_many": ratio("enqueue_many", "bulk_insert"),
-            "process_1": ratio("process_1", "process"),
-            "process_p": ratio("process_p", "process"),
-        },
+        "ratios": paired,
+        "ratios_best": best,
         "pickup": pickup,
         "idle": idle,
         "versions": versions,
@@ -386,69 +453,84 @@ def _versions(pg_url: str | None) -> dict[str, str]:
     return out
 
 
+def spread(figures: dict[str, Any]) -> str:
+    """The slowest and fastest rounds' jobs/s: how much the host moved under this phase."""
+    return f"{min(figures['rounds']):,.0f}-{max(figures['rounds']):,.0f}"
+
+
 def report(r: dict[str, Any]) -> None:
     from .cli import output
 
     v = r["versions"]
     print(
-        f"errands bench: {r['backend']}, {r['jobs']} jobs, durability={r['durability']}, "
-        f"{r['processes']} processes x concurrency {r['concurrency']}, on {r['filesystem']}; "
-        f"errands {v['errands']}, Python {v['python']}, SQLite {v['sqlite']}"
-        + (f", PostgreSQL {v['postgresql']}" if "postgresql" in v else "")
-        + f"; {r['cpus']} CPUs, load average {r['load_average']}\n"
+        _wrap(
+            f"errands bench: {r['backend']}, {r['jobs']} jobs x {_rounds(r['rounds'])}, "
+            f"durability={r['durability']}, {r['processes']} processes x concurrency "
+            f"{r['concurrency']}, on {r['filesystem']}; errands {v['errands']}, Python "
+            f"{v['python']}, SQLite {v['sqlite']}"
+            + (f", PostgreSQL {v['postgresql']}" if "postgresql" in v else "")
+            + f"; {r['cpus']} CPUs, load average {r['load_average']}"
+        )
+        + "\n"
     )
     raw, ours, ratios = r["raw"], r["errands"], r["ratios"]
+    names = {
+        "enqueue": "enqueue one by one",
+        "enqueue_many": "enqueue_many",
+        "process_1": "process, 1 worker process",
+        "process_p": f"process, {r['processes']} worker processes",
+    }
     rows = [
         (
-            "enqueue one by one",
-            ours["enqueue"],
-            raw["insert"],
-            ratios["enqueue"],
-            "insert, 1 tx/row",
-        ),
-        (
-            "enqueue_many",
-            ours["enqueue_many"],
-            raw["bulk_insert"],
-            ratios["enqueue_many"],
-            "bulk insert, 1 tx",
-        ),
-        (
-            "process, 1 worker process",
-            ours["process_1"],
-            raw["process"],
-            ratios["process_1"],
-            BATCH_LABEL,
-        ),
-        (
-            f"process, {r['processes']} worker processes",
-            ours["process_p"],
-            raw["process"],
-            ratios["process_p"],
-            BATCH_LABEL,
-        ),
+            name,
+            f"{ours[phase]['per_second']:,.0f}",
+            spread(ours[phase]),
+            f"{raw[BASELINE[phase]]['per_second']:,.0f}",
+            spread(raw[BASELINE[phase]]),
+            f"{ratios[phase]:.2f}x",
+        )
+        for phase, name in names.items()
     ]
     output.table(
-        ["PHASE", "ERRANDS JOBS/S", "RAW JOBS/S", "RATIO", "RAW BASELINE"],
-        [
-            (name, f"{m['per_second']:,.0f}", f"{b['per_second']:,.0f}", f"{x:.2f}x", label)
-            for name, m, b, x, label in rows
-        ],
-        right=(1, 2, 3),
+        ["PHASE", "ERRANDS JOBS/S", "MIN-MAX", "RAW JOBS/S", "MIN-MAX", "RATIO"],
+        rows,
+        right=(1, 2, 3, 4, 5),
+    )
+    best = ", ".join(f"{p} {x:.2f}x" for p, x in r["ratios_best"].items())
+    baselines = "; ".join(f"{RAW_LABELS[b]}: {label}" for b, label in RAW_BASELINE_LABELS.items())
+    print(
+        "\n"
+        + _wrap(
+            f"JOBS/S: the best of {_rounds(r['rounds'])}; MIN-MAX: the slowest and fastest rounds. "
+            "RATIO: the median over rounds of errands / raw measured in the same round "
+            f"(best / best: {best}). Raw baselines — {baselines}."
+        )
     )
     p, idle = r["pickup"], r["idle"]
     print(
-        f"\npickup (enqueue returned in one process → handler started in an idle worker "
-        f"process), {p['samples']} jobs: p50 {p['p50_ms']} ms, p95 {p['p95_ms']} ms, "
-        f"p99 {p['p99_ms']} ms, max {p['max_ms']} ms"
+        "\n"
+        + _wrap(
+            f"pickup (enqueue returned in one process → handler started in an idle worker "
+            f"process), {p['samples']} jobs: p50 {p['p50_ms']} ms, p95 {p['p95_ms']} ms, "
+            f"p99 {p['p99_ms']} ms, max {p['max_ms']} ms"
+        )
     )
     print(f"idle worker CPU over {idle['seconds']:g} s: {idle['cpu_percent']}% of one core")
+
+
+def _rounds(n: int) -> str:
+    return "1 round" if n == 1 else f"{n} rounds"
+
+
+def _wrap(text: str) -> str:
+    return textwrap.fill(text, width=REPORT_WIDTH, break_on_hyphens=False)
 
 
 def run_bench(
     *,
     url: str | None,
     jobs: int,
+    rounds: int,
     processes: int,
     concurrency: int,
     durability: str,
@@ -462,6 +544,7 @@ def run_bench(
     result = measure(
         url=url,
         jobs=jobs,
+        rounds=rounds,
         processes=processes,
         concurrency=concurrency,
         durability=durability,

@@ -20,10 +20,11 @@ from ..backends import scrub
 from ..errors import ErrandsError
 from . import dashboard, graduate, jobs, ops, output, worker
 from .common import UsageError, add_db, add_json
-from .jobs import positive_int
+from .jobs import int_between, positive_int
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 DEMO_DB = "errands-demo.db"
+MAX_BENCH_ROUNDS = 100  # a bound that catches a typo before hours of benching
 
 
 class _Parser(argparse.ArgumentParser):
@@ -111,7 +112,11 @@ def _register_tools(sub: Any) -> None:
         "insert, bulk insert, batched processing with audit rows), enqueue one by one and "
         "enqueue_many, processing with 1 and P real `errands worker` processes, pickup latency "
         "from a producer process to an idle worker process, and that worker's idle CPU; each "
-        "errands figure also as a ratio to its baseline. Progress goes to stderr.",
+        "errands figure also as a ratio to its baseline. The throughput phases run in --rounds "
+        "rounds, each errands phase right after its own raw baseline, because a shared host is "
+        "noisy: a pair sees the same moment of the host, and the ratio reported is the median "
+        "over rounds of those paired ratios (jobs/s: the best round, and the spread of the "
+        "rounds). Progress goes to stderr.",
     )
     p.add_argument(
         "--db",
@@ -126,6 +131,14 @@ def _register_tools(sub: Any) -> None:
         default=10000,
         metavar="N",
         help="jobs per phase (default 10000)",
+    )
+    p.add_argument(
+        "--rounds",
+        type=int_between(1, MAX_BENCH_ROUNDS),
+        default=3,
+        metavar="R",
+        help="rounds of the throughput phases, each errands phase paired with its raw baseline; "
+        f"the ratio is the median of the R paired ratios (default 3, 1 to {MAX_BENCH_ROUNDS})",
     )
     p.add_argument(
         "--processes",
@@ -195,6 +208,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     return run_bench(
         url=url,
         jobs=args.jobs,
+        rounds=args.rounds,
         processes=args.processes,
         idle_seconds=args.idle_seconds,
         concurrency=args.concurrency,
