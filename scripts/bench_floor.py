@@ -14,8 +14,9 @@ Phases and layers (each a ratio to the raw baseline of the same round):
   sqlite3 on an errands schema, with no errands Python at all; the same without the
   ENQUEUED event; and ``Queue.enqueue``.
 - ``enqueue_many``: the raw bulk insert (``executemany`` of narrow rows); errands'
-  ``insert_jobs`` and ``insert_enqueued_events`` statements given ready-made JSON (no
-  checks, no encoding); ``Queue.enqueue_many``.
+  ``insert_jobs_alike`` and ``insert_enqueued_events`` statements given ready-made JSON (no
+  checks, no encoding; the jobs differ only in payload, as the workload's do); and
+  ``Queue.enqueue_many``.
 - ``process``: the raw processing baseline; errands' backend verbs driven in one thread
   (``claim``, then ``finish_and_claim`` of each batch's successes with the next claim, the
   worker's batches of 500 — errands' SQL and the backend's Python, no worker runtime);
@@ -96,10 +97,21 @@ def statements_enqueue(t: Template, d: str, n: int, durability: str, event: bool
 def statements_enqueue_many(t: Template, d: str, n: int, durability: str) -> float:
     conn = t.copy(d, durability)
     now = time.time()
-    batch = json.dumps([["default", "noop", f'{{"i":{i}}}', 0, 20, now] for i in range(n)])
+    # Jobs that differ only in payload: errands binds their shared fields once per run.
+    payloads = json.dumps([f'{{"i":{i}}}' for i in range(n)])
+    params = {
+        "payloads": payloads,
+        "queue": "default",
+        "type": "noop",
+        "priority": 0,
+        "max_attempts": 20,
+        "run_at": now,
+        "to_state": "queued",
+        "now": now,
+    }
     start = time.perf_counter()
     conn.execute("BEGIN IMMEDIATE")
-    rows = conn.execute(t.q["insert_jobs"], {"batch": batch, "to_state": "queued", "now": now})
+    rows = conn.execute(t.q["insert_jobs_alike"], params)
     ids = json.dumps(sorted(r[0] for r in rows.fetchall()))
     params = {"job_ids": ids, "now": now, "event": "ENQUEUED", "actor": "api"}
     conn.execute(t.q["insert_enqueued_events"], params)
