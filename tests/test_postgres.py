@@ -173,6 +173,37 @@ def test_an_idle_listener_wakes_only_for_a_notification_and_stops_when_closed(
     assert not listener._thread.is_alive()
 
 
+def test_a_listener_whose_socket_is_numbered_above_1024_still_hears_notifications(
+    pg_url: str,
+) -> None:
+    # An application with many files open hands errands' LISTEN connection a descriptor
+    # above select()'s limit of 1024: the listener must still wait on it.
+    import resource
+
+    from errands.backends.pg_listener import NotifyListener
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"needs more than 1200 open files; the hard limit here is {hard}")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    filler = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    got: list[str | None] = []
+    try:
+        listener = NotifyListener(pg_url, "test", got.append, "errands_test_high_fd")
+        try:
+            assert listener.connected.wait(10)
+            sql(pg_url, "SELECT pg_notify('errands_test_high_fd', 'heard')")
+            wait_for(lambda: got, 10, "the notification on a descriptor above 1024")
+            assert got == ["heard"]
+        finally:
+            listener.close()
+        assert not listener._thread.is_alive()
+    finally:
+        for fd in filler:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
 def pooled_pids(url: str) -> set[object]:
     """The sessions of errands' connection pools (not the LISTEN connections)."""
     return {

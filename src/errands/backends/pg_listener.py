@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import select
+import selectors
 import socket
 import threading
 from collections.abc import Callable
@@ -21,7 +21,7 @@ class NotifyListener:
     None, since a NOTIFY sent while it was away is lost; meanwhile the worker's poll_interval
     still finds the work.
 
-    The thread sleeps in ``select()`` on its connection's socket and on a wake-up socket that
+    The thread sleeps in a selector on its connection's socket and on a wake-up socket that
     ``close`` writes to: it wakes for a notification or to stop, never on a timer. (Waiting in
     ``notifies(timeout=…)`` instead woke it every 0.1 s inside psycopg, and the loop around it
     every 0.25 s to look at the stop flag: 0.27 % of a core for an idle PostgreSQL worker.)"""
@@ -70,15 +70,20 @@ class NotifyListener:
                         self.reconnects += 1
                         self._on_change(None)
                     first, backoff = False, 0.05
-                    while True:
-                        # What has arrived, including what came in with LISTEN's own reply
-                        # (psycopg keeps it aside: the socket will not show it).
-                        for note in conn.notifies(timeout=0):
-                            self._on_change(note.payload)
-                        select.select([conn.fileno(), self._wake.fileno()], [], [])
-                        if self._stop.is_set():
-                            return
-            except psycopg.Error as exc:
+                    # A selector, not select(): an application with many open files can
+                    # hand this connection a descriptor above select()'s limit (1024).
+                    with selectors.DefaultSelector() as ready:
+                        ready.register(conn.fileno(), selectors.EVENT_READ)
+                        ready.register(self._wake, selectors.EVENT_READ)
+                        while True:
+                            # What has arrived, including what came in with LISTEN's own
+                            # reply (psycopg keeps it aside: the socket will not show it).
+                            for note in conn.notifies(timeout=0):
+                                self._on_change(note.payload)
+                            ready.select()
+                            if self._stop.is_set():
+                                return
+            except (psycopg.Error, OSError) as exc:  # OSError: the socket or the selector
                 self.connected.clear()
                 if self._stop.is_set():
                     return
