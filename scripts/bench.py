@@ -19,6 +19,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from errands.bench import spread
+
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = ROOT / "BENCHMARKS.md"
 HEADER = """# Benchmarks
@@ -63,10 +65,6 @@ def git_commit() -> str:
         return out + ("+dirty" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
-
-
-def spread(figures: dict[str, Any]) -> str:
-    return f"{min(figures['rounds']):,.0f}-{max(figures['rounds']):,.0f}"
 
 
 def record(r: dict[str, Any]) -> str:
