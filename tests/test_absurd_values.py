@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import errands
-from errands import validate
+from errands.core import validate
 from support import FixedClock, get_job
 
 HUGE = 2**63

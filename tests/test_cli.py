@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from errands import Job
-from errands.states import State
+from errands.core.states import State
 
 TIMEOUT = 120  # seconds: a bound for a hung command, never a performance assertion
 JOB_COLUMNS = {f.name for f in dataclasses.fields(Job)}

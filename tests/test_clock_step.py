@@ -12,7 +12,7 @@ from datetime import datetime
 import pytest
 
 import errands
-from errands.worker import Worker
+from errands.worker.loop import Worker
 from support import SteppingClock, claim, event_names, get_job, wait_for
 
 MakeQueue = Callable[..., errands.Queue]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from errands.states import TRANSITIONS
+from errands.core.states import TRANSITIONS
 
 ROOT = Path(__file__).resolve().parent.parent
 ARROW = re.compile(r"^\s*(\[\*\]|\w+) --> (\w+|\[\*\])(?:: (\w+) / (\w+))?\s*$")

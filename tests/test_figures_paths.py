@@ -19,7 +19,6 @@ from typing import Any
 import pytest
 
 import errands
-from errands import rollup
 from errands.backends import sql
 from errands.backends.base import (
     Cancelled,
@@ -33,6 +32,7 @@ from errands.backends.base import (
     Succeeded,
 )
 from errands.backends.host import iso
+from errands.core import rollup
 from ops_helpers import (
     DAY,
     HOUR,
@@ -327,7 +327,7 @@ def test_a_worker_run_counts_each_job_once(db_url: str) -> None:
 
 def _bench_worker(url: str, log: Path) -> subprocess.Popen[bytes]:
     env = {**os.environ, "ERRANDS_BENCH_DB": url}
-    cmd = [sys.executable, "-m", "errands", "worker", "--app", "errands.bench_app:q"]
+    cmd = [sys.executable, "-m", "errands", "worker", "--app", "errands.cli.bench.app:q"]
     cmd += ["--concurrency", "8", "--quiet"]
     with open(log, "wb") as out:
         return subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)

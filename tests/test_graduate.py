@@ -17,10 +17,10 @@ import psycopg
 import pytest
 
 import errands
-from errands import faults
 from errands.backends.base import ClaimRequest
 from errands.cli.graduate import register
-from errands.graduate import TABLES, GraduateError, graduate
+from errands.cli.graduate.copy import TABLES, GraduateError, graduate
+from errands.core import faults
 from ops_helpers import assert_figures_equal_a_recount
 from support import FixedClock, first_row
 
@@ -178,7 +178,7 @@ def test_a_crash_mid_copy_resumes(tmp_path: Path, pg_url: str) -> None:
     path = str(tmp_path / "app.db")
     build_source(path)
     code = (
-        "import sys; from errands.graduate import graduate; "
+        "import sys; from errands.cli.graduate.copy import graduate; "
         "graduate(sys.argv[1], sys.argv[2], batch_size=10)"
     )
     crashed = subprocess.run(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import errands
-from errands.maintenance import Maintenance
+from errands.maintenance.runner import Maintenance
 from support import FixedClock
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import errands
-from errands.worker import Worker
+from errands.worker.loop import Worker
 from support import wait_for
 
 

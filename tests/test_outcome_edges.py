@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 import errands
-from errands.worker import Worker
+from errands.worker.loop import Worker
 from ops_helpers import assert_figures_equal_a_recount
 
 MakeQueue = Callable[..., errands.Queue]

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import errands
-from errands.payload import INT_MAX, INT_MIN, MAX_DEPTH
+from errands.core.payload import INT_MAX, INT_MIN, MAX_DEPTH
 
 
 def _nested(levels: int) -> Any:

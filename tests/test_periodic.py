@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 import errands
-from errands.periodic import PeriodicScheduler, next_tick, overdue_reason
+from errands.core.schedule import next_tick, overdue_reason
+from errands.maintenance.scheduler import PeriodicScheduler
 from errands.tasks import DEFAULT_MAX_ATTEMPTS
 from ops_helpers import HOUR, T0, Clock, run_job, sql_rows
 

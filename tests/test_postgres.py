@@ -24,7 +24,7 @@ import pytest
 import errands
 from errands.backends import sql as sql_files
 from errands.errors import DatabaseError
-from errands.worker import Worker
+from errands.worker.loop import Worker
 from pgproc import make_queue
 from support import claim
 

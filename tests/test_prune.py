@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 import errands
-from errands import rollup
 from errands.backends.base import ClaimRequest, NewJob, PruneProgress, Succeeded
-from errands.maintenance import Maintenance
-from errands.retention import BUSY_INTERVAL, IDLE_INTERVAL, Pruner
+from errands.core import rollup
+from errands.maintenance.pruner import BUSY_INTERVAL, IDLE_INTERVAL, Pruner
+from errands.maintenance.runner import Maintenance
 from ops_helpers import DAY, T0, Clock, enqueue, is_postgres, run_job, sql_rows, sqlite_only
 
 pytest_plugins = ("conftest_ops",)

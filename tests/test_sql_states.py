@@ -1,5 +1,5 @@
 """Every state literal in the SQL (both dialects: named queries, migrations, trigger bodies)
-is a state of ``errands.states``, and every list of them is one of its named sets.
+is a state of ``errands.core.states``, and every list of them is one of its named sets.
 
 The queries keep some states as literals on purpose (a partial index is used only when the
 predicate's state is a literal, not a parameter), so they cannot be bound from Python; this
@@ -18,7 +18,7 @@ from importlib import resources
 
 import pytest
 
-from errands.states import ACTIVE, TERMINAL, AttemptStatus, State, transition
+from errands.core.states import ACTIVE, TERMINAL, AttemptStatus, State, transition
 
 JOB_STATES = frozenset(s.value for s in State)
 ATTEMPT_STATES = frozenset(s.value for s in AttemptStatus)

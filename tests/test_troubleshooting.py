@@ -7,8 +7,8 @@ import re
 from pathlib import Path
 
 import errands
+import errands.cli.graduate.copy
 import errands.errors
-import errands.graduate
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = (ROOT / "docs" / "troubleshooting.md").read_text()
@@ -23,7 +23,7 @@ HEADING = re.compile(r"^### `(\w+)`$", re.MULTILINE)
 
 def _error_classes() -> dict[str, type[BaseException]]:
     found: dict[str, type[BaseException]] = {}
-    for module in (errands.errors, errands.graduate):
+    for module in (errands.errors, errands.cli.graduate.copy):
         for name, obj in vars(module).items():
             if (
                 inspect.isclass(obj)

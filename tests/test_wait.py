@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import errands
-from errands.worker import Worker
+from errands.worker.loop import Worker
 from support import is_postgres, wait_for
 
 PROCS = Path(__file__).with_name("procs")

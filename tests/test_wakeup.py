@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 import errands
-from errands.backends import wakeup
+from errands.backends import sqlite_wakeup as wakeup
 from support import wait_for
 
 # A negative check ("nothing woke it") waits this long; any real wake-up takes milliseconds.

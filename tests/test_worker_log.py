@@ -17,7 +17,7 @@ import pytest
 
 import errands
 from errands.backends.base import ClaimRequest, Succeeded
-from errands.maintenance import Rescuer
+from errands.maintenance.rescuer import Rescuer
 
 TIMEOUT = 120  # a bound for a hung command, never a performance assertion
 
@@ -134,7 +134,7 @@ def test_rescues_and_fence_refusals_are_logged(
         assert f"job {job.id} rescued" in rescue.getMessage()
         assert rescue.errands["event"] == "rescued"  # type: ignore[attr-defined]
         # The stale attempt's outcome is refused by the fence, and the worker logs it.
-        from errands import worker_log
+        from errands.worker import log as worker_log
 
         applied = q.backend.finish([Succeeded(job.id, 1, now, None)], "gone", now + 11)
         assert applied == [False]

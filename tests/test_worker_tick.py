@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 import errands
-from errands.worker import Worker
-from errands.worker_db import Trouble
+from errands.worker.db import Trouble
+from errands.worker.loop import Worker
 from support import FixedClock, claim, event_names, sqlite_only, wait_for
 
 MakeQueue = Callable[..., errands.Queue]

@@ -17,10 +17,11 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
-from . import rollup, stats
+from .client import reports as stats
+from .core import rollup
+from .core.schedule import overdue_reason
+from .core.states import State
 from .errors import ConfigurationError
-from .periodic import overdue_reason
-from .states import State
 
 if TYPE_CHECKING:
     from prometheus_client.metrics_core import Metric

@@ -13,29 +13,34 @@ from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from . import periodic, stats, validate, waiting
 from .backends import open_backend, redact
 from .backends.base import CancelReport, JobFilter, Listener, PruneProgress, PruneReport
-from .backoff import Backoff
-from .enqueueing import EnqueueItem as EnqueueItem  # re-exported: enqueue_many's item type
-from .enqueueing import Producer
+from .client import reports as stats
+from .client import waiting
+from .client.enqueueing import EnqueueItem as EnqueueItem  # re-exported: enqueue_many's item type
+from .client.enqueueing import Producer
+from .core import payload as payload_json
+from .core import schedule, validate
+from .core.backoff import Backoff
+from .core.records import Attempt, EventRecord, Job
+from .core.schedule import Schedule
+from .core.settings import Duration, Retention, Settings, seconds
+from .core.states import Event, State
 from .errors import (
     ConfigurationError,
     InvalidTransitionError,
     JobNotFoundError,
 )
-from .maintenance import Rescuer, Service
+from .maintenance.pruner import SERVICE_MAX_BATCHES, Pruner
+from .maintenance.rescuer import Rescuer
+from .maintenance.runner import Service
+from .maintenance.scheduler import PeriodicScheduler, schedule_row
 from .middleware import Chain
-from .periodic import PeriodicScheduler, Schedule
-from .records import Attempt, EventRecord, Job
-from .retention import SERVICE_MAX_BATCHES, Pruner
-from .settings import Duration, Retention, Settings, seconds
-from .states import Event, State
 from .tasks import DEFAULT_QUEUE, Task, TaskOptions
 from .wakeups import KINDS, Wakeups, hubs, listen_for_work
 
 if TYPE_CHECKING:
-    from .worker import WorkerSummary
+    from .worker.loop import WorkerSummary
 
 F = TypeVar("F", bound=Callable[..., Any])
 R = TypeVar("R")
@@ -287,23 +292,43 @@ class Queue:
         """Register a task that runs on a schedule: ``cron="0 9 * * *"`` (in ``timezone``) or
         ``every=`` seconds/timedelta. Each tick enqueues exactly once however many schedulers
         run; ``catch_up`` ("skip" or "once") says what happens to ticks missed while none ran;
-        a schedule with no success for ``grace`` after a tick is overdue. See errands.periodic.
+        a schedule with no success for ``grace`` after a tick is overdue. See errands.core.schedule.
         """
 
+        if (cron is None) == (every is None):
+            raise ConfigurationError("@q.periodic needs exactly one of cron='…' or every=seconds")
+        if cron is not None:
+            schedule.check_cron(cron)
+        interval = None if every is None else seconds(every, "every")
+        schedule.zone(timezone)
+        if catch_up not in schedule.CATCH_UP:
+            raise ConfigurationError(f"catch_up must be 'skip' or 'once', got {catch_up!r}")
+
         def register(f: F) -> Task[Any, Any]:
-            return periodic.register(
-                self,
-                f,
+            task = self.task(name=name, queue=queue, **task_options)(f)
+            body = {} if payload is None else payload
+            task.check_payload(body)
+            text = payload_json.encode(body, max_bytes=self.settings.max_payload_bytes)
+            now = self.clock()
+            nominal = schedule.nominal_interval(cron, interval, timezone, now)
+            declared = Schedule(
+                name=task.name,
                 cron=cron,
-                every=every,
-                name=name,
-                queue=queue,
-                payload=payload,
+                interval=interval,
                 timezone=timezone,
+                queue=queue,
+                payload=text,
                 catch_up=catch_up,
-                grace=grace,
-                task_options=task_options,
+                grace=(
+                    max(schedule.MIN_GRACE, 0.1 * nominal)
+                    if grace is None
+                    else seconds(grace, "grace")
+                ),
             )
+            self.schedules[task.name] = declared
+            next_run = schedule.next_tick(cron, interval, timezone, now)
+            self.backend.upsert_periodic(schedule_row(declared, next_run))
+            return task
 
         return register(fn) if fn is not None else register
 
@@ -521,7 +546,7 @@ class Queue:
         should_stop: Callable[[], bool] | None = None,
     ) -> PruneReport:
         """Delete finished jobs past ``retention`` (rolled up first), ``batch_size`` rows per
-        transaction; rerunnable and interruptible (``should_stop``). See errands.retention."""
+        transaction; rerunnable and interruptible (``should_stop``). See errands.maintenance.pruner."""
         pruner = Pruner(
             self.backend,
             self.settings.retention,
@@ -602,7 +627,7 @@ class Queue:
         ``recycle_on_timeout`` and ``supervised`` are set by ``errands worker --processes``
         for its children: exit (status 75) after a sync handler overran its timeout; ignore
         SIGINT and repeated SIGTERMs, leaving "stop now" to the supervisor."""
-        from .worker import Worker
+        from .worker.loop import Worker
 
         validate.integer(concurrency, "concurrency", 1, MAX_CONCURRENCY)
         if queues is not None and not isinstance(queues, str):

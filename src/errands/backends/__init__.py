@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from urllib.parse import unquote
 
+from ..core.settings import Settings
 from ..errors import ConfigurationError
-from ..settings import Settings
 from .base import Backend
 
 # key=value pairs whose value is a secret, in a URL's query string or a libpq conninfo string.

@@ -39,8 +39,8 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..rollup import BOUNDS
-from ..states import TERMINAL, State
+from ..core.rollup import BOUNDS
+from ..core.states import TERMINAL, State
 from .base import Cancelled, ClaimedJob, Failed, Outcome, Released, Retried, Succeeded
 from .host import F_CANCEL_RUNNING, F_FAIL, F_RETRY_LATER, F_SUCCEED, Conn, dumps
 

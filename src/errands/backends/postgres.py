@@ -28,10 +28,10 @@ from psycopg.rows import tuple_row
 from psycopg.types.json import set_json_loads
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
-from .. import faults
+from ..core import faults
+from ..core.settings import Settings
+from ..core.states import AttemptStatus
 from ..errors import ConfigurationError, DatabaseBusyError, DatabaseError
-from ..settings import Settings
-from ..states import AttemptStatus
 from . import scrub, sql
 from .base import NewJob
 from .host import ALL, COPY, EXEC, MANY, ONE, T_ENQUEUE, Step, Steps, column_index

@@ -1,4 +1,4 @@
-"""The stats noun: typed rows and small dicts for ``errands.stats`` (which shapes the user's
+"""The stats noun: typed rows and small dicts for ``errands.client.reports`` (which shapes the user's
 ``stats``), the metrics and the dashboard. Reads only, each one query.
 
 Queries: ``ops.sql`` and ``series.sql``. The counts of finished jobs come from kept figures
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import rollup
+from ..core import rollup
 from .base import StateCount, WindowRow
 from .host import SQLHost, iso
 

@@ -15,9 +15,9 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from .. import bulk
+from ..client import bulk
+from ..client.reports import describe
 from ..errors import JobNotFoundError
-from ..periodic import describe
 from . import params
 
 if TYPE_CHECKING:

@@ -16,7 +16,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from .. import bulk
+from ..client import bulk
 from ..errors import JobNotFoundError
 from . import api, charts, params
 from .security import SESSION_COOKIE, SESSION_MAX_AGE

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
-from .errors import DatabaseBusyError, DatabaseError, DatabaseReplacedError
+from ..errors import DatabaseBusyError, DatabaseError, DatabaseReplacedError
 from .execution import summary
 
 log = logging.getLogger("errands.worker")

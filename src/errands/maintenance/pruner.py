@@ -22,9 +22,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .backends.base import PruneProgress, PruneReport, RetentionVerbs
-from .settings import Retention
-from .states import State
+from ..backends.base import PruneProgress, PruneReport, RetentionVerbs
+from ..core.settings import Retention
+from ..core.states import State
 
 CHECKPOINT_AFTER = 10_000  # rows deleted before the SQLite WAL is checkpointed
 IDLE_INTERVAL = 300.0  # retention is in days: every few minutes keeps batches small

@@ -8,12 +8,12 @@ import sys
 import time
 from typing import Any
 
-from ..backends import redact, scrub
-from ..errors import ErrandsError
-from ..queue import MAX_BATCH
-from . import output
-from .common import add_db, db_source, is_sqlite, resolve_db, sqlite_problem
-from .jobs import int_between
+from ...backends import redact, scrub
+from ...errors import ErrandsError
+from ...queue import MAX_BATCH
+from .. import output
+from ..common import add_db, db_source, is_sqlite, resolve_db, sqlite_problem
+from ..jobs import int_between
 
 
 def register(subparsers: Any) -> None:
@@ -41,7 +41,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..graduate import graduate
+    from .copy import graduate
 
     if not args.to.startswith(("postgresql://", "postgres://")):
         output.error(

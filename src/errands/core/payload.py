@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from .errors import PayloadError, PayloadTooLargeError
+from ..errors import PayloadError, PayloadTooLargeError
 
 MAX_DEPTH = 100  # levels of nested arrays/objects
 INT_MIN, INT_MAX = -(2**63), 2**63 - 1

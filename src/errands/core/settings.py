@@ -6,8 +6,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from ..errors import ConfigurationError
 from . import validate
-from .errors import ConfigurationError
 from .states import DEFAULT_AUDIT, Event
 
 Duration = float | int | timedelta
@@ -17,7 +17,7 @@ DAY = 86400.0
 
 def seconds(value: Duration, name: str, *, allow_zero: bool = False) -> float:
     """Accept float seconds or a timedelta; refuse negatives (and zero unless allowed),
-    NaN, infinity, strings and anything over 1000 years (see errands.validate)."""
+    NaN, infinity, strings and anything over 1000 years (see errands.core.validate)."""
     return validate.duration(value, name, allow_zero=allow_zero)
 
 

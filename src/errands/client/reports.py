@@ -6,7 +6,7 @@ from live index ranges (queued, running) and the kept ``job_counts`` (final stat
 the windows (``last_hour``, the retry histogram) sum ``job_stats_minutely`` rows, per minute,
 queue and measure. Windows therefore start at the start of the minute holding ``now - window``
 (up to a minute more than asked). Wait and run percentiles come from histograms with the bounds
-of ``errands.rollup.BOUNDS``: each is the upper bound of the bucket holding the exact value
+of ``errands.core.rollup.BOUNDS``: each is the upper bound of the bucket holding the exact value
 (never above the largest value seen), as for rolled-up hours.
 
 Definitions (docs/operations.md): *wait* is due → start of a finished job's last attempt; *run*
@@ -19,11 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import rollup
-from .backends.base import Backend, StateCount, WindowRow
-from .periodic import overdue_reason
-from .records import to_datetime
-from .states import State
+from ..backends.base import Backend, PeriodicRow, StateCount, WindowRow
+from ..core import rollup
+from ..core.records import to_datetime
+from ..core.schedule import iso, overdue_reason
+from ..core.states import State
 
 OUTCOMES = (State.SUCCEEDED.value, State.FAILED.value, State.CANCELLED.value)
 
@@ -178,3 +178,25 @@ def hourly_throughput(backend: Backend, now: float, hours: int) -> list[dict[str
         if slot is not None and outcome in slot:
             slot[outcome] += n
     return list(series.values())
+
+
+def describe(row: PeriodicRow, now: float) -> dict[str, Any]:
+    """A schedule as ``errands periodic --json`` prints it."""
+    reason = overdue_reason(row, now)
+    return {
+        "name": row.name,
+        "type": row.type,
+        "queue": row.queue,
+        "cron": row.cron,
+        "every_seconds": row.interval_seconds,
+        "timezone": row.timezone,
+        "catch_up": row.catch_up,
+        "grace_seconds": row.grace_seconds,
+        "next_run_at": None if row.next_run_at is None else iso(row.next_run_at),
+        "last_enqueued_at": None if row.last_enqueued_at is None else iso(row.last_enqueued_at),
+        "last_succeeded_at": (
+            None if row.last_succeeded_at is None else iso(row.last_succeeded_at)
+        ),
+        "overdue": reason is not None,
+        "overdue_reason": reason,
+    }

@@ -6,11 +6,11 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Generator
 
-from .errors import JobNotFoundError, WaitTimeout
-from .records import Job
-from .settings import Duration, seconds
-from .states import TERMINAL
-from .wakeups import Wakeups
+from ..core.records import Job
+from ..core.settings import Duration, seconds
+from ..core.states import TERMINAL
+from ..errors import JobNotFoundError, WaitTimeout
+from ..wakeups import Wakeups
 
 # Yields None to be sent the job as read now, or seconds to sleep until a wake-up.
 WaitSteps = Generator[float | None, Job | None, Job]

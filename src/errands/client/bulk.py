@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .backends.base import Backend
-from .errors import ConfigurationError
-from .states import State, transition
+from ..backends.base import Backend
+from ..core.states import State, transition
+from ..errors import ConfigurationError
 
 CHUNK = 500  # ids per transaction: keeps the write lock short on large selections
 

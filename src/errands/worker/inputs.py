@@ -6,14 +6,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .backends.base import Backend, Listener
-from .maintenance import Service
-from .settings import Settings
-from .tasks import Task
+from ..backends.base import Backend, Listener
+from ..core.settings import Settings
+from ..maintenance.runner import Service
+from ..tasks import Task
 
 if TYPE_CHECKING:
-    from .middleware import Chain
-    from .queue import Queue
+    from ..middleware import Chain
+    from ..queue import Queue
 
 
 @dataclass(frozen=True, slots=True)

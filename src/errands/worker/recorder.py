@@ -11,11 +11,12 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from . import execution, worker_log
-from .backends.base import Backend, ClaimedJob, ClaimRequest, Outcome
-from .errors import DatabaseBusyError
+from ..backends.base import Backend, ClaimedJob, ClaimRequest, Outcome
+from ..errors import DatabaseBusyError
+from . import execution
+from . import log as worker_log
+from .db import WorkerDatabase, describe
 from .executor import Finished, Slot
-from .worker_db import WorkerDatabase, describe
 
 log = logging.getLogger("errands.worker")
 

@@ -18,13 +18,13 @@ import threading
 import time
 from typing import Any, TextIO
 
-from .backoff import fixed
-from .cli import output
-from .context import JobContext
-from .errors import ConfigurationError, JobError
-from .queue import Queue
-from .states import State
-from .worker import Worker
+from ..context import JobContext
+from ..core.backoff import fixed
+from ..core.states import State
+from ..errors import ConfigurationError, JobError
+from ..queue import Queue
+from ..worker.loop import Worker
+from . import output
 
 DEMO_TYPES = frozenset(
     {
@@ -272,7 +272,7 @@ def start_dashboard(q: Queue, port: int, out: TextIO) -> Any:
     """The dashboard on a background thread (loopback, no token), or None if the web extra is
     not installed. Port ``port`` if free, else any free port: the URL printed is the real one."""
     try:
-        from .web.server import Background, bind, build, url_of
+        from ..web.server import Background, bind, build, url_of
     except ConfigurationError as exc:  # errands[web] not installed
         print(f"(no dashboard: {exc})\n", file=out)
         return None

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from .backends.base import Cancelled, ClaimedJob, Failed, Outcome, Retried, Succeeded
+from ..backends.base import Cancelled, ClaimedJob, Failed, Outcome, Retried, Succeeded
 
 log = logging.getLogger("errands.worker")
 

@@ -1,7 +1,7 @@
 """The app ``errands bench`` runs in real processes: its worker and its pickup producer.
 
-    errands worker --app errands.bench_app:q     # $ERRANDS_BENCH_DB, $ERRANDS_BENCH_DURABILITY
-    python -m errands.bench_app produce N GAP_MS # enqueue N jobs one at a time, print commits
+    errands worker --app errands.cli.bench.app:q     # $ERRANDS_BENCH_DB, $ERRANDS_BENCH_DURABILITY
+    python -m errands.cli.bench.app produce N GAP_MS # enqueue N jobs one at a time, print commits
 
 The Queue is built from the environment because ``errands worker`` imports the app by name.
 The handler does nothing: the bench measures errands, not the work. Its start time is stored by
@@ -17,7 +17,7 @@ import random
 import sys
 import time
 
-from .queue import Queue
+from ...queue import Queue
 
 DB_ENV = "ERRANDS_BENCH_DB"
 DURABILITY_ENV = "ERRANDS_BENCH_DURABILITY"
@@ -26,7 +26,7 @@ DURABILITY_ENV = "ERRANDS_BENCH_DURABILITY"
 def build() -> Queue:
     url = os.environ.get(DB_ENV)
     if not url:
-        raise SystemExit(f"errands.bench_app: set {DB_ENV} to the database to use")
+        raise SystemExit(f"errands.cli.bench.app: set {DB_ENV} to the database to use")
     queue = Queue(url, durability=os.environ.get(DURABILITY_ENV, "full"))
 
     @queue.task
@@ -57,5 +57,5 @@ def produce(n: int, gap_ms: float) -> None:
 
 if __name__ == "__main__":
     if len(sys.argv) != 4 or sys.argv[1] != "produce":
-        raise SystemExit("usage: python -m errands.bench_app produce N GAP_MS")
+        raise SystemExit("usage: python -m errands.cli.bench.app produce N GAP_MS")
     produce(int(sys.argv[2]), float(sys.argv[3]))

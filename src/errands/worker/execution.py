@@ -10,12 +10,12 @@ import json
 import traceback
 from typing import Any
 
-from . import payload as payload_json
-from .backends.base import Cancelled, ClaimedJob, Failed, Outcome, Retried, Succeeded
-from .backoff import delay_for
-from .context import JobContext
-from .errors import JobError, PayloadError
-from .tasks import CTX_PARAM, Task
+from ..backends.base import Cancelled, ClaimedJob, Failed, Outcome, Retried, Succeeded
+from ..context import JobContext
+from ..core import payload as payload_json
+from ..core.backoff import delay_for
+from ..errors import JobError, PayloadError
+from ..tasks import CTX_PARAM, Task
 
 DETAIL_LIMIT = 500  # SPEC: error_detail is a summary of at most 500 characters
 # A traceback is kept outside the row, but still has to be storable: a runaway one (a huge

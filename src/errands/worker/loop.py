@@ -26,8 +26,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from . import execution
-from .backends.base import (
+from ..backends.base import (
     ClaimedJob,
     ClaimRequest,
     Failed,
@@ -36,23 +35,24 @@ from .backends.base import (
     Succeeded,
     WorkerInfo,
 )
-from .context import JobContext
-from .errors import (
+from ..context import JobContext
+from ..errors import (
     ConfigurationError,
     DatabaseError,
     DatabaseReplacedError,
     InvalidTransitionError,
     JobError,
 )
+from ..maintenance.runner import Maintenance
+from . import execution
+from .db import WorkerDatabase
 from .executor import BUFFERED, STARTED, Executor, Finished, Slot, SlotState
-from .maintenance import Maintenance
+from .inputs import WorkerInputs
 from .recorder import Recorder, WorkerSummary
-from .worker_db import WorkerDatabase
-from .worker_inputs import WorkerInputs
-from .worker_signals import SignalHandlers, Stop
+from .signals import SignalHandlers, Stop
 
 if TYPE_CHECKING:
-    from .queue import Queue
+    from ..queue import Queue
 
 log = logging.getLogger("errands.worker")
 

@@ -32,10 +32,10 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from . import faults
-from . import payload as payload_json
-from .backends import sql as named
-from .errors import ErrandsError
+from ...backends import sql as named
+from ...core import faults
+from ...core import payload as payload_json
+from ...errors import ErrandsError
 
 # Copy order respects foreign keys (jobs before the rows that reference them). Each table's
 # key is what "already copied" means. maintenance_leases is not copied: leadership is
@@ -127,10 +127,10 @@ def graduate(
     """
     import psycopg
 
-    from .backends import redact
-    from .backends.postgres import describe
-    from .backends.sqlite import path_from_url
-    from .queue import Queue
+    from ...backends import redact
+    from ...backends.postgres import describe
+    from ...backends.sqlite import path_from_url
+    from ...queue import Queue
 
     if batch_size < 1:
         raise GraduateError(f"batch_size must be >= 1, got {batch_size}")

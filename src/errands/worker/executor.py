@@ -24,14 +24,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from . import execution, worker_log
-from .backends.base import ClaimedJob, Outcome, Released
-from .context import JobContext
-from .errors import JobError
-from .tasks import Task
+from ..backends.base import ClaimedJob, Outcome, Released
+from ..context import JobContext
+from ..errors import JobError
+from ..tasks import Task
+from . import execution
+from . import log as worker_log
 
 if TYPE_CHECKING:
-    from .middleware import Chain
+    from ..middleware import Chain
 
 log = logging.getLogger("errands.worker")
 

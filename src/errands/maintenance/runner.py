@@ -1,5 +1,6 @@
-"""Maintenance services — the rescuer, the periodic scheduler, the pruner — each run by one
-elected worker among all workers of a database.
+"""The runner of the maintenance services (``rescuer``, ``scheduler``, ``pruner``, one module
+each beside this one): each service is run by one elected worker among all workers of a
+database.
 
 Leadership is per service (a ``maintenance_leases`` row named after it), so a worker only
 competes for the services it has: one built without periodic schedules never wins the
@@ -15,13 +16,10 @@ import logging
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from .backends.base import Backend, LeaderVerbs, RescueReport
-from .errors import DatabaseError
+from ..backends.base import Backend
+from ..errors import DatabaseError
 
 log = logging.getLogger("errands.maintenance")
-
-# Sweeps at least this often, whatever the lease: recovery is lease + sweep + 1 s at worst.
-MAX_SWEEP = 5.0
 
 
 class Service(Protocol):
@@ -33,33 +31,6 @@ class Service(Protocol):
         ...
 
     def run_once(self, now: float) -> Any: ...
-
-
-class Rescuer:
-    """Recovers jobs whose lease expired (their worker crashed, hung or lost the database)."""
-
-    name = "rescue"
-
-    def __init__(self, backend: LeaderVerbs, lease_seconds: float) -> None:
-        self.backend = backend
-        self.interval = min(lease_seconds / 2, MAX_SWEEP)
-        self.total = 0  # jobs recovered by this rescuer, for the worker's counters
-
-    def run_once(self, now: float) -> RescueReport:
-        report = self.backend.rescue(now)
-        self.total += len(report.recovered) + len(report.exhausted)
-        # One line per rescued job: each is an attempt whose worker died or hung.
-        for job_id, fate in [(i, "queued again") for i in report.recovered] + [
-            (i, "failed (no attempts left)") for i in report.exhausted
-        ]:
-            log.warning(
-                "job %d rescued: its lease expired (worker died or hung), attempt marked lost "
-                "(LOST:LEASE_EXPIRED); %s",
-                job_id,
-                fate,
-                extra={"errands": {"event": "rescued", "job_id": job_id, "outcome": fate}},
-            )
-        return report
 
 
 class Maintenance:

@@ -41,10 +41,11 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from . import __version__, bench_raw
-from .backends.sqlite import filesystem_type
-from .bench_app import DB_ENV, DURABILITY_ENV
-from .queue import Queue
+from ... import __version__
+from ...backends.sqlite import filesystem_type
+from ...queue import Queue
+from . import raw as bench_raw
+from .app import DB_ENV, DURABILITY_ENV
 
 BATCH_LABEL = f"claims of {bench_raw.BATCH}"
 STARTUP_TIMEOUT = 60.0  # seconds for worker processes to register
@@ -163,7 +164,7 @@ def worker_processes(
 ) -> Iterator[subprocess.Popen[bytes]]:
     """``errands worker`` (under its supervisor when P > 1), started and registered."""
     env = {**os.environ, DB_ENV: url, DURABILITY_ENV: durability}
-    cmd = [sys.executable, "-m", "errands", "worker", "--app", "errands.bench_app:q"]
+    cmd = [sys.executable, "-m", "errands", "worker", "--app", "errands.cli.bench.app:q"]
     cmd += ["--concurrency", str(concurrency), "--processes", str(processes), "--quiet"]
     log = open(os.path.join(dbs.directory, f"worker-{secrets.token_hex(3)}.log"), "wb")
     proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -241,7 +242,7 @@ def pickup_and_idle(
             [
                 sys.executable,
                 "-m",
-                "errands.bench_app",
+                "errands.cli.bench.app",
                 "produce",
                 str(samples),
                 str(PICKUP_GAP_MS),
@@ -459,7 +460,7 @@ def spread(figures: dict[str, Any]) -> str:
 
 
 def report(r: dict[str, Any]) -> None:
-    from .cli import output
+    from .. import output
 
     v = r["versions"]
     print(
@@ -539,7 +540,7 @@ def run_bench(
     directory: str | None,
     as_json: bool,
 ) -> int:
-    from .cli import output
+    from .. import output
 
     result = measure(
         url=url,

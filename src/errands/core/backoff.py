@@ -8,8 +8,8 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..errors import ConfigurationError
 from . import validate
-from .errors import ConfigurationError
 
 Backoff = Callable[[int], float]
 log = logging.getLogger("errands.worker")

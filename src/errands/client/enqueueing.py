@@ -17,13 +17,13 @@ from datetime import datetime
 from functools import partial
 from typing import Any, NamedTuple, TypeVar
 
-from . import payload as payload_json
-from . import validate
-from .backends.base import Backend, NewJob
-from .errors import ConfigurationError, ErrandsError, PayloadError, UnknownTaskError
-from .middleware import Chain, Enqueuing, encode_headers
-from .settings import Duration
-from .tasks import Task, TaskOptions
+from ..backends.base import Backend, NewJob
+from ..core import payload as payload_json
+from ..core import validate
+from ..core.settings import Duration
+from ..errors import ConfigurationError, ErrandsError, PayloadError, UnknownTaskError
+from ..middleware import Chain, Enqueuing, encode_headers
+from ..tasks import Task, TaskOptions
 
 log = logging.getLogger("errands")
 R = TypeVar("R")
