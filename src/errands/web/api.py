@@ -21,7 +21,7 @@ from ..errors import JobNotFoundError
 from . import params
 
 if TYPE_CHECKING:
-    from .app import Dashboard
+    from .common import Dashboard
 
 ACTOR = "api"
 log = logging.getLogger("errands.web")

@@ -22,7 +22,7 @@ from . import api, charts, params
 from .security import SESSION_COOKIE, SESSION_MAX_AGE
 
 if TYPE_CHECKING:
-    from .app import Dashboard
+    from .common import Dashboard
 
 PREVIEW_CHARS = 4000  # payload/result shown inline; the rest is a download away
 FAILURE_WINDOWS = ("1h", "24h", "7d")

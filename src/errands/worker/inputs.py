@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..backends.base import Backend, Listener
 from ..core.settings import Settings
@@ -13,7 +13,24 @@ from ..tasks import Task
 
 if TYPE_CHECKING:
     from ..middleware import Chain
-    from ..queue import Queue
+
+
+class WorkerSource(Protocol):
+    """What ``WorkerInputs.of`` reads of the object that runs a worker (``errands.Queue``):
+    typed here so that the worker never imports the Queue."""
+
+    @property
+    def backend(self) -> Backend: ...
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def clock(self) -> Callable[[], float]: ...
+    @property
+    def tasks(self) -> Mapping[str, Task[Any, Any]]: ...
+    @property
+    def execute_hooks(self) -> Chain | None: ...
+    def services(self) -> list[Service]: ...
+    def listen_for_work(self, on_change: Callable[[], None]) -> Listener: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +48,7 @@ class WorkerInputs:
     listen: Callable[[Callable[[], None]], Listener]
 
     @classmethod
-    def of(cls, q: Queue) -> WorkerInputs:
+    def of(cls, q: WorkerSource) -> WorkerInputs:
         return cls(
             backend=q.backend,
             settings=q.settings,

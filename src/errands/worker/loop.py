@@ -24,7 +24,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..backends.base import (
     ClaimedJob,
@@ -47,12 +47,9 @@ from ..maintenance.runner import Maintenance
 from . import execution
 from .db import WorkerDatabase
 from .executor import BUFFERED, STARTED, Executor, Finished, Slot, SlotState
-from .inputs import WorkerInputs
+from .inputs import WorkerInputs, WorkerSource
 from .recorder import Recorder, WorkerSummary
 from .signals import SignalHandlers, Stop
-
-if TYPE_CHECKING:
-    from ..queue import Queue
 
 log = logging.getLogger("errands.worker")
 
@@ -104,7 +101,7 @@ class Worker:
 
     def __init__(
         self,
-        inputs: Queue | WorkerInputs,
+        inputs: WorkerSource | WorkerInputs,
         *,
         concurrency: int = 8,
         queues: Sequence[str] | None = None,

@@ -128,7 +128,7 @@ def graduate(
     import psycopg
 
     from ...backends import redact
-    from ...backends.postgres import describe
+    from ...backends.pg_connection import describe
     from ...backends.sqlite import path_from_url
     from ...queue import Queue
 

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "bench_floor.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_floor.py"
 LAYERS = {
     "enqueue": ["raw insert", "errands' statements", "… without the event", "Queue.enqueue"],
     "enqueue_many": ["raw bulk insert", "errands' statements", "Queue.enqueue_many"],

@@ -28,11 +28,11 @@ from errands.worker.loop import Worker
 from pgproc import make_queue
 from support import claim
 
-PGPROC = str(Path(__file__).with_name("pgproc.py"))
+PGPROC = str(Path(__file__).parents[1] / "pgproc.py")
 
 
 def spawn(*args: str) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent)}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
     return subprocess.Popen(
         [sys.executable, PGPROC, *args],
         stdout=subprocess.PIPE,

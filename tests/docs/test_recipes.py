@@ -21,7 +21,7 @@ import pytest
 import errands
 from support import wait_for
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "recipes.md"
 BLOCK = re.compile(r"```[a-z]*\n# file: (\S+)\n(.*?)```", re.S)
 TIMEOUT = 120  # a bound for a hung process, never a performance assertion

@@ -410,7 +410,7 @@ def test_every_error_code_errands_writes_is_documented() -> None:
     """docs/states.md lists each code errands itself writes (the demo's own codes aside)."""
     import re
 
-    root = Path(__file__).parents[1]
+    root = Path(__file__).parents[2]
     written = set()
     for path in (root / "src" / "errands").rglob("*.py"):
         if path.name == "demo.py":

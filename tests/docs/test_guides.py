@@ -22,7 +22,7 @@ from opentelemetry.trace import SpanKind
 from sentry_sdk.envelope import Envelope
 from sentry_sdk.transport import Transport
 
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 BLOCK = re.compile(r"(?:<!-- guide: ([^>]*?) -->\n)?```python\n(.*?)```", re.S)
 
 

@@ -22,7 +22,7 @@ from typing import Any
 import psycopg
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 JOBS = 1000  # x ROUNDS: about the work of the single round of 2000 this test used to run
 ROUNDS = 2
 IDLE_SECONDS = 2

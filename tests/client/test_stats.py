@@ -305,7 +305,8 @@ def test_figures_equal_the_exact_computation(db_url: str, clock: Clock) -> None:
             assert measure.hist == expected, (queue, key)
             assert measure.total == pytest.approx(sum(values), rel=1e-9, abs=1e-6)
             assert measure.maximum == pytest.approx(max(values), abs=1e-6)
-    # And the tables themselves, minute by minute (tests/test_figures_paths.py: every path).
+    # And the tables themselves, minute by minute (every path:
+    # tests/backends/test_figures_paths.py).
     assert_figures_equal_a_recount(db_url)
 
     # top_errors, bounded by groups, equals the count over the rows from the window's minute.

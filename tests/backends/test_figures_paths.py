@@ -366,7 +366,7 @@ def test_a_worker_killed_mid_run_leaves_the_figures_equal_to_the_rows(
 
 
 def test_the_batch_counts_read_its_rows_by_primary_key(sqlite_path: str) -> None:
-    # SQLite's side of tests/test_postgres_plans.py: a range of a status index (every
+    # SQLite's side of tests/backends/test_postgres_plans.py: a range of a status index (every
     # finished row) would make the count grow with the table.
     errands.Queue(sqlite_path).close()
     conn = sqlite3.connect(sqlite_path)

@@ -14,7 +14,7 @@ import errands
 from support import get_job
 from web_helpers import populate
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "dashboard.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "dashboard.md"
 TOKEN = "mount-token"
 ADMIN_KEY = "admin-key"
 JSON = {"content-type": "application/json"}

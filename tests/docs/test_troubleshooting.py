@@ -10,7 +10,7 @@ import errands
 import errands.cli.graduate.copy
 import errands.errors
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DOC = (ROOT / "docs" / "troubleshooting.md").read_text()
 SRC = "\n".join(p.read_text() for p in (ROOT / "src" / "errands").rglob("*.py"))
 

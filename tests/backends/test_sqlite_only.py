@@ -24,8 +24,8 @@ from support import event_names, get_job, sql_rows, wait_for
 # version must not break the tests that check "migrated once, in full").
 VERSIONS = [(v,) for v, _ in sql_files.migrations("sqlite")]
 
-PROCS = Path(__file__).parent / "procs"
-SRC = Path(__file__).parent.parent / "src" / "errands"
+PROCS = Path(__file__).parents[1] / "procs"
+SRC = Path(__file__).parents[2] / "src" / "errands"
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
 """What the README and docs/ state about behaviour, checked against the code (as
-tests/test_docs.py does for the state diagram): each statement a newcomer acts on."""
+tests/docs/test_docs.py does for the state diagram): each statement a newcomer acts on."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from ops_helpers import T0, enqueue
 
 pytest_plugins = ("conftest_ops",)
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
 DOCS = {p.name: p.read_text() for p in (ROOT / "docs").glob("*.md")}
 ONE_LINE = re.compile(r"\s+")

@@ -24,7 +24,7 @@ from ops_helpers import (
 )
 from support import FixedClock
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "operations.md"
 
 

@@ -19,7 +19,7 @@ import errands
 from errands.worker.loop import Worker
 from support import is_postgres, wait_for
 
-PROCS = Path(__file__).with_name("procs")
+PROCS = Path(__file__).parents[1] / "procs"
 
 
 @pytest.fixture

@@ -36,8 +36,9 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 # The overview screenshot the docs show is refreshed only on request (a test run must not
-# change tracked files): ERRANDS_UPDATE_SCREENSHOT=1 make unit PYTEST_ARGS=tests/test_web_browser.py
-SCREENSHOT = Path(__file__).resolve().parent.parent / "docs" / "dashboard.png"
+# change tracked files):
+#   ERRANDS_UPDATE_SCREENSHOT=1 make unit PYTEST_ARGS=tests/web/test_web_browser.py
+SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "dashboard.png"
 UPDATE_SCREENSHOT = os.environ.get("ERRANDS_UPDATE_SCREENSHOT") == "1"
 # Each vector would set window.__xss if it ever ran.
 XSS = '<script>window.__xss=1</script><img src=x onerror="window.__xss=2">'

@@ -16,7 +16,7 @@ import errands
 from errands.testing import FrozenClock, drain, eager
 from support import get_job
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 T0 = 1_800_000_000.0
 
 

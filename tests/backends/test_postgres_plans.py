@@ -1,7 +1,7 @@
 """PostgreSQL only: the worker's batch statements touch only their batch's rows, through
 indexes, even while the table's statistics are stale (right after a bulk enqueue, before
 autovacuum analyzes it). Planner choices are PostgreSQL-specific; SQLite pins its plans in
-its query file (INDEXED BY, unary +) and tests/test_stats.py reads its EXPLAIN QUERY PLAN.
+its query file (INDEXED BY, unary +) and tests/client/test_stats.py reads its EXPLAIN QUERY PLAN.
 """
 
 from __future__ import annotations
