@@ -24,6 +24,7 @@ from ..core.settings import Duration
 from ..errors import ConfigurationError, ErrandsError, PayloadError, UnknownTaskError
 from ..middleware import Chain, Enqueuing, encode_headers
 from ..tasks import Task, TaskOptions
+from .grouping import GroupCommitter
 
 log = logging.getLogger("errands")
 R = TypeVar("R")
@@ -58,6 +59,7 @@ class Producer:
         chain: Callable[[], Chain | None],
         wake: Callable[[], None],
         off_loop: Callable[[Callable[[], list[int]]], Awaitable[list[int]]],
+        group: GroupCommitter | None = None,
     ) -> None:
         self.backend = backend
         self.tasks = tasks
@@ -66,6 +68,7 @@ class Producer:
         self.chain = chain
         self.wake = wake
         self.off_loop = off_loop
+        self.group = group  # concurrent calls share a commit (grouping.py); None: each its own
 
     # -- checking --------------------------------------------------------------------------
 
@@ -221,7 +224,10 @@ class Producer:
             return []
         jobs, after = self._hooked(jobs, actor)
         try:
-            ids = self.backend.enqueue(jobs, now, actor=actor, connection=connection)
+            if self.group is not None and connection is None:
+                ids = self.group.enqueue(jobs, now, actor)
+            else:
+                ids = self.backend.enqueue(jobs, now, actor=actor, connection=connection)
         except BaseException as exc:
             if after is not None:
                 after(None, exc)
@@ -241,6 +247,8 @@ class Producer:
                 # SQLite, in the application's transaction: no commit (no fsync) happens here,
                 # and its connection belongs to this thread.
                 ids = self.backend.enqueue(jobs, now, actor=actor, connection=connection)
+            elif self.group is not None:
+                ids = await self.group.enqueue_async(jobs, now, actor)
             else:
                 ids = await self.off_loop(partial(self.backend.enqueue, jobs, now, actor=actor))
         except BaseException as exc:
