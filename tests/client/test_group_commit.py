@@ -290,3 +290,13 @@ def test_enqueue_with_connection_stays_in_the_callers_transaction(
     conn.rollback()
     conn.close()
     assert q.get(job_id) is None
+
+
+def test_the_runtime_doc_states_the_group_commit_and_names_its_tests() -> None:
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    text = " ".join((root / "docs" / "runtime.md").read_text().split())
+    assert "**Concurrent producers share a commit.**" in text
+    for cited in ("tests/client/test_group_commit.py", "tests/runtime/test_producer_kill.py"):
+        assert f"`{cited}`" in text and (root / cited).is_file(), cited
