@@ -35,8 +35,9 @@ WriteOne = Callable[[EnqueueCall], list[int]]
 
 
 class _Waiter:
-    """One call in the queue: its jobs, then its ids or its error. A thread waits on
-    ``event`` (set when it is done, or handed the lead); a task on its future."""
+    """One call in the queue: its jobs, then its ids or its error. A thread that queues
+    behind a leader waits on ``event`` (set when it is done, or handed the lead; a leader
+    needs none); a task on its future, which ``settle`` resolves from the writing thread."""
 
     __slots__ = ("call", "done", "error", "event", "ids", "settle")
 
@@ -45,7 +46,7 @@ class _Waiter:
         self.ids: list[int] | None = None
         self.error: BaseException | None = None
         self.done = False
-        self.event = threading.Event() if settle is None else None
+        self.event: threading.Event | None = None
         self.settle = settle
 
     def resolve(self, ids: list[int] | None, error: BaseException | None) -> None:
@@ -93,8 +94,9 @@ class GroupCommitter:
         with self._lock:
             self._queue.append(me)
             lead, self._leading = not self._leading, True
-        if not lead:
-            assert me.event is not None
+            if not lead:  # made before a leader can see this call
+                me.event = threading.Event()
+        if me.event is not None:
             me.event.wait()
         if not me.done:  # first in, or handed the lead: still queued, write the queue
             self._lead(me)
@@ -147,7 +149,7 @@ class GroupCommitter:
                 self._leading = False
                 return False
             following = self._queue[0]
-        if following.event is not None:
+        if following.event is not None:  # a thread, queued behind the group just written
             following.event.set()  # not done: it wakes up to lead
             return False
         if me is None:
