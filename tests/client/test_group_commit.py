@@ -279,17 +279,33 @@ def test_enqueue_with_connection_stays_in_the_callers_transaction(
     make_queue: Callable[..., errands.Queue], kind: str
 ) -> None:
     q = make_queue()
-    if not is_sqlite(q.url):
-        pytest.skip("the SQLite connection= path is the one the group could have taken")
-    conn = sqlite3.connect(q.url)
-    conn.execute("BEGIN")
-    if kind == "thread":
-        job_id = q.enqueue("t", {}, connection=conn)
+    if is_sqlite(q.url):
+        conn = sqlite3.connect(q.url)
+        conn.execute("BEGIN")
+        if kind == "thread":
+            job_id = q.enqueue("t", {}, connection=conn)
+        else:
+            job_id = asyncio.run(q.enqueue_async("t", {}, connection=conn))
+        conn.rollback()
+        conn.close()
+    elif kind == "thread":
+        import psycopg
+
+        with psycopg.connect(q.url) as pg:
+            job_id = q.enqueue("t", {}, connection=pg)
+            pg.rollback()
     else:
-        job_id = asyncio.run(q.enqueue_async("t", {}, connection=conn))
-    conn.rollback()
-    conn.close()
-    assert q.get(job_id) is None
+        import psycopg
+
+        async def in_transaction() -> int:
+            async with await psycopg.AsyncConnection.connect(q.url) as apg:
+                job_id = await q.enqueue_async("t", {}, connection=apg)
+                await apg.rollback()
+            await q.aclose()
+            return job_id
+
+        job_id = asyncio.run(in_transaction())
+    assert sql_rows(q.url, "SELECT count(*) FROM jobs") == [(0,)], job_id
 
 
 def test_the_runtime_doc_states_the_group_commit_and_names_its_tests() -> None:
