@@ -13,7 +13,7 @@ from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from . import periodic, stats, validate, waiting
+from . import limits, periodic, stats, validate, waiting
 from .backends import open_backend, redact
 from .backends.base import CancelReport, JobFilter, Listener, PruneProgress, PruneReport
 from .backoff import Backoff
@@ -24,6 +24,7 @@ from .errors import (
     InvalidTransitionError,
     JobNotFoundError,
 )
+from .limits import Limit, LimitInfo, QueueInfo
 from .maintenance import Rescuer, Service
 from .middleware import Chain
 from .periodic import PeriodicScheduler, Schedule
@@ -205,6 +206,7 @@ class Queue:
         timeout: Duration | None = None,
         retry_on: Sequence[type[BaseException]] = (),
         discard_on: Sequence[type[BaseException]] = (),
+        limit: Limit | None = None,
     ) -> Callable[[F], Task[Any, Any]]: ...
 
     def task(
@@ -220,6 +222,7 @@ class Queue:
         timeout: Duration | None = None,
         retry_on: Sequence[type[BaseException]] = (),
         discard_on: Sequence[type[BaseException]] = (),
+        limit: Limit | None = None,
     ) -> Task[Any, Any] | Callable[[F], Task[Any, Any]]:
         """Register a handler (sync or ``async def``). Its type is ``name`` or its
         ``__name__``. Use as ``@q.task`` or ``@q.task(queue=…, max_attempts=…)``."""
@@ -234,6 +237,7 @@ class Queue:
             timeout=None if timeout is None else seconds(timeout, "timeout"),
             retry_on=validate.exception_types(retry_on, "retry_on"),
             discard_on=validate.exception_types(discard_on, "discard_on"),
+            limit=limit,
         )
 
         def register(f: F) -> Task[Any, Any]:
@@ -564,6 +568,49 @@ class Queue:
             raise InvalidTransitionError(
                 f"job {job_id} is {job.status}; only failed or cancelled jobs can be retried"
             )
+
+    # -- flow control (SPEC §4b; limits.py, backends/flow.py) ------------------------------
+
+    def pause(self, queue: str, *, reason: str | None = None, actor: str = "api") -> None:
+        """Stop claims from ``queue`` ('*': every queue) on every worker, until ``resume``:
+        stored, so it binds workers started later too. Enqueue, running jobs and the rest
+        go on."""
+        validate.text(queue, "queue")
+        if reason is not None:
+            validate.text(reason, "reason", max_bytes=500)
+        self.backend.pause_queue(queue, reason, actor, self.clock())
+
+    def resume(self, queue: str) -> bool:
+        """Lift the pause of ``queue`` ('*': every pause) and wake workers; False if it was
+        not paused. A queue stays paused while a '*' pause holds."""
+        validate.text(queue, "queue")
+        return bool(self.backend.resume_queue(queue))
+
+    def queues(self) -> list[QueueInfo]:
+        """Queues with active jobs or a pause: paused, by whom, since when, why; counts."""
+        return limits.queues(self.backend)
+
+    def set_limit(
+        self,
+        key: str,
+        *,
+        running: int | None = None,
+        rate: tuple[int, float] | None = None,
+        actor: str = "api",
+    ) -> None:
+        """Store a limit for ``key`` that wins over the code's until ``clear_limit``; raising
+        it lets waiting jobs go at once, lowering it never stops running ones."""
+        spec = Limit(key, running=running, rate=rate).spec()
+        self.backend.set_limit(spec, actor, self.clock())
+
+    def clear_limit(self, key: str) -> bool:
+        """Drop the stored limit of ``key``: the code's applies again. False if none."""
+        validate.text(key, "limit key")
+        return self.backend.clear_limit(key)
+
+    def limits(self) -> list[LimitInfo]:
+        """Every limit: its caps in force and where from, and per group running/waiting."""
+        return limits.limits(self.backend)
 
     def _must_get(self, job_id: int) -> Job:
         job = self.backend.get_job(job_id)

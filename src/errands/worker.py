@@ -33,6 +33,7 @@ from .backends.base import (
     Failed,
     Listener,
     Retried,
+    Snoozed,
     Succeeded,
     WorkerInfo,
 )
@@ -45,6 +46,7 @@ from .errors import (
     JobError,
 )
 from .executor import BUFFERED, STARTED, Executor, Finished, Slot, SlotState
+from .limits import limit_specs
 from .maintenance import Maintenance
 from .recorder import Recorder, WorkerSummary
 from .worker_db import WorkerDatabase
@@ -68,6 +70,7 @@ PREFETCH_HORIZON = 0.02
 # ~500 and the worker uses 15-40 % less CPU per no-op job (BENCHMARKS.md, issue #12).
 DEFAULT_MAX_PREFETCH = 1000
 CANCEL_CHECK_INTERVAL = 1.0
+PROGRESS_INTERVAL = 1.0  # ctx.progress(): at most one write a second per job
 # The longest sleep between steps: signal handlers only set flags (worker_signals.py), so the
 # loop must look at them at least this often.
 MAX_WAIT = 1.0
@@ -95,6 +98,9 @@ class _JobLease:
 
     def complete(self, connection: Any, result: Any) -> None:
         self._worker._complete_in(self._slot, connection, result)
+
+    def progress(self, fraction: float, message: str | None) -> None:
+        self._worker._progress(self._slot, fraction, message)
 
 
 class Worker:
@@ -148,6 +154,7 @@ class Worker:
         self.recorder = Recorder(self.backend, self.db, self.id, self.summary)
 
         self._held: dict[int, Slot] = {}
+        self._progress_lock = threading.Lock()  # ctx.progress() on handler threads
         self._wake = threading.Event()
         self.executor = Executor(
             concurrency=concurrency,
@@ -176,6 +183,10 @@ class Worker:
         # With no task timeout, the per-step scans of held jobs for deadlines are skipped
         # (they were a tenth of a no-op job's cost with hundreds held).
         self._any_timeout = any(t.options.timeout is not None for t in inputs.tasks.values())
+        # Flow control: the code's limits (registered at start; tasks sharing a key must
+        # agree), and whether claims must also take limited jobs (backends/flow.py).
+        self._limits = limit_specs([t.options.limit for t in inputs.tasks.values()])
+        self._limited = bool(self._limits)
 
     # -- public ----------------------------------------------------------------------------
 
@@ -219,6 +230,8 @@ class Worker:
             types=self.types,
         )
         self.db.call(self.backend.register_worker, info, now)
+        if self._limits:
+            self.db.call(self.backend.register_limits, self._limits, now)
         self._startup_cleanup(now)
         self._listener = self.inputs.listen(self._on_change)
         self.executor.start(sync=any(not t.is_async for t in self.tasks.values()))
@@ -311,7 +324,9 @@ class Worker:
         return self.concurrency + max(0, min(prefetch, self.max_prefetch))
 
     def _claim(self, want: int, now: float) -> list[ClaimedJob]:
-        request = ClaimRequest(self.id, self.types, self.queues, want, self.settings.lease_seconds)
+        request = ClaimRequest(
+            self.id, self.types, self.queues, want, self.settings.lease_seconds, self._limited
+        )
         try:
             jobs = self.db.call(self.backend.claim, request, now)
         except DatabaseError as exc:
@@ -357,7 +372,7 @@ class Worker:
         request = None
         if want > 0 and outcomes and not self._renewal_lost and not self._stop.graceful:
             request = ClaimRequest(
-                self.id, self.types, self.queues, want, self.settings.lease_seconds
+                self.id, self.types, self.queues, want, self.settings.lease_seconds, self._limited
             )
             self._dirty = False  # cleared before the claim looks, as in the loop: no lost wake-up
         rec = self.recorder.write(batch, outcomes, request, now)
@@ -372,7 +387,7 @@ class Worker:
         # A retry may already be due, and a burst decides when to return by claiming: look
         # again now instead of relying on a wake-up (PostgreSQL only NOTIFYs for enqueues).
         full = rec.claimed and request is not None and len(rec.jobs) == request.limit
-        if (self.burst and not full) or any(type(o) is Retried for _, o in rec.written):
+        if (self.burst and not full) or any(type(o) in (Retried, Snoozed) for _, o in rec.written):
             self._dirty = True
         for slot, _, _ in batch:
             self._held.pop(slot.job.id, None)
@@ -386,6 +401,7 @@ class Worker:
         """Renew the leases of every held job in one write. If renewing keeps failing for a
         whole lease, those leases are gone: stop taking work and never start buffered jobs
         (another worker may already run them)."""
+        self._flush_progress()
         held = [
             (s.job.id, s.job.attempt) for s in self._held.values() if s.state in (BUFFERED, STARTED)
         ]
@@ -455,6 +471,43 @@ class Worker:
         if not ok:
             self._lose(job.id)
         return ok
+
+    def _progress(self, slot: Slot, fraction: float, message: str | None) -> None:
+        """ctx.progress(): written now from the handler's thread if this slot wrote none in
+        the last PROGRESS_INTERVAL, else kept for the next heartbeat (the latest wins)."""
+        mono = self._mono()
+        with self._progress_lock:
+            if mono - slot.progress_written < PROGRESS_INTERVAL:
+                slot.progress = (fraction, message)
+                return
+            slot.progress, slot.progress_written = None, mono
+        self._write_progress(slot, fraction, message)
+
+    def _write_progress(self, slot: Slot, fraction: float, message: str | None) -> None:
+        job = slot.job
+        try:
+            self.db.call(
+                self.backend.record_progress,
+                self.id,
+                job.id,
+                job.attempt,
+                fraction,
+                message,
+                self.clock(),
+            )
+        except DatabaseError as exc:  # progress is advisory: never fail the job for it
+            log.warning("ctx.progress() for job %d not stored: %s", job.id, exc)
+
+    def _flush_progress(self) -> None:
+        """The latest progress each held job reported since its last write (heartbeat)."""
+        pending = []
+        with self._progress_lock:
+            for slot in self._held.values():
+                if slot.progress is not None:
+                    pending.append((slot, *slot.progress))
+                    slot.progress, slot.progress_written = None, self._mono()
+        for slot, fraction, message in pending:
+            self._write_progress(slot, fraction, message)
 
     def _complete_in(self, slot: Slot, connection: Any, result: Any) -> None:
         """ctx.complete(): the success, written in the application's own transaction."""
