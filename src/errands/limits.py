@@ -12,10 +12,10 @@ import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from . import validate
-from .backends.base import FlowVerbs, LimitSpec
+from .backends.base import LimitSpec
 from .errors import ConfigurationError
 
 Group = str | Callable[[Mapping[str, Any]], Any] | None
@@ -154,7 +154,16 @@ class LimitInfo:
         }
 
 
-def queues(backend: FlowVerbs) -> list[QueueInfo]:
+class FlowReads(Protocol):
+    """The flow verbs the reports read (the metrics collector passes its own slice)."""
+
+    def paused_queues(self) -> list[dict[str, Any]]: ...
+    def active_queue_counts(self) -> list[dict[str, Any]]: ...
+    def limit_caps(self) -> list[dict[str, Any]]: ...
+    def limit_usage(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]: ...
+
+
+def queues(backend: FlowReads) -> list[QueueInfo]:
     """Every queue that has active jobs or a pause ('*' shows as a queue of its own)."""
     pauses = {r["queue"]: r for r in backend.paused_queues()}
     counts: dict[str, dict[str, int]] = {}
@@ -177,7 +186,7 @@ def queues(backend: FlowVerbs) -> list[QueueInfo]:
     return out
 
 
-def limits(backend: FlowVerbs) -> list[LimitInfo]:
+def limits(backend: FlowReads) -> list[LimitInfo]:
     running, queued = backend.limit_usage()
     groups: dict[str, dict[str, dict[str, int]]] = {}
     for rows, what in ((running, "running"), (queued, "waiting")):

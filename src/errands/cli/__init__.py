@@ -18,7 +18,7 @@ from typing import Any
 from .. import __version__
 from ..backends import scrub
 from ..errors import ErrandsError
-from . import dashboard, graduate, jobs, ops, output, worker
+from . import dashboard, flow, graduate, jobs, ops, output, worker
 from .common import UsageError, add_db, add_json
 from .jobs import int_between, positive_int
 
@@ -60,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     worker.register(sub)
     jobs.register(sub)
     ops.register(sub)
+    flow.register(sub)
     graduate.register(sub)
     dashboard.register(sub)
     _register_tools(sub)

@@ -48,7 +48,7 @@ ON CONFLICT (key) DO UPDATE SET running = excluded.running, rate_count = exclude
 -- Drop an operator's limit: the code's applies again.
 UPDATE flow_limits SET running = NULL, rate_count = NULL, rate_seconds = NULL, set_at = NULL,
     set_by = NULL
-WHERE key = :key
+WHERE key = :key AND set_at IS NOT NULL
 RETURNING key;
 
 -- name: limit_caps
