@@ -119,7 +119,9 @@ def test_burst_worker_returns_with_its_queue_paused_and_runs_it_after_resume(
     assert ran == [1]
 
 
-def test_resume_wakes_an_idle_worker(queue: errands.Queue, make_queue: Callable[..., Any]) -> None:
+def test_resume_wakes_an_idle_worker(
+    queue: errands.Queue, make_queue: Callable[..., errands.Queue]
+) -> None:
     # poll_interval far longer than the test: only the wake-up can make the worker claim.
     worker_q = make_queue(poll_interval=60.0)
     done = threading.Event()
