@@ -278,6 +278,26 @@ def test_a_rate_limit_is_a_strict_sliding_window(
     assert claim(q) == []
 
 
+def test_a_claim_whose_clock_is_behind_still_counts_every_start_of_its_window(
+    clocked_queue: errands.Queue, clock: FixedClock
+) -> None:
+    # A claim's ``now`` is read before it waits for the write lock (or on another host): a
+    # later claim's trimming must not drop starts an earlier-clocked claim still counts.
+    q = clocked_queue
+    t = app(q)
+    t0 = q.clock()
+    t["r"].enqueue(n=0)
+    t["r"].enqueue(n=1)
+    assert len(claim(q)) == 2  # starts at t0
+    clock.now = t0 + 9.0
+    for n in range(2, 6):
+        t["r"].enqueue(n=n)
+    clock.now = t0 + 10.5
+    assert len(claim(q, n=1)) == 1  # the window (t0 + 0.5, …] holds none of t0's
+    clock.now = t0 + 9.9  # a claim whose clock is behind: its window holds t0's two
+    assert claim(q) == []
+
+
 # -- snooze and progress (a real worker) -----------------------------------------------------
 
 

@@ -33,6 +33,7 @@ from .host import RUNNING, T_CLAIM, Conn, SQLHost, column_index, dumps, event_of
 # wait for a claim that finds the earlier ones empty. Generous for keyed tenants.
 MAX_GROUPS = 1000
 CLAIMED = event_of("claim")
+TRIM_MARGIN = 300.0  # seconds of starts kept beyond a rate's window: see _headroom
 
 
 class SQLFlow(SQLHost):
@@ -214,7 +215,11 @@ class SQLFlow(SQLHost):
             if cap is None or cap["rate_count"] is None or cap["rate_seconds"] is None:
                 continue
             since = now - float(cap["rate_seconds"])
-            conn.execute(q["trim_limit_starts"], {"key": key, "since": since})
+            # Trimmed well behind the window: another claim's ``now`` may be older than this
+            # one's (read before it waited for the write lock, or another host's clock), and
+            # must still count every start its own window holds.
+            trim = {"key": key, "since": since - TRIM_MARGIN}
+            conn.execute(q["trim_limit_starts"], trim)
             for r in conn.execute(q["limit_starts_counts"], {"key": key, "since": since}):
                 started[(key, r[0])] = int(r[1])
         out: dict[tuple[str, str], tuple[int, bool]] = {}

@@ -99,7 +99,7 @@ FROM jsonb_array_elements(CAST(:groups AS jsonb)) AS e
 WHERE pg_try_advisory_xact_lock(hashtextextended((e->>0) || chr(31) || (e->>1), 23));
 
 -- name: trim_limit_starts
--- Forget the starts of a key that have left its window.
+-- Forget the starts of a key from before :since (the caller keeps a margin past its window).
 DELETE FROM limit_starts WHERE key = :key AND started_at <= to_timestamp(:since);
 
 -- name: limit_starts_counts

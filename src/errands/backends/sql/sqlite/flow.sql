@@ -97,7 +97,7 @@ SELECT json_extract(value, '$[0]') AS limit_key, json_extract(value, '$[1]') AS 
 FROM json_each(:groups);
 
 -- name: trim_limit_starts
--- Forget the starts of a key that have left its window.
+-- Forget the starts of a key from before :since (the caller keeps a margin past its window).
 DELETE FROM limit_starts WHERE key = :key AND started_at <= :since;
 
 -- name: limit_starts_counts
