@@ -15,6 +15,7 @@ import json
 import os
 import threading
 import time
+
 import errands
 from errands.context import JobContext
 from errands.worker import Worker

@@ -22,7 +22,6 @@ from typing import Any
 import pytest
 
 import errands
-
 from support import is_sqlite
 
 from .conftest import Proc, rows, status_counts, wait_for, worker_pids
