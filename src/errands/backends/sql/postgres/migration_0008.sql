@@ -1,14 +1,14 @@
 -- errands schema version 8 (PostgreSQL): flow control (issue #23, SPEC §4b), as
 -- sql/sqlite/migration_0008.sql.
 
-CREATE TABLE queue_pauses (
+CREATE TABLE IF NOT EXISTS queue_pauses (
     queue     text PRIMARY KEY,
     paused_at timestamptz NOT NULL,
     paused_by text,
     reason    text
 );
 
-CREATE TABLE flow_limits (
+CREATE TABLE IF NOT EXISTS flow_limits (
     key                text PRIMARY KEY,
     code_running       integer CHECK (code_running >= 0),
     code_rate_count    integer CHECK (code_rate_count >= 1),
@@ -21,26 +21,27 @@ CREATE TABLE flow_limits (
     set_by             text
 );
 
-CREATE TABLE limit_starts (
+CREATE TABLE IF NOT EXISTS limit_starts (
     key        text        NOT NULL,
     grp        text        NOT NULL,
     started_at timestamptz NOT NULL,
     job_id     bigint      NOT NULL
 );
-CREATE INDEX limit_starts_window ON limit_starts (key, grp, started_at);
+CREATE INDEX IF NOT EXISTS limit_starts_window ON limit_starts (key, grp, started_at);
 
-ALTER TABLE jobs ADD COLUMN limit_key text;
-ALTER TABLE jobs ADD COLUMN limit_group text;
-ALTER TABLE jobs ADD COLUMN progress double precision;
-ALTER TABLE jobs ADD COLUMN progress_message text;
-ALTER TABLE jobs ADD COLUMN progress_at timestamptz;
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS limit_key text;
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS limit_group text;
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS progress double precision;
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS progress_message text;
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS progress_at timestamptz;
 
+-- Re-applied over an already migrated target (graduate: tests), every statement is idempotent.
 DROP INDEX IF EXISTS jobs_due;
-CREATE INDEX jobs_due ON jobs (priority DESC, run_at, id)
+CREATE INDEX IF NOT EXISTS jobs_due ON jobs (priority DESC, run_at, id)
 WHERE status = 'queued' AND limit_key IS NULL;
-CREATE INDEX jobs_limited_due ON jobs (limit_key, limit_group, priority DESC, run_at, id)
+CREATE INDEX IF NOT EXISTS jobs_limited_due ON jobs (limit_key, limit_group, priority DESC, run_at, id)
 WHERE status = 'queued' AND limit_key IS NOT NULL;
-CREATE INDEX jobs_limited_running ON jobs (limit_key, limit_group)
+CREATE INDEX IF NOT EXISTS jobs_limited_running ON jobs (limit_key, limit_group)
 WHERE status = 'running' AND limit_key IS NOT NULL;
 
 ALTER TABLE job_attempts DROP CONSTRAINT IF EXISTS job_attempts_status_check;
