@@ -4,10 +4,10 @@ Queries: ``flow.sql``. The limited claim (``_claim_limited``) runs inside the cl
 write transaction, which is what makes a limit exact:
 
 * SQLite: every write is ``BEGIN IMMEDIATE``, so no other claim of the database runs between
-  this claim's counts and its commit (``lock_limit_groups`` returns every group it is given).
-* PostgreSQL: ``lock_limit_groups`` takes a transaction-level advisory lock per key and group
+  this claim's counts and its commit (``limited_groups`` returns every group it finds).
+* PostgreSQL: ``limited_groups`` takes a transaction-level advisory lock per key and group
   (try-lock: a group another claim holds is passed over this time, never waited for, so no
-  deadlock), in a statement of its own; each later statement of this transaction takes a new
+  deadlock), in a statement before the counts; each later statement of this transaction takes a new
   snapshot under READ COMMITTED, so the counts see every claim of that group that committed
   before the lock was granted, and no claim of it can commit until this one does.
 
@@ -135,46 +135,44 @@ class SQLFlow(SQLHost):
         self, conn: Conn, request: ClaimRequest, params: dict[str, Any], now: float
     ) -> tuple[list[Any], dict[str, int]]:
         """The claim of a worker some of whose types are limited, in the caller's write
-        transaction: the best unlimited jobs and, per key and group with headroom, that
-        group's best due jobs up to it; then the best ``limit`` of them all by priority,
-        run_at, id. A saturated group costs one index probe and reads none of its jobs."""
+        transaction: per key and group with headroom, that group's best due jobs up to it,
+        weighed with the best unlimited jobs; then the best ``limit`` of them all by
+        priority, run_at, id. A saturated group costs one index probe and reads none of its
+        jobs; with no limited job claimable the plain claim runs (one statement more than a
+        worker without limits: the groups' probe)."""
         q = self.q
         limit = request.limit
-        base = {"now": now, "types": params["types"], "queues": params["queues"]}
-        candidates: list[tuple[int, int, Any, tuple[str, str] | None]] = [
-            (r[0], r[1], r[2], None)
-            for r in conn.execute(q["unlimited_due"], {**base, "n": limit}).fetchall()
-        ]
-        rated: set[tuple[str, str]] = set()
         groups = [
             (r[0], r[1])
             for r in conn.execute(q["limited_groups"], {"max_groups": MAX_GROUPS}).fetchall()
         ]
-        if groups:
-            # Serialise with every other claim of these groups before counting (PostgreSQL:
-            # advisory locks, this statement before the counts; SQLite: BEGIN IMMEDIATE).
-            locked = conn.execute(q["lock_limit_groups"], {"groups": dumps(groups)}).fetchall()
-            headroom = self._headroom(conn, [(r[0], r[1]) for r in locked], now)
-            for (key, grp), (room, has_rate) in headroom.items():
-                if room <= 0:
-                    continue
-                if has_rate:
-                    rated.add((key, grp))
-                due = conn.execute(
-                    q["limited_due"], {**base, "key": key, "grp": grp, "n": min(room, limit)}
-                ).fetchall()
-                candidates.extend((r[0], r[1], r[2], (key, grp)) for r in due)
-        if not candidates:
-            return [], {}
+        headroom = self._headroom(conn, groups, now) if groups else {}
+        base = {"now": now, "types": params["types"], "queues": params["queues"]}
+        limited: list[tuple[int, int, Any]] = []
+        rated: set[tuple[str, str]] = set()
+        for (key, grp), (room, has_rate) in headroom.items():
+            if room <= 0:
+                continue
+            due = conn.execute(
+                q["limited_due"], {**base, "key": key, "grp": grp, "n": min(room, limit)}
+            ).fetchall()
+            if due and has_rate:
+                rated.add((key, grp))
+            limited.extend((r[0], r[1], r[2]) for r in due)
+        if not limited:  # nothing limited may start: the plain claim of unlimited jobs
+            return self._claim_rows(conn, params, now)
+        candidates = limited + [
+            (r[0], r[1], r[2])
+            for r in conn.execute(q["unlimited_due"], {**base, "n": limit}).fetchall()
+        ]
         ep = self._epoch
         candidates.sort(key=lambda c: (-c[1], ep(c[2]) or 0.0, c[0]))
-        chosen = [c[0] for c in candidates[:limit]]
         claim = {
             "to_state": T_CLAIM.target.value,
             "worker_id": request.worker_id,
             "now": now,
             "lease_seconds": request.lease_seconds,
-            "job_ids": dumps(chosen),
+            "job_ids": dumps([c[0] for c in candidates[:limit]]),
         }
         cur = conn.execute(q["claim_ids"], claim)
         rows: list[Any] = cur.fetchall()
@@ -200,41 +198,29 @@ class SQLFlow(SQLHost):
     def _headroom(
         self, conn: Conn, groups: list[tuple[str, str]], now: float
     ) -> dict[tuple[str, str], tuple[int, bool]]:
-        """Per group: how many more may start now (a large number: no cap), and whether a
-        rate counts its starts. Read after the groups are locked."""
-        if not groups:
-            return {}
+        """Per locked group: how many more may start now (a large number: no cap), and
+        whether a rate counts its starts. One statement, plus two per rate-limited key."""
         q = self.q
-        caps = {r["key"]: r for r in self._dicts(conn.execute(q["limit_caps"], {}))}
-        running = {
-            (r[0], r[1]): int(r[2]) for r in conn.execute(q["limit_running_counts"], {}).fetchall()
-        }
+        rows = conn.execute(q["limit_headroom"], {"groups": dumps(groups)}).fetchall()
         started: dict[tuple[str, str], int] = {}
-        for key in {k for k, _ in groups}:
-            cap = caps.get(key)
-            if cap is None or cap["rate_count"] is None or cap["rate_seconds"] is None:
-                continue
-            since = now - float(cap["rate_seconds"])
+        windows = {r[0]: float(r[5]) for r in rows if r[4] is not None and r[5] is not None}
+        for key, seconds in windows.items():
+            since = now - seconds
             # Trimmed well behind the window: another claim's ``now`` may be older than this
             # one's (read before it waited for the write lock, or another host's clock), and
             # must still count every start its own window holds.
-            trim = {"key": key, "since": since - TRIM_MARGIN}
-            conn.execute(q["trim_limit_starts"], trim)
+            conn.execute(q["trim_limit_starts"], {"key": key, "since": since - TRIM_MARGIN})
             for r in conn.execute(q["limit_starts_counts"], {"key": key, "since": since}):
                 started[(key, r[0])] = int(r[1])
         out: dict[tuple[str, str], tuple[int, bool]] = {}
-        for g in groups:
-            cap = caps.get(g[0])
-            if cap is None:  # no limit known for this key (no worker declared it): no cap
-                out[g] = (1 << 30, False)
-                continue
-            room = 1 << 30
-            if cap["running"] is not None:
-                room = min(room, int(cap["running"]) - running.get(g, 0))
-            has_rate = cap["rate_count"] is not None and cap["rate_seconds"] is not None
+        for key, grp, running, cap, rate_count, _ in rows:
+            room = 1 << 30  # no limit known for this key (no worker declared it): no cap
+            if cap is not None:
+                room = min(room, int(cap) - int(running))
+            has_rate = key in windows
             if has_rate:
-                room = min(room, int(cap["rate_count"]) - started.get(g, 0))
-            out[g] = (room, has_rate)
+                room = min(room, int(rate_count) - started.get((key, grp), 0))
+            out[(key, grp)] = (room, has_rate)
         return out
 
 

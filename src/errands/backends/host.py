@@ -135,6 +135,12 @@ class SQLHost:
     def _read(self) -> contextlib.AbstractContextManager[Conn]:
         raise NotImplementedError
 
+    def _claim_rows(
+        self, conn: Conn, params: dict[str, Any], now: float
+    ) -> tuple[list[Any], dict[str, int]]:
+        """The plain claim of unlimited jobs (jobs.py; PostgreSQL: one statement)."""
+        raise NotImplementedError
+
     def _claim_limited(
         self, conn: Conn, request: Any, params: dict[str, Any], now: float
     ) -> tuple[list[Any], dict[str, int]]:

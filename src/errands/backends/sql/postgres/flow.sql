@@ -1,9 +1,9 @@
 -- Flow control (SPEC §4b): paused queues, limits, the limited claim, snooze, progress.
 -- Same names as sql/sqlite/flow.sql. The limited claim runs in the claim's transaction
--- (READ COMMITTED): lock_limit_groups takes a transaction-level advisory lock per key and
--- group, in a statement of its own, so every later statement of the claim (the counts, the
--- update) sees each claim of that group that committed before it; another claim of the same
--- group cannot run between this one's count and its commit.
+-- (READ COMMITTED): limited_groups takes a transaction-level advisory lock per key and group,
+-- so every later statement of the claim (the counts, the update) sees each claim of that
+-- group that committed before it; another claim of the same group cannot run between this
+-- one's count and its commit.
 
 -- name: pause_queue
 -- Pause a queue ('*': every queue); pausing a paused queue keeps its first paused_at.
@@ -75,8 +75,10 @@ WHERE status = 'queued' AND limit_key IS NOT NULL
 GROUP BY limit_key, limit_group;
 
 -- name: limited_groups
--- The keys and groups with queued jobs, by a skip scan of jobs_limited_due: one index probe
--- per group, however many jobs each holds.
+-- The keys and groups with queued jobs, by a skip scan of jobs_limited_due (one index probe
+-- per group, however many jobs each holds), each with a transaction-level advisory lock:
+-- only those whose lock this claim gets (try-lock: a group another claim holds is passed
+-- over, never waited for, so claims cannot deadlock on these locks).
 WITH RECURSIVE g (limit_key, limit_group) AS (
     (SELECT limit_key, limit_group FROM jobs
      WHERE status = 'queued' AND limit_key IS NOT NULL
@@ -88,15 +90,28 @@ WITH RECURSIVE g (limit_key, limit_group) AS (
           AND (limit_key, limit_group) > (g.limit_key, g.limit_group)
         ORDER BY limit_key, limit_group LIMIT 1) AS n
 )
-SELECT limit_key, limit_group FROM g LIMIT :max_groups;
+SELECT limit_key, limit_group FROM g
+WHERE pg_try_advisory_xact_lock(hashtextextended(limit_key || chr(31) || limit_group, 23))
+LIMIT :max_groups;
 
--- name: lock_limit_groups
--- The groups this claim may count and claim for (:groups is a JSON array of [key, group]):
--- those whose advisory lock it gets. A group another claim holds is passed over (it is
--- being claimed right now), never waited for, so claims cannot deadlock on these locks.
-SELECT e->>0 AS limit_key, e->>1 AS limit_group
-FROM jsonb_array_elements(CAST(:groups AS jsonb)) AS e
-WHERE pg_try_advisory_xact_lock(hashtextextended((e->>0) || chr(31) || (e->>1), 23));
+-- name: limit_headroom
+-- Per locked group (:groups is a JSON array of [key, group]): its live holders (limited jobs
+-- running: a lease not yet recovered counts) and its key's caps in force (an operator's, else
+-- the code's; NULL when no cap of that kind, or no limit known for the key). Run after
+-- limited_groups, in a statement of its own: its snapshot sees every claim of these groups
+-- that committed before their locks were granted.
+WITH g AS (
+    SELECT e->>0 AS k, e->>1 AS grp FROM jsonb_array_elements(CAST(:groups AS jsonb)) AS e
+)
+SELECT g.k AS limit_key, g.grp AS limit_group,
+       (SELECT COUNT(*) FROM jobs
+        WHERE status = 'running' AND limit_key IS NOT NULL
+          AND limit_key = g.k AND limit_group = g.grp) AS running,
+       CASE WHEN f.set_at IS NULL THEN f.code_running ELSE f.running END AS cap_running,
+       CASE WHEN f.set_at IS NULL THEN f.code_rate_count ELSE f.rate_count END AS rate_count,
+       CASE WHEN f.set_at IS NULL THEN f.code_rate_seconds ELSE f.rate_seconds END
+           AS rate_seconds
+FROM g LEFT JOIN flow_limits AS f ON f.key = g.k;
 
 -- name: trim_limit_starts
 -- Forget the starts of a key from before :since (the caller keeps a margin past its window).

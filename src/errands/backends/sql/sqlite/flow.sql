@@ -74,7 +74,9 @@ GROUP BY limit_key, limit_group;
 
 -- name: limited_groups
 -- The keys and groups with queued jobs, by a skip scan of jobs_limited_due: one index probe
--- per group, however many jobs each holds (100,000 behind one key cost one probe).
+-- per group, however many jobs each holds (100,000 behind one key cost one probe). SQLite
+-- returns them all: BEGIN IMMEDIATE already serialises every claim of the database (the
+-- PostgreSQL query also locks each group it returns).
 WITH RECURSIVE g (limit_key, limit_group) AS (
     SELECT limit_key, limit_group FROM (
         SELECT limit_key, limit_group FROM jobs INDEXED BY jobs_limited_due
@@ -90,11 +92,23 @@ WITH RECURSIVE g (limit_key, limit_group) AS (
 )
 SELECT limit_key, limit_group FROM g LIMIT :max_groups;
 
--- name: lock_limit_groups
--- The groups this claim may count and claim for (:groups is a JSON array of [key, group]).
--- SQLite: all of them — BEGIN IMMEDIATE already serialises every claim of the database.
-SELECT json_extract(value, '$[0]') AS limit_key, json_extract(value, '$[1]') AS limit_group
-FROM json_each(:groups);
+-- name: limit_headroom
+-- Per locked group (:groups is a JSON array of [key, group]): its live holders (limited jobs
+-- running: a lease not yet recovered counts) and its key's caps in force (an operator's, else
+-- the code's; NULL when no cap of that kind, or no limit known for the key).
+WITH g AS (
+    SELECT json_extract(value, '$[0]') AS k, json_extract(value, '$[1]') AS grp
+    FROM json_each(:groups)
+)
+SELECT g.k AS limit_key, g.grp AS limit_group,
+       (SELECT COUNT(*) FROM jobs INDEXED BY jobs_limited_running
+        WHERE status = 'running' AND limit_key IS NOT NULL
+          AND limit_key = g.k AND limit_group = g.grp) AS running,
+       CASE WHEN f.set_at IS NULL THEN f.code_running ELSE f.running END AS cap_running,
+       CASE WHEN f.set_at IS NULL THEN f.code_rate_count ELSE f.rate_count END AS rate_count,
+       CASE WHEN f.set_at IS NULL THEN f.code_rate_seconds ELSE f.rate_seconds END
+           AS rate_seconds
+FROM g LEFT JOIN flow_limits AS f ON f.key = g.k;
 
 -- name: trim_limit_starts
 -- Forget the starts of a key from before :since (the caller keeps a margin past its window).
