@@ -278,6 +278,26 @@ def test_a_rate_limit_is_a_strict_sliding_window(
     assert claim(q) == []
 
 
+def test_a_rate_limit_with_a_group_counts_each_group_alone(
+    clocked_queue: errands.Queue, clock: FixedClock
+) -> None:
+    q = clocked_queue
+
+    @q.task(limit=errands.Limit("per-user", rate=(1, 60), group="user"))
+    def notify(user: str) -> None: ...
+
+    for user in ["ann", "ann", "bob", "bob"]:
+        notify.enqueue(user=user)
+    request = ClaimRequest("w", ["notify"], None, 10, 60.0, True)
+    q.backend.register_limits([notify.options.limit.spec()], q.clock())  # type: ignore[union-attr]
+    got = q.backend.claim(request, q.clock())
+    assert sorted(q.get(j.id).limit_group for j in got) == ["ann", "bob"]  # type: ignore[union-attr,type-var]
+    clock.advance(59)
+    assert q.backend.claim(request, q.clock()) == []
+    clock.advance(1)
+    assert len(q.backend.claim(request, q.clock())) == 2
+
+
 def test_a_claim_whose_clock_is_behind_still_counts_every_start_of_its_window(
     clocked_queue: errands.Queue, clock: FixedClock
 ) -> None:
