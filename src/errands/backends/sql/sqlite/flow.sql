@@ -83,12 +83,18 @@ WITH RECURSIVE g (limit_key, limit_group) AS (
         WHERE status = 'queued' AND limit_key IS NOT NULL
         ORDER BY limit_key, limit_group LIMIT 1)
     UNION ALL
+    -- The next group: of the same key, else of the next key. Two index ranges, not a row
+    -- value (limit_key, limit_group) > (…): SQLite ranges only on limit_key for that, and
+    -- would read every waiting job of the key.
     SELECT j.limit_key, j.limit_group FROM g, jobs AS j
-    WHERE j.id = (
-        SELECT id FROM jobs INDEXED BY jobs_limited_due
-        WHERE status = 'queued' AND limit_key IS NOT NULL
-          AND (limit_key, limit_group) > (g.limit_key, g.limit_group)
-        ORDER BY limit_key, limit_group LIMIT 1)
+    WHERE j.id = COALESCE(
+        (SELECT id FROM jobs INDEXED BY jobs_limited_due
+         WHERE status = 'queued' AND limit_key IS NOT NULL
+           AND limit_key = g.limit_key AND limit_group > g.limit_group
+         ORDER BY limit_key, limit_group LIMIT 1),
+        (SELECT id FROM jobs INDEXED BY jobs_limited_due
+         WHERE status = 'queued' AND limit_key IS NOT NULL AND limit_key > g.limit_key
+         ORDER BY limit_key, limit_group LIMIT 1))
 )
 SELECT limit_key, limit_group FROM g LIMIT :max_groups;
 
