@@ -387,3 +387,24 @@ def test_the_limit_is_stored_on_the_job(queue: errands.Queue, db_url: str) -> No
         names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='index'")}
         conn.close()
         assert {"jobs_limited_due", "jobs_limited_running"} <= names
+
+
+def test_the_claim_probes_each_waiting_group_through_the_index(sqlite_path: str) -> None:
+    # No head-of-line blocking by construction: the groups' skip scan ranges on (key, group)
+    # and on key, so 10,000 jobs behind a saturated key are never read (a row-value
+    # comparison made SQLite range on the key alone: 5 ms a claim instead of 15 us).
+    from errands.backends import sql
+
+    errands.Queue(sqlite_path).close()
+    conn = sqlite3.connect(sqlite_path)
+    try:
+        plan = " | ".join(
+            r[3]
+            for r in conn.execute(
+                "EXPLAIN QUERY PLAN " + sql.queries("sqlite")["limited_groups"], {"max_groups": 9}
+            )
+        )
+    finally:
+        conn.close()
+    assert "jobs_limited_due (limit_key=? AND limit_group>?)" in plan, plan
+    assert "SCAN jobs" not in plan, plan
