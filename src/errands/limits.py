@@ -14,8 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from . import validate
 from .backends.base import LimitSpec
+from .core import validate
 from .errors import ConfigurationError
 
 Group = str | Callable[[Mapping[str, Any]], Any] | None

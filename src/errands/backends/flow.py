@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..states import AttemptStatus
+from ..core.states import AttemptStatus
 from .base import ClaimRequest, LimitSpec
 from .host import RUNNING, T_CLAIM, Conn, SQLHost, column_index, dumps, event_of
 

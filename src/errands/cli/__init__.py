@@ -191,7 +191,7 @@ def _register_tools(sub: Any) -> None:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from ..demo import run_demo
+    from .demo import run_demo
 
     # Only an explicit --db: $ERRANDS_DB may name the user's real database, which the demo
     # would replace.
@@ -204,7 +204,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
-    from ..bench import run_bench
+    from .bench import run_bench
 
     url = getattr(args, "db", None)
     if url and not url.startswith(("postgresql://", "postgres://")):
@@ -213,7 +213,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
             "files (choose where with --dir)"
         )
     if args.limits:
-        from ..bench_limits import measure_limits, report_limits
+        from .bench.limits import measure_limits, report_limits
 
         result = measure_limits(
             url=url,
