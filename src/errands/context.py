@@ -62,8 +62,8 @@ class JobContext:
     def progress(self, fraction: float, message: str | None = None) -> None:
         """Store this attempt's progress on the job (``fraction`` from 0 to 1, and a short
         message), shown by ``errands show``, ``errands jobs`` and the API. Cheap to call
-        often: at most one write a second, the latest value written with the next heartbeat,
-        and no event row."""
+        often: at most one write a second, the latest value written with the next heartbeat
+        (or before the attempt's outcome), and no event row."""
         if (
             isinstance(fraction, bool)
             or not isinstance(fraction, int | float)

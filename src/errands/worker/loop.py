@@ -23,7 +23,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ..backends.base import (
@@ -363,6 +363,7 @@ class Worker:
             batch.append(self._done.popleft())
         for _, _, ran in batch:
             self._avg_run = ran if self._avg_run <= 0 else 0.9 * self._avg_run + 0.1 * ran
+        self._flush_progress([slot for slot, _, _ in batch])
         outcomes = [(slot, o) for slot, o, _ in batch if o is not None]
         # Claim the next jobs in the same transaction as these outcomes: one commit per batch.
         want = self._target_held() - (len(self._held) - len(batch))
@@ -398,7 +399,7 @@ class Worker:
         """Renew the leases of every held job in one write. If renewing keeps failing for a
         whole lease, those leases are gone: stop taking work and never start buffered jobs
         (another worker may already run them)."""
-        self._flush_progress()
+        self._flush_progress(list(self._held.values()))
         held = [
             (s.job.id, s.job.attempt) for s in self._held.values() if s.state in (BUFFERED, STARTED)
         ]
@@ -495,11 +496,12 @@ class Worker:
         except DatabaseError as exc:  # progress is advisory: never fail the job for it
             log.warning("ctx.progress() for job %d not stored: %s", job.id, exc)
 
-    def _flush_progress(self) -> None:
-        """The latest progress each held job reported since its last write (heartbeat)."""
+    def _flush_progress(self, slots: Iterable[Slot]) -> None:
+        """The latest progress each of ``slots`` reported since its last write: at each
+        heartbeat, and before a batch's outcomes (the fence needs the attempt running)."""
         pending = []
         with self._progress_lock:
-            for slot in self._held.values():
+            for slot in slots:
                 if slot.progress is not None:
                     pending.append((slot, *slot.progress))
                     slot.progress, slot.progress_written = None, self._mono()
