@@ -483,16 +483,9 @@ class Worker:
 
     def _write_progress(self, slot: Slot, fraction: float, message: str | None) -> None:
         job = slot.job
+        args = (self.id, job.id, job.attempt, fraction, message, self.clock())
         try:
-            self.db.call(
-                self.backend.record_progress,
-                self.id,
-                job.id,
-                job.attempt,
-                fraction,
-                message,
-                self.clock(),
-            )
+            self.db.call(self.backend.record_progress, *args)
         except DatabaseError as exc:  # progress is advisory: never fail the job for it
             log.warning("ctx.progress() for job %d not stored: %s", job.id, exc)
 
