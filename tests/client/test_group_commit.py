@@ -127,6 +127,31 @@ def test_one_unique_key_in_a_group_behaves_as_if_the_calls_ran_one_after_another
         assert sizes == [7]
 
 
+def test_a_group_closes_at_its_bound_of_jobs_without_splitting_a_call(
+    make_queue: Callable[..., errands.Queue], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from errands.client import grouping
+
+    monkeypatch.setattr(grouping, "MAX_GROUP_JOBS", 5)
+    q = make_queue(busy_timeout=30)
+    sizes: list[int] = []
+    calls: list[Callable[[], Any]] = [lambda: [q.enqueue("t", {"call": 0, "n": 0})]]
+    calls += [
+        partial(q.enqueue_many, [("t", {"call": c, "n": n}) for n in range(3)]) for c in range(1, 5)
+    ]
+    with writes_held(q, sizes) as release:
+        threads, results = run_threads(calls, leading(q))
+        release(4)
+        for t in threads:
+            t.join()
+    for c, ids in enumerate(results):
+        assert [get_job(q, i).payload for i in ids] == [
+            {"call": c, "n": n} for n in range(len(ids))
+        ]
+    if is_sqlite(q.url):
+        assert sizes == [2, 2]  # 3 + 3 jobs reach the bound of 5: two calls a group
+
+
 def refuse_poison(url: str) -> None:
     """A trigger that makes the database itself refuse jobs of type 'poison' (the checks
     before the write cannot see it coming)."""

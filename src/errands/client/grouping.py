@@ -28,7 +28,10 @@ from typing import Any
 from ..backends.base import EnqueueCall, NewJob
 from ..errors import DatabaseBusyError
 
-MAX_GROUP_CALLS = 1000  # bounds one transaction's size (and the wait of its last caller)
+# Bounds one transaction's size (and so the wait of its last caller): a group closes at this
+# many calls, or at the call that brings it to this many jobs (a call is never split).
+MAX_GROUP_CALLS = 1000
+MAX_GROUP_JOBS = 10_000
 
 WriteGroup = Callable[[Sequence[EnqueueCall]], list[list[int]]]
 WriteOne = Callable[[EnqueueCall], list[int]]
@@ -132,8 +135,7 @@ class GroupCommitter:
         (``me`` None) writes until the queue is empty or hands the lead to a thread."""
         while True:
             with self._lock:
-                group = self._queue[:MAX_GROUP_CALLS]
-                del self._queue[:MAX_GROUP_CALLS]
+                group = _next_group(self._queue)
             try:
                 self._commit(group)
             finally:  # even on KeyboardInterrupt: the queued callers must not wait forever
@@ -192,6 +194,19 @@ class GroupCommitter:
                 raise
             else:
                 waiter.resolve(ids, None)
+
+
+def _next_group(queue: list[_Waiter]) -> list[_Waiter]:
+    """Take the next group off the front of the queue (at least one call)."""
+    jobs, n = 0, 0
+    for waiter in queue[:MAX_GROUP_CALLS]:
+        n += 1
+        jobs += len(waiter.call.jobs)
+        if jobs >= MAX_GROUP_JOBS:
+            break
+    group = queue[:n]
+    del queue[:n]
+    return group
 
 
 def _fail(group: list[_Waiter], exc: BaseException) -> None:
