@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -280,6 +281,37 @@ def test_sixty_four_tasks_each_get_their_own_ids_in_order_and_their_middleware(
     stamp.seen = {k: v for k, v in stamp.seen.items() if not k.startswith("shared")}
     check_each_call_got_its_own(q, stamp, got)
     assert sql_rows(q.url, "SELECT count(*) FROM jobs") == [(64 * 5 + 1,)]
+
+
+def test_threads_and_tasks_enqueueing_at_once_hand_the_lead_to_each_other(
+    make_queue: Callable[..., errands.Queue],
+) -> None:
+    """Groups mixing threads' and tasks' calls: a thread leader hands the lead to the writer
+    thread when a task is next, and the writer thread back to a thread."""
+    q = make_queue()
+    got: dict[str, int] = {}
+
+    def thread_producer(t: int) -> None:
+        for n in range(30):
+            got[f"t{t}-{n}"] = q.enqueue("t", {"who": f"t{t}-{n}"})
+
+    async def task_producer(k: int) -> None:
+        for n in range(5):
+            got[f"a{k}-{n}"] = await q.enqueue_async("t", {"who": f"a{k}-{n}"})
+
+    async def tasks() -> None:
+        await asyncio.gather(*(task_producer(k) for k in range(32)))
+
+    threads = [threading.Thread(target=thread_producer, args=(t,)) for t in range(6)]
+    threads.append(threading.Thread(target=asyncio.run, args=(tasks(),)))
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+        assert not t.is_alive(), "a producer never returned"
+    assert len(got) == 6 * 30 + 32 * 5 and len(set(got.values())) == len(got)
+    rows = sql_rows(q.url, "SELECT id, payload FROM jobs")
+    assert {json.loads(p)["who"] if isinstance(p, str) else p["who"]: i for i, p in rows} == got
 
 
 def test_a_lone_producer_after_a_crowd_still_commits_at_once(
