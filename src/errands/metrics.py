@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from . import rollup, stats
 from .errors import ConfigurationError
-from .periodic import overdue_reason
+from .periodic import describe_all
 from .states import State
 
 if TYPE_CHECKING:
@@ -179,8 +179,8 @@ class ErrandsCollector:
             "1 when a periodic schedule has had no success within its interval plus grace.",
             labels=["name"],
         )
-        for row in b.list_periodic():
-            overdue.add_metric([row.name], 1.0 if overdue_reason(row, now) else 0.0)
+        for p in describe_all(b.list_periodic(), b.live_workers(now, self.lease_seconds), now):
+            overdue.add_metric([p["name"]], 1.0 if p["overdue"] else 0.0)
         yield overdue
 
         storage = b.storage()

@@ -20,8 +20,15 @@ Never one job per missed tick.
 
 Overdue ("did the work happen at all?"): a schedule is overdue when the newest tick that is at
 least ``grace`` old has had no success since (success: the newest succeeded job of the
-schedule's type, persisted on the schedule so it outlives pruning), or when its next tick is
-more than ``grace`` in the past (no scheduler is running). Default grace: 10% of the interval,
+schedule's type, persisted on the schedule so it outlives pruning) — for a schedule that has
+never succeeded, when its first enqueued tick is ``grace`` old — or when its next tick is
+more than ``grace`` in the past (no scheduler is running). Either way it stays overdue from
+tick to tick until a success: it does not flap.
+
+Retired: a schedule that no live worker declares while live workers say which schedules they
+declare (its ``@q.periodic`` was removed from the code) is retired, never overdue; with no
+live worker at all, nothing is retired (then "is a scheduler running?" is the question).
+``errands periodic remove NAME`` deletes its row. Default grace: 10% of the interval,
 at least 60 s. That is the spec's "last success older than interval + grace", made exact for
 irregular cron schedules (weekdays only, say).
 """
@@ -30,7 +37,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -110,8 +117,11 @@ def overdue_reason(row: PeriodicRow, now: float) -> str | None:
         return None  # no tick has come yet
     expected = prev_tick(row.cron, row.interval_seconds, row.timezone, now - grace)
     if row.last_succeeded_at is None:
-        if row.last_enqueued_at <= now - grace:
-            return f"enqueued at {_iso(row.last_enqueued_at)}, never succeeded"
+        # Measured from the first tick that enqueued (not the latest, which moves on with
+        # every tick: a schedule failing every minute would never read overdue).
+        first = row.first_enqueued_at or row.last_enqueued_at
+        if first <= now - grace:
+            return f"never succeeded since its first tick, enqueued at {_iso(first)}"
         return None
     if row.last_succeeded_at < expected:
         return f"no success since the tick at {_iso(expected)} (last {_iso(row.last_succeeded_at)})"
@@ -215,7 +225,8 @@ class PeriodicScheduler:
     priority and max_attempts). Call ``run_once(now)`` every second or so (more often than the
     shortest interval) from one or many processes: the compare-and-set makes extra schedulers
     harmless. Only the given schedules run here (the code is the source of truth; rows of
-    schedules removed from the code stay visible in ``errands periodic`` until deleted).
+    schedules removed from the code show as retired in ``errands periodic`` until
+    ``errands periodic remove NAME``).
     """
 
     name = "periodic"
@@ -276,9 +287,32 @@ class PeriodicScheduler:
         )
 
 
-def describe(row: PeriodicRow, now: float) -> dict[str, Any]:
+def retired_names(rows: Iterable[PeriodicRow], workers: Iterable[Mapping[str, Any]]) -> set[str]:
+    """The schedules no live worker declares (``workers``: ``live_workers`` rows). Empty when
+    no worker is live, or when one does not say what it declares (an older errands)."""
+    declared: set[str] = set()
+    seen = False
+    for w in workers:
+        names = w.get("schedules")
+        if names is None:
+            return set()
+        declared.update(names)
+        seen = True
+    return {r.name for r in rows if r.name not in declared} if seen else set()
+
+
+def describe_all(
+    rows: Iterable[PeriodicRow], workers: Iterable[Mapping[str, Any]], now: float
+) -> list[dict[str, Any]]:
+    """Every schedule as ``describe`` shows it, retired ones marked (``retired_names``)."""
+    rows = list(rows)
+    retired = retired_names(rows, workers)
+    return [describe(r, now, retired=r.name in retired) for r in rows]
+
+
+def describe(row: PeriodicRow, now: float, *, retired: bool = False) -> dict[str, Any]:
     """A schedule as ``errands periodic --json`` prints it."""
-    reason = overdue_reason(row, now)
+    reason = None if retired else overdue_reason(row, now)
     return {
         "name": row.name,
         "type": row.type,
@@ -293,6 +327,10 @@ def describe(row: PeriodicRow, now: float) -> dict[str, Any]:
         "last_succeeded_at": (
             None if row.last_succeeded_at is None else _iso(row.last_succeeded_at)
         ),
+        "first_enqueued_at": (
+            None if row.first_enqueued_at is None else _iso(row.first_enqueued_at)
+        ),
+        "retired": retired,
         "overdue": reason is not None,
         "overdue_reason": reason,
     }

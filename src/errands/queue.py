@@ -15,19 +15,28 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from . import periodic, stats, validate, waiting
 from .backends import open_backend, redact
-from .backends.base import CancelReport, JobFilter, Listener, PruneProgress, PruneReport
+from .backends.base import (
+    CancelReport,
+    Graduation,
+    JobFilter,
+    Listener,
+    PruneProgress,
+    PruneReport,
+)
 from .backoff import Backoff
+from .declared import DeclaredOptions
 from .enqueueing import EnqueueItem as EnqueueItem  # re-exported: enqueue_many's item type
 from .enqueueing import Producer
 from .errors import (
     ConfigurationError,
+    GraduatedError,
     InvalidTransitionError,
     JobNotFoundError,
 )
 from .maintenance import Rescuer, Service
 from .middleware import Chain
 from .periodic import PeriodicScheduler, Schedule
-from .records import Attempt, EventRecord, Job
+from .records import Attempt, EventRecord, Job, to_datetime
 from .retention import SERVICE_MAX_BATCHES, Pruner
 from .settings import Duration, Retention, Settings, seconds
 from .states import Event, State
@@ -75,6 +84,7 @@ class Queue:
         retention: Retention | Mapping[str, Duration] | None = None,
         audit: Iterable[Event | str] | None = None,
         allow_network_filesystem: bool = False,
+        allow_graduated: bool = False,
         clock: Callable[[], float] = time.time,
     ) -> None:
         if url is None:
@@ -111,6 +121,10 @@ class Queue:
             self.backend.close()
             raise
         self._hubs = hubs(self.backend, self._wakers)
+        # A SQLite file `errands graduate` moved away takes no new work (read once here;
+        # run_worker reads it again). allow_graduated: opened deliberately anyway.
+        self.allow_graduated = validate.flag(allow_graduated, "allow_graduated")
+        graduated = None if allow_graduated else self.backend.graduation()
         self._producer = Producer(
             self.backend,
             self.tasks,
@@ -119,7 +133,19 @@ class Queue:
             chain=lambda: self._chain,
             wake=self._wake,
             off_loop=self._off_loop,
+            declared=DeclaredOptions(self.backend.task_types),
+            refuse=None if graduated is None else partial(self._refuse_graduated, graduated),
         )
+
+    def _refuse_graduated(self, graduated: Graduation | None = None) -> None:
+        """Raise GraduatedError if this database was graduated (and not opened with
+        ``allow_graduated``); ``graduated``: the mark read at open, else read now."""
+        if self.allow_graduated:
+            return
+        g = graduated or self.backend.graduation()
+        if g is not None:
+            when = to_datetime(g.at)
+            raise GraduatedError.of(self.display_url, g.target, str(when and when.isoformat()))
 
     def __repr__(self) -> str:
         return f"<errands.Queue {self.display_url!r} tasks={sorted(self.tasks)}>"
@@ -610,6 +636,7 @@ class Queue:
                 raise ConfigurationError(f"queues must be a list of names, got {queues!r:.60}")
             queues = [validate.text(name, "queue") for name in queues]
         validate.flag(burst, "burst")
+        self._refuse_graduated()
         return Worker(
             self,
             concurrency=concurrency,

@@ -21,7 +21,7 @@ from typing import Any
 
 from . import rollup
 from .backends.base import Backend, StateCount, WindowRow
-from .periodic import overdue_reason
+from .periodic import describe_all
 from .records import to_datetime
 from .states import State
 
@@ -128,11 +128,13 @@ def collect(
         for r in sorted(rows, key=lambda r: (r.queue, r.type))
         if r.status == State.QUEUED.value and not any(handles(w, r.queue, r.type) for w in workers)
     ]
-    overdue = []
-    for p in backend.list_periodic():
-        reason = overdue_reason(p, now)
-        if reason:
-            overdue.append({"name": p.name, "type": p.type, "reason": reason})
+    schedules = describe_all(backend.list_periodic(), workers, now)
+    overdue = [
+        {"name": p["name"], "type": p["type"], "reason": p["overdue_reason"]}
+        for p in schedules
+        if p["overdue"]
+    ]
+    retired = [{"name": p["name"], "type": p["type"]} for p in schedules if p["retired"]]
     dt = to_datetime(now)
     return {
         "now": None if dt is None else dt.isoformat(),
@@ -151,6 +153,7 @@ def collect(
         "last_hour": last_hour(backend, now),
         "unhandled_types": unhandled,
         "periodic_overdue": overdue,
+        "periodic_retired": retired,
         "workers": workers,
     }
 

@@ -26,7 +26,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from . import execution
+from . import declared, execution
 from .backends.base import (
     ClaimedJob,
     ClaimRequest,
@@ -217,8 +217,11 @@ class Worker:
             self.queues,
             self.concurrency,
             types=self.types,
+            schedules=list(self.inputs.schedules),
         )
         self.db.call(self.backend.register_worker, info, now)
+        # The options of the tasks this worker runs, for producers that enqueue them by name.
+        self.db.call(self.backend.declare_task_types, declared.rows_of(self.tasks, self.id), now)
         self._startup_cleanup(now)
         self._listener = self.inputs.listen(self._on_change)
         self.executor.start(sync=any(not t.is_async for t in self.tasks.values()))

@@ -29,6 +29,9 @@ class WorkerInputs:
     # Calls back when work may have become due: this process's enqueues at once, other
     # processes' through the backend's listener.
     listen: Callable[[Callable[[], None]], Listener]
+    # The periodic schedules this process declares (recorded on its registry row, so a
+    # schedule no live worker declares reads "retired").
+    schedules: Sequence[str] = ()
 
     @classmethod
     def of(cls, q: Queue) -> WorkerInputs:
@@ -40,4 +43,5 @@ class WorkerInputs:
             services=q.services(),
             hooks=q.execute_hooks,
             listen=q.listen_for_work,
+            schedules=sorted(q.schedules),
         )

@@ -21,6 +21,7 @@ from .periodic import SQLPeriodic
 from .retention import SQLRetention
 from .schema import SQLSchema
 from .stats import SQLStats
+from .task_types import SQLTaskTypes
 from .workers import SQLWorkers
 
 
@@ -31,6 +32,7 @@ class SQLBackend(
     SQLLeader,
     SQLWorkers,
     SQLPeriodic,
+    SQLTaskTypes,
     SQLRetention,
     SQLStats,
 ):
