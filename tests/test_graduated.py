@@ -110,7 +110,7 @@ def test_a_marked_database_refuses_work_until_reopened(make_queue: Make) -> None
     @marked.task
     def t() -> None: ...
 
-    with pytest.raises(errands.GraduatedError, match="db.internal"):
+    with pytest.raises(errands.GraduatedError, match=r"db\.internal"):
         marked.enqueue("t", {})
     with pytest.raises(errands.GraduatedError):
         marked.enqueue_many([("t", {})])
