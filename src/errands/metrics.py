@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .client import reports as stats
-from .core import rollup
 from .client.reports import describe_all
+from .core import rollup
 from .core.states import State
 from .errors import ConfigurationError
 

@@ -130,12 +130,13 @@ class Queue(Reads, Actions):
             wake=self._wake,
             off_loop=self._off_loop,
             declared=DeclaredOptions(self.backend.task_types),
-            refuse=None if graduated is None else partial(self._refuse_graduated, graduated),
+            refuse=None if graduated is None else partial(self.refuse_if_graduated, graduated),
         )
 
-    def _refuse_graduated(self, graduated: Graduation | None = None) -> None:
-        """Raise GraduatedError if this database was graduated (and not opened with
-        ``allow_graduated``); ``graduated``: the mark read at open, else read now."""
+    def refuse_if_graduated(self, graduated: Graduation | None = None) -> None:
+        """Raise GraduatedError if ``errands graduate`` moved this database's queue away (and
+        it was not opened with ``allow_graduated``); ``graduated``: the mark read at open,
+        else it is read now. ``run_worker`` and ``errands worker`` call it before starting."""
         if self.allow_graduated:
             return
         g = graduated or self.backend.graduation()
@@ -497,7 +498,7 @@ class Queue(Reads, Actions):
                 raise ConfigurationError(f"queues must be a list of names, got {queues!r:.60}")
             queues = [validate.text(name, "queue") for name in queues]
         validate.flag(burst, "burst")
-        self._refuse_graduated()
+        self.refuse_if_graduated()
         return Worker(
             self,
             concurrency=concurrency,

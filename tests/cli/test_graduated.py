@@ -5,7 +5,10 @@ says so; a failed verification says what to do. The mark itself works on both ba
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -131,3 +134,36 @@ def test_check_json_on_a_graduated_file(
     assert main(["--db", db_url, "check", "--json"]) == 1
     (problem,) = json.loads(capsys.readouterr().out)["problems"]
     assert problem.startswith("this queue was graduated to postgresql://app@db.internal/app")
+
+
+APP = """
+import errands
+
+q = errands.Queue()  # $ERRANDS_DB
+
+
+@q.task
+def t() -> None: ...
+"""
+
+
+@pytest.mark.parametrize("processes", ["1", "2"])
+def test_errands_worker_on_a_marked_database_exits_at_once(
+    make_queue: Make, db_url: str, tmp_path: Path, processes: str
+) -> None:
+    q = make_queue()
+    q.backend.mark_graduated("postgresql://app@db.internal/app", q.clock())
+    (tmp_path / "app.py").write_text(APP)
+    env = {**os.environ, "ERRANDS_DB": db_url, "PYTHONPATH": str(tmp_path)}
+    argv = ["worker", "--app", "app", "--burst", "--processes", processes]
+    proc = subprocess.run(
+        [sys.executable, "-m", "errands", *argv],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 1, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert "graduated to postgresql://app@db.internal/app" in line and "errands reopen" in line

@@ -21,8 +21,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .backends.base import TaskTypeRow
-from .tasks import Task, TaskOptions
+from ..backends.base import TaskTypeRow
+from ..tasks import Task, TaskOptions
 
 TTL = 30.0  # seconds a producer trusts its copy of task_types
 

@@ -35,6 +35,7 @@ from ..backends.base import (
     Succeeded,
     WorkerInfo,
 )
+from ..client import declared
 from ..context import JobContext
 from ..errors import (
     ConfigurationError,
@@ -43,7 +44,6 @@ from ..errors import (
     InvalidTransitionError,
     JobError,
 )
-from ..client import declared
 from ..maintenance.runner import Maintenance
 from . import execution
 from .db import WorkerDatabase

@@ -134,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_reopen(args: argparse.Namespace) -> int:
-    from ..queue import Queue
+    from ...queue import Queue
 
     source = resolve_db(args)
     problem = sqlite_problem(source, db_source(args), create=False) if is_sqlite(source) else None
