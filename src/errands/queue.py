@@ -18,7 +18,7 @@ from .backends.base import Graduation, Listener
 from .client import waiting
 from .client.admin import MAX_BATCH as MAX_BATCH  # re-exported: the CLI's --batch-size cap
 from .client.admin import Actions, Reads
-from .client.declared import DeclaredOptions
+from .client.declared import DeclaredOptions, GraduationWatch
 from .client.enqueueing import EnqueueItem as EnqueueItem  # re-exported: enqueue_many's item type
 from .client.enqueueing import Producer
 from .core import payload as payload_json
@@ -117,10 +117,15 @@ class Queue(Reads, Actions):
             self.backend.close()
             raise
         self._hubs = hubs(self.backend, self._wakers)
-        # A SQLite file `errands graduate` moved away takes no new work (read once here;
-        # run_worker reads it again). allow_graduated: opened deliberately anyway.
+        # A SQLite file `errands graduate` moved away takes no new work: read here, then by
+        # enqueue at most every 30 s, by run_worker at start. allow_graduated: open anyway.
         self.allow_graduated = validate.flag(allow_graduated, "allow_graduated")
-        graduated = None if allow_graduated else self.backend.graduation()
+        watch = None
+        if not allow_graduated:
+            graduated = self.backend.graduation()
+            watch = GraduationWatch(
+                self.backend.graduation, self.refuse_if_graduated, initial=graduated
+            )
         self._producer = Producer(
             self.backend,
             self.tasks,
@@ -130,7 +135,7 @@ class Queue(Reads, Actions):
             wake=self._wake,
             off_loop=self._off_loop,
             declared=DeclaredOptions(self.backend.task_types),
-            refuse=None if graduated is None else partial(self.refuse_if_graduated, graduated),
+            refuse=watch,
         )
 
     def refuse_if_graduated(self, graduated: Graduation | None = None) -> None:

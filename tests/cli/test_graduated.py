@@ -167,3 +167,28 @@ def test_errands_worker_on_a_marked_database_exits_at_once(
     assert proc.returncode == 1, proc.stderr
     (line,) = proc.stderr.strip().splitlines()
     assert "graduated to postgresql://app@db.internal/app" in line and "errands reopen" in line
+
+
+def test_a_producer_open_before_the_graduation_refuses_within_the_watch_time(
+    make_queue: Make,
+) -> None:
+    from errands.client.declared import TTL, GraduationWatch
+
+    web = make_queue()  # opened before the graduation, as a long-running web process is
+    ticks = [0.0]
+    refused: list[str] = []
+    watch = GraduationWatch(
+        web.backend.graduation,
+        lambda g: refused.append(g.target),
+        initial=web.backend.graduation(),
+        monotonic=lambda: ticks[0],
+    )
+    watch()
+    other = make_queue()
+    other.backend.mark_graduated("postgresql://app@db.internal/app", other.clock())
+    ticks[0] = TTL - 1
+    watch()
+    assert refused == []  # not read again yet: no read per enqueue
+    ticks[0] = TTL
+    watch()
+    assert refused == ["postgresql://app@db.internal/app"]

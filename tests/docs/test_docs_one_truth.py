@@ -39,6 +39,7 @@ def test_the_stated_cache_time_and_defaults_are_the_codes() -> None:
     assert f"at most once every {TTL:.0f} seconds" in text
     assert f"within {TTL:.0f} s of the worker's start" in text
     assert f"at most once per {TTL:.0f} s" in flat(RECIPES)
+    assert f"at most every {TTL:.0f} seconds on enqueue" in flat(POSTGRES)
     d = TaskOptions()
     stated = f"queue `{d.queue}`, priority {d.priority}, {d.max_attempts} attempts"
     assert stated in text and stated in flat(RECIPES)

@@ -1,4 +1,5 @@
-"""Task options across processes: what a worker declares, and what a producer reads back.
+"""What other processes declared, as a producer sees it: task options a worker recorded, and
+whether ``errands graduate`` moved the queue away.
 
 A worker records the options of every task it runs when it starts (``task_types``: queue,
 priority, max_attempts, timeout; the latest declaration of a type wins). A Queue with no
@@ -12,6 +13,10 @@ Cost: the producer keeps the whole table in memory and reads it again at most on
 ``DeclaredOptions.ttl`` seconds (30 s), on the first enqueue after that, so a change of
 options reaches producers within that time of the worker's start; a Queue with tasks of its
 own never reads it.
+
+Graduation: a producer reads the mark when its Queue opens, then again at most once per
+``TTL`` on enqueue (``GraduationWatch``), so a process that had the queue open before
+``errands graduate`` ran refuses new jobs within that time too.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..backends.base import TaskTypeRow
+from ..backends.base import Graduation, TaskTypeRow
 from ..tasks import Task, TaskOptions
 
 TTL = 30.0  # seconds a producer trusts its copy of task_types
@@ -82,3 +87,32 @@ class DeclaredOptions:
         """Read the table again at the next enqueue (``Queue.refresh_task_types``)."""
         with self._lock:
             self._read_at = None
+
+
+class GraduationWatch:
+    """Called before every write of new jobs: raises (through ``refuse``) once the database
+    carries a graduation mark, reading the mark at most once per ``ttl`` seconds."""
+
+    def __init__(
+        self,
+        read: Callable[[], Graduation | None],
+        refuse: Callable[[Graduation], None],
+        *,
+        initial: Graduation | None,
+        ttl: float = TTL,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._read = read
+        self._refuse = refuse
+        self._mark = initial
+        self.ttl = ttl
+        self._monotonic = monotonic
+        self._read_at = monotonic()
+
+    def __call__(self) -> None:
+        now = self._monotonic()
+        if now - self._read_at >= self.ttl:
+            self._mark = self._read()
+            self._read_at = now
+        if self._mark is not None:
+            self._refuse(self._mark)
