@@ -87,7 +87,8 @@ class Reads(_Parts):
         """The five questions in one JSON-ready object: ``counts`` (every state), counts
         ``by_queue_type``, ``oldest_running`` (with worker liveness), ``oldest_due``,
         ``retries`` and ``top_errors`` over ``window``, ``last_hour`` throughput and wait/run
-        p50/p95, ``unhandled_types``, ``periodic_overdue`` and live ``workers``."""
+        p50/p95, ``unhandled_types``, ``periodic_overdue``, ``periodic_retired`` and live
+        ``workers``."""
         return stats.collect(
             self.backend,
             self.clock() if now is None else validate.epoch(now, "now"),
