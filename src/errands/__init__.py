@@ -28,9 +28,11 @@ from .errors import (
     PayloadTooLargeError,
     SchemaConflictError,
     SchemaVersionError,
+    Snooze,
     UnknownTaskError,
     WaitTimeout,
 )
+from .limits import Limit, LimitInfo, QueueInfo
 from .middleware import Enqueuing, Execution, Middleware
 from .queue import Queue
 from .tasks import Task
@@ -57,12 +59,16 @@ __all__ = [
     "JobContext",
     "JobError",
     "JobNotFoundError",
+    "Limit",
+    "LimitInfo",
     "Middleware",
     "PayloadError",
     "PayloadTooLargeError",
     "Queue",
+    "QueueInfo",
     "SchemaConflictError",
     "SchemaVersionError",
+    "Snooze",
     "State",
     "Task",
     "UnknownTaskError",
