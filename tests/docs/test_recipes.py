@@ -190,9 +190,13 @@ def test_fastapi_enqueues_in_a_request_with_a_lifespan_queue(tmp_path: Path) -> 
     pytest.importorskip("fastapi")
     write(tmp_path, "tasks.py", "api.py")
     env = env_for(tmp_path, ERRANDS_DB="app.db")
+    # The worker starts first (as the recipe's console shows): it declares the task's queue,
+    # which the web process's enqueue by name then uses.
+    worker = ("worker", "--app", "tasks", "--queues", "emails", "--burst", "--quiet")
+    errands_cli(tmp_path, env, *worker)
     out = python(tmp_path, FASTAPI_CLIENT, env)
     assert out["url"] == "app.db"
-    errands_cli(tmp_path, env, "worker", "--app", "tasks", "--burst", "--quiet")
+    errands_cli(tmp_path, env, *worker)
     shown = json.loads(errands_cli(tmp_path, env, "show", str(out["job_id"]), "--json").stdout)
     assert shown["job"]["status"] == "succeeded"
     assert shown["job"]["queue"] == "emails"

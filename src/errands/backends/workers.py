@@ -24,6 +24,7 @@ class SQLWorkers(SQLHost):
             "pid": info.pid,
             "queues": None if info.queues is None else ",".join(info.queues),
             "types": None if info.types is None else ",".join(info.types),
+            "schedules": None if info.schedules is None else ",".join(info.schedules),
             "concurrency": info.concurrency,
             "now": now,
         }
@@ -62,6 +63,7 @@ class SQLWorkers(SQLHost):
                 "pid": r["pid"],
                 "queues": _names(r["queues"]),
                 "types": _names(r["types"]),
+                "schedules": _names(r["schedules"]),
                 "concurrency": r["concurrency"],
                 "started_at": iso(ep(r["started_at"])),
                 "last_seen_at": iso(ep(r["last_seen_at"])),

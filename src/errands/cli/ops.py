@@ -20,7 +20,7 @@ from ..backends import scrub
 from ..backends.base import PruneProgress
 from ..client import bulk
 from ..client import reports as stats
-from ..client.reports import describe
+from ..client.reports import describe_all
 from ..core import validate
 from ..errors import ErrandsError
 from ..queue import MAX_BATCH, Queue
@@ -129,8 +129,14 @@ def register(subparsers: Any) -> None:
     _add(subparsers, "vacuum", "shrink the database file (locks it: run off-peak)", _vacuum)
 
     p = _add(
-        subparsers, "periodic", "periodic schedules: next run, last success, overdue", _periodic
+        subparsers,
+        "periodic",
+        "periodic schedules: next run, last success, overdue, retired; "
+        "`errands periodic remove NAME` deletes a retired one",
+        _periodic,
     )
+    p.add_argument("action", nargs="?", choices=["remove"], help="remove NAME")
+    p.add_argument("name", nargs="?", help="the schedule to remove")
     p.add_argument("--json", action="store_true")
 
     p = _add(subparsers, "check", "health probe: exit 1 with one line per problem", _check)
@@ -243,6 +249,8 @@ def render_stats(st: dict[str, Any], url: str) -> str:
         )
     for o in st["periodic_overdue"]:
         lines.append(f"OVERDUE   periodic {o['name']}: {o['reason']}")
+    for o in st.get("periodic_retired", ()):
+        lines.append(f"retired   periodic {o['name']}: no live worker declares it")
     workers = st["workers"]
     lines.append(f"workers   {len(workers)} live")
     for w in workers[:10]:
@@ -373,9 +381,12 @@ def _vacuum(args: argparse.Namespace) -> int:
 
 
 def _periodic(args: argparse.Namespace) -> int:
+    if args.action == "remove" or args.name is not None:
+        return _periodic_remove(args)
     with _open(args) as q:
         now = q.clock()
-        rows = [describe(r, now) for r in q.backend.list_periodic()]
+        workers = q.backend.live_workers(now, q.settings.lease_seconds)
+        rows = describe_all(q.backend.list_periodic(), workers, now)
     if args.json:
         print(json.dumps(rows, indent=2))
         return OK
@@ -383,7 +394,13 @@ def _periodic(args: argparse.Namespace) -> int:
         print("no periodic schedules")
     for r in rows:
         when = r["cron"] or f"every {_age(r['every_seconds'])}"
-        state = f"OVERDUE: {r['overdue_reason']}" if r["overdue"] else "ok"
+        state = (
+            f"OVERDUE: {r['overdue_reason']}"
+            if r["overdue"]
+            else "retired: no live worker declares it (errands periodic remove NAME)"
+            if r["retired"]
+            else "ok"
+        )
         print(
             f"{r['name']}  [{when} {r['timezone']}]  next {r['next_run_at']}  "
             f"last success {r['last_succeeded_at'] or 'never'}  {state}"
@@ -391,9 +408,56 @@ def _periodic(args: argparse.Namespace) -> int:
     return OK
 
 
+def _periodic_remove(args: argparse.Namespace) -> int:
+    if args.action != "remove" or not args.name:
+        print("errands: usage: errands periodic remove NAME", file=sys.stderr)
+        return USAGE
+    name = args.name
+    with _open(args) as q:
+        workers = q.backend.live_workers(q.clock(), q.settings.lease_seconds)
+        holders = [w["id"] for w in workers if name in (w.get("schedules") or ())]
+        if holders:
+            print(
+                f"errands: schedule {name!r} is declared by live worker(s) "
+                f"{', '.join(holders[:5])}: it would come back; remove its @q.periodic from "
+                "the code and redeploy first, then remove it",
+                file=sys.stderr,
+            )
+            return ACT
+        if not q.backend.remove_periodic(name):
+            print(
+                f"errands: no schedule named {name!r}; list them with `errands periodic`",
+                file=sys.stderr,
+            )
+            return ACT
+    print(f"removed schedule {name!r} (its jobs stay as they are)")
+    return OK
+
+
+def check_warnings(q: Queue) -> list[str]:
+    """What ``check`` reports without failing: queued jobs of types no process has declared
+    (they took the defaults: queue, priority, max_attempts; errands.declared)."""
+    declared = {r.type for r in q.backend.task_types()}
+    return [
+        f"{n:,} queued {queue}/{jtype} job(s) of a type no worker has declared: they took the "
+        "default options (queue 'default', priority 0, 20 attempts); start a worker whose app "
+        f"has @q.task for {jtype!r}, or pass the options when enqueueing"
+        for queue, jtype, n in q.backend.queued_types()
+        if jtype not in declared
+    ]
+
+
 def check_problems(q: Queue, args: argparse.Namespace) -> list[str]:
     now = q.clock()
     b = q.backend
+    graduated = b.graduation()
+    if graduated is not None:
+        # Its schedules and jobs live on there now: nothing here is overdue or stuck.
+        return [
+            f"this queue was graduated to {graduated.target}: check that database instead "
+            f"(errands check --db {graduated.target}); reopen this file only deliberately "
+            "(errands reopen)"
+        ]
     problems = []
     late = b.running_past_lease(now, args.lease_grace)
     if late:
@@ -401,17 +465,16 @@ def check_problems(q: Queue, args: argparse.Namespace) -> list[str]:
             f"{late} job(s) running more than {_age(args.lease_grace)} past their lease: "
             "is a worker (rescuer) running?"
         )
-    for row in b.list_periodic():
-        reason = describe(row, now)["overdue_reason"]
-        if reason:
-            problems.append(f"periodic {row.name!r} overdue: {reason}")
+    workers = b.live_workers(now, q.settings.lease_seconds)
+    for p in describe_all(b.list_periodic(), workers, now):
+        if p["overdue"]:
+            problems.append(f"periodic {p['name']!r} overdue: {p['overdue_reason']}")
     due = b.oldest_due(now)
     if due is not None and due["wait_seconds"] > args.max_wait:
         problems.append(
             f"oldest due job #{due['id']} ({due['type']}) has waited "
             f"{_age(due['wait_seconds'])}, over --max-wait {_age(args.max_wait)}"
         )
-    workers = b.live_workers(now, q.settings.lease_seconds)
     for queue, jtype, n in b.queued_types():
         if not any(stats.handles(w, queue, jtype) for w in workers):
             problems.append(
@@ -439,11 +502,14 @@ def check_problems(q: Queue, args: argparse.Namespace) -> list[str]:
 def _check(args: argparse.Namespace) -> int:
     with _open(args) as q:
         problems = check_problems(q, args)
+        warnings = [] if q.backend.graduation() is not None else check_warnings(q)
     if args.json:
-        print(json.dumps({"ok": not problems, "problems": problems}))
+        print(json.dumps({"ok": not problems, "problems": problems, "warnings": warnings}))
     else:
         for p in problems:
             print(p)
+        for w in warnings:  # stderr: stdout stays one line per problem, or "ok"
+            print(f"warning: {w}", file=sys.stderr)
         if not problems:
             print("ok")
     return ACT if problems else OK

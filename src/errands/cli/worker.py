@@ -19,7 +19,7 @@ import traceback
 from typing import Any
 
 from ..backends import redact
-from ..errors import DatabaseReplacedError
+from ..errors import DatabaseReplacedError, ErrandsError, GraduatedError
 from ..queue import ENV_DB, Queue
 from ..worker import log as worker_log
 from ..worker.supervisor import FATAL_EXIT, RECYCLE_EXIT, SUPERVISED_ENV
@@ -194,6 +194,11 @@ def cmd_worker(args: argparse.Namespace) -> int:
     )
     if args.queues is not None and not queues:
         raise UsageError("--queues needs at least one queue name, e.g. --queues emails,reports")
+    try:
+        queue.refuse_if_graduated()  # before any child starts: restarting it cannot help
+    except ErrandsError:
+        queue.close()
+        raise
     if args.processes > 1:
         return _supervise(args, queue)
     worker_log.configure(quiet=args.quiet, verbose=args.verbose, fmt=args.log_format)
@@ -215,11 +220,12 @@ def cmd_worker(args: argparse.Namespace) -> int:
             recycle_on_timeout=supervised,
             supervised=supervised,
         )
-    except DatabaseReplacedError as exc:
+    except (DatabaseReplacedError, GraduatedError) as exc:
         if not supervised:
             raise
         output.error(str(exc))
-        return FATAL_EXIT  # a restart would only create an empty file where the old one was
+        # A restart would only create an empty file where the old one was, or be refused again.
+        return FATAL_EXIT
     finally:
         queue.close()
     stopped = (

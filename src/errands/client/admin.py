@@ -88,7 +88,7 @@ class Reads(_Parts):
         """The five questions in one JSON-ready object: ``counts`` (every state), counts
         ``by_queue_type``, ``oldest_running`` (with worker liveness), ``oldest_due``,
         ``retries`` and ``top_errors`` over ``window``, ``last_hour`` throughput and wait/run
-        p50/p95, ``unhandled_types``, ``periodic_overdue``, live ``workers``,
+        p50/p95, ``unhandled_types``, ``periodic_overdue``, ``periodic_retired``, live ``workers``,
         ``paused_queues`` and ``limits`` (flow control)."""
         out = stats.collect(
             self.backend,

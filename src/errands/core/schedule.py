@@ -21,10 +21,18 @@ Never one job per missed tick.
 
 Overdue ("did the work happen at all?"): a schedule is overdue when the newest tick that is at
 least ``grace`` old has had no success since (success: the newest succeeded job of the
-schedule's type, persisted on the schedule so it outlives pruning), or when its next tick is
-more than ``grace`` in the past (no scheduler is running). Default grace: 10% of the interval,
-at least 60 s. That is the spec's "last success older than interval + grace", made exact for
-irregular cron schedules (weekdays only, say).
+schedule's type, persisted on the schedule so it outlives pruning) — for a schedule that has
+never succeeded, when its first enqueued tick is ``grace`` old — or when its next tick is
+more than ``grace`` in the past (no scheduler is running). Either way it stays overdue from
+tick to tick until a success: it does not flap.
+
+Retired: a schedule that no live worker declares while live workers say which schedules they
+declare (its ``@q.periodic`` was removed from the code) is retired, never overdue; with no
+live worker at all, nothing is retired (then "is a scheduler running?" is the question).
+``errands periodic remove NAME`` deletes its row (``client/reports.py``: ``retired_names``).
+
+Default grace: 10% of the interval, at least 60 s. That is the spec's "last success older
+than interval + grace", made exact for irregular cron schedules (weekdays only, say).
 """
 
 from __future__ import annotations
@@ -105,6 +113,8 @@ class ScheduleState(Protocol):
     def last_enqueued_at(self) -> float | None: ...
     @property
     def last_succeeded_at(self) -> float | None: ...
+    @property
+    def first_enqueued_at(self) -> float | None: ...
 
 
 def overdue_reason(row: ScheduleState, now: float) -> str | None:
@@ -120,8 +130,11 @@ def overdue_reason(row: ScheduleState, now: float) -> str | None:
         return None  # no tick has come yet
     expected = prev_tick(row.cron, row.interval_seconds, row.timezone, now - grace)
     if row.last_succeeded_at is None:
-        if row.last_enqueued_at <= now - grace:
-            return f"enqueued at {iso(row.last_enqueued_at)}, never succeeded"
+        # Measured from the first tick that enqueued (not the latest, which moves on with
+        # every tick: a schedule failing every minute would never read overdue).
+        first = row.first_enqueued_at or row.last_enqueued_at
+        if first <= now - grace:
+            return f"never succeeded since its first tick, enqueued at {iso(first)}"
         return None
     if row.last_succeeded_at < expected:
         return f"no success since the tick at {iso(expected)} (last {iso(row.last_succeeded_at)})"

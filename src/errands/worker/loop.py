@@ -36,6 +36,7 @@ from ..backends.base import (
     Succeeded,
     WorkerInfo,
 )
+from ..client import declared
 from ..context import JobContext
 from ..errors import (
     ConfigurationError,
@@ -225,8 +226,11 @@ class Worker:
             self.queues,
             self.concurrency,
             types=self.types,
+            schedules=list(self.inputs.schedules),
         )
         self.db.call(self.backend.register_worker, info, now)
+        # The options of the tasks this worker runs, for producers that enqueue them by name.
+        self.db.call(self.backend.declare_task_types, declared.rows_of(self.tasks, self.id), now)
         if self._limits:
             self.db.call(self.backend.register_limits, self._limits, now)
         self._startup_cleanup(now)

@@ -146,7 +146,8 @@ ORDER BY queue, type;
 
 -- name: workers_seen_since
 -- Workers not stopped and seen at or after :alive_since, newest first.
-SELECT id, hostname, pid, queues, types, concurrency, started_at, last_seen_at FROM workers
+SELECT id, hostname, pid, queues, types, schedules, concurrency, started_at, last_seen_at
+FROM workers
 WHERE stopped_at IS NULL AND last_seen_at >= to_timestamp(:alive_since)
 ORDER BY last_seen_at DESC, id;
 
