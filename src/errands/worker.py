@@ -237,8 +237,8 @@ class Worker:
 
     def tick(self, now: float) -> float | None:
         """One step of the control loop at wall time ``now``: record finished outcomes (and
-        claim in the same transaction), claim what fits, then whatever is due by the
-        monotonic clock — heartbeat, maintenance, cancel checks — and timeouts. Returns how
+        claim in the same transaction), maintenance when due, claim what fits, then whatever
+        else is due by the monotonic clock — heartbeat, cancel checks — and timeouts. Returns how
         long the caller may sleep before the next step (a finishing handler or a wake-up
         cuts the sleep short; ``AGAIN``, negative: step again at once, the last claim was
         full), or None once the worker is done: asked to stop, or a burst found nothing left
@@ -250,6 +250,16 @@ class Worker:
         self._flush(now)
         if self._stop.graceful:
             return None
+
+        if mono >= self._next_maintenance:
+            # Before the claim: a service may make jobs due (the rescuer requeues, the
+            # scheduler enqueues a tick), and the claim below then sees them in this same
+            # step. A burst decides "nothing left" from that claim alone, so it never waits
+            # out a service's timer to look again (a 1 s periodic tick used to keep a
+            # drain alive until a claim happened to fall between two maintenance passes).
+            self._next_maintenance = self.db.call(self._maintenance.tick, now, mono)
+            if self.burst and any(self._maintenance.leading.values()):
+                self._dirty = True
 
         claimed_nothing = False
         want = self._target_held() - len(self._held)
@@ -269,13 +279,6 @@ class Worker:
         if mono >= self._next_beat:
             self._heartbeat(now)
             self._next_beat = mono + s.heartbeat_seconds
-        if mono >= self._next_maintenance:
-            self._next_maintenance = self.db.call(self._maintenance.tick, now, mono)
-            if self.burst and any(self._maintenance.leading.values()):
-                # A service may just have made jobs due (the rescuer requeued some): a
-                # burst must look again before deciding nothing is left.
-                self._dirty = True
-                claimed_nothing = False
         if mono >= self._next_cancel_check:
             # Advanced even when nothing is held: a deadline left in the past would make
             # the wait return at once, and an idle worker would spin.
