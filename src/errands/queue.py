@@ -224,7 +224,7 @@ class Queue:
         """Register a handler (sync or ``async def``). Its type is ``name`` or its
         ``__name__``. Use as ``@q.task`` or ``@q.task(queue=…, max_attempts=…)``."""
         if name is not None:
-            validate.text(name, "task name")
+            validate.name(name, "task name")
         defaults = TaskOptions()
         options = TaskOptions(
             queue=queue,
@@ -238,7 +238,7 @@ class Queue:
 
         def register(f: F) -> Task[Any, Any]:
             validate.callable_(f, "a task", "a function (sync or async def)")
-            task_name = name or f.__name__
+            task_name = validate.name(name or f.__name__, "task name")
             if task_name in self.tasks and self.tasks[task_name].fn is not f:
                 raise ConfigurationError(
                     f"a task named {task_name!r} is already registered on this Queue; "
@@ -441,8 +441,7 @@ class Queue:
         if before_id is not None:
             validate.job_id(before_id, "before_id")
         for label, value in (("type", type), ("queue", queue), ("error_code", error_code)):
-            if value is not None and not isinstance(value, str):
-                raise ConfigurationError(f"{label} must be a string, got {value!r:.60}")
+            validate.filter_text(value, label)
         return self.backend.list_jobs(
             JobFilter(
                 status=status,
@@ -608,7 +607,7 @@ class Queue:
         if queues is not None and not isinstance(queues, str):
             if not isinstance(queues, Iterable):
                 raise ConfigurationError(f"queues must be a list of names, got {queues!r:.60}")
-            queues = [validate.text(name, "queue") for name in queues]
+            queues = [validate.name(name, "queue") for name in queues]
         validate.flag(burst, "burst")
         return Worker(
             self,

@@ -99,9 +99,9 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("ids", nargs="*", type=jobs.job_id, help="job ids (or use --status)")
     p.add_argument("--status", choices=sorted(bulk.RETRYABLE))
-    p.add_argument("--type")
-    p.add_argument("--queue")
-    p.add_argument("--error-code")
+    p.add_argument("--type", type=jobs.filter_of("type"))
+    p.add_argument("--queue", type=jobs.filter_of("queue"))
+    p.add_argument("--error-code", type=jobs.filter_of("error_code"))
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
 
     p = _add(
@@ -109,9 +109,9 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("ids", nargs="*", type=jobs.job_id, help="job ids (or use --status)")
     p.add_argument("--status", choices=sorted(bulk.CANCELLABLE))
-    p.add_argument("--type")
-    p.add_argument("--queue")
-    p.add_argument("--error-code")
+    p.add_argument("--type", type=jobs.filter_of("type"))
+    p.add_argument("--queue", type=jobs.filter_of("queue"))
+    p.add_argument("--error-code", type=jobs.filter_of("error_code"))
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
 
     p = _add(subparsers, "prune", "delete finished jobs past retention (rolled up first)", _prune)

@@ -26,7 +26,13 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from ..errors import ConfigurationError, ErrandsError, InvalidTransitionError, JobNotFoundError
+from ..errors import (
+    ConfigurationError,
+    ErrandsError,
+    InvalidTransitionError,
+    JobNotFoundError,
+    PayloadError,
+)
 from . import api, pages
 from .middleware import MAX_BODY, BodyLimit, SecurityHeaders
 from .params import BadParameter
@@ -208,7 +214,7 @@ def guarded(ep: Endpoint, dash: Dashboard) -> Callable[[Request], Awaitable[Resp
                     )
         try:
             return await ep.handler(request, dash)
-        except BadParameter as exc:
+        except (BadParameter, PayloadError) as exc:  # PayloadError: a filter no row can hold
             return _refuse(ep, 400, str(exc))
         except JobNotFoundError as exc:
             return _refuse(ep, 404, str(exc))
