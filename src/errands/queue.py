@@ -28,7 +28,7 @@ from .maintenance import Rescuer, Service
 from .middleware import Chain
 from .periodic import PeriodicScheduler, Schedule
 from .records import Attempt, EventRecord, Job
-from .retention import SERVICE_MAX_BATCHES, Pruner
+from .retention import SERVICE_MAX_BATCHES, Pruner, WalKeeper
 from .settings import Duration, Retention, Settings, seconds
 from .states import Event, State
 from .tasks import DEFAULT_QUEUE, Task, TaskOptions
@@ -571,8 +571,8 @@ class Queue:
         return job
 
     def services(self) -> list[Service]:
-        """The maintenance services a worker's leader runs: rescue, periodic, prune — each
-        given only what it uses."""
+        """The maintenance services a worker's leader runs: rescue, periodic, prune, the
+        WAL — each given only what it uses."""
         services: list[Service] = [Rescuer(self.backend, self.settings.lease_seconds)]
         if self.schedules:
             services.append(
@@ -581,6 +581,7 @@ class Queue:
         services.append(
             Pruner(self.backend, self.settings.retention, max_batches=SERVICE_MAX_BATCHES)
         )
+        services.append(WalKeeper(self.backend))
         return services
 
     # -- running ---------------------------------------------------------------------------

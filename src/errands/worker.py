@@ -422,7 +422,15 @@ class Worker:
             getattr(service, "total", 0) for service in self._maintenance.services
         )
         self.summary.db_errors = self.db.errors
-        return {"refused": self.summary.refused, "rescued": rescued, **self.db.counters()}
+        # A state, not a total: WAL truncations blocked in a row (retention.WalKeeper), for
+        # stats and check to say that checkpoints keep failing.
+        wal_blocked = sum(getattr(s, "blocked", 0) for s in self._maintenance.services)
+        return {
+            "refused": self.summary.refused,
+            "rescued": rescued,
+            "wal_blocked": wal_blocked,
+            **self.db.counters(),
+        }
 
     def _startup_cleanup(self, now: float) -> None:
         """Recover at once the jobs of this host's workers whose process is gone."""

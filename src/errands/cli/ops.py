@@ -232,6 +232,8 @@ def render_stats(st: dict[str, Any], url: str) -> str:
         )
     for o in st["periodic_overdue"]:
         lines.append(f"OVERDUE   periodic {o['name']}: {o['reason']}")
+    if st["wal"]["warning"]:
+        lines.append(f"WAL       {st['wal']['warning']}")
     workers = st["workers"]
     lines.append(f"workers   {len(workers)} live")
     for w in workers[:10]:
@@ -407,6 +409,9 @@ def check_problems(q: Queue, args: argparse.Namespace) -> list[str]:
                 f"{n:,} queued {queue}/{jtype} job(s) but no live worker handles type {jtype!r}: "
                 "start a worker whose app has that task (or is the type misspelled?)"
             )
+    wal = stats.wal(b, now, q.settings.lease_seconds)["warning"]
+    if wal:
+        problems.append(wal)
     hour = stats.last_hour(b, now)
     if hour["processed"] >= args.min_finished and hour["failure_rate"] > args.max_failure_rate:
         problems.append(
