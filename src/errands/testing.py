@@ -22,9 +22,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
-from . import validate
+from .core import validate
 from .queue import Queue
-from .worker import Worker, WorkerSummary
+from .worker.loop import Worker, WorkerSummary
 
 __all__ = ["FrozenClock", "drain", "eager"]
 

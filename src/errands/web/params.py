@@ -7,9 +7,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from .. import validate
+from ..core import validate
+from ..core.states import State
 from ..errors import ErrandsError
-from ..states import State
 
 STATES = tuple(s.value for s in State)
 DEFAULT_LIMIT = 50
