@@ -39,10 +39,10 @@ def keeper_of(worker: Worker) -> WalKeeper:
     return keeper
 
 
-def check(db: str) -> subprocess.CompletedProcess[str]:
+def check(db: str, command: str = "check") -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "ERRANDS_DB"}
     return subprocess.run(
-        [sys.executable, "-m", "errands", "--db", db, "check"],
+        [sys.executable, "-m", "errands", "--db", db, command],
         env=env,
         capture_output=True,
         text=True,
@@ -108,6 +108,8 @@ def test_a_large_wal_left_behind_is_reported_without_a_worker(
     assert stats["bytes"] > WAL_LARGE_BYTES and stats["checkpoint_blocked"] == 0
     assert "checkpoints could not complete" in stats["warning"]
     assert "errands vacuum" in stats["warning"]
+    shown = check(db_url, "stats").stdout
+    assert "WAL       the SQLite WAL is" in shown and "read transaction" in shown
     reader.close()
 
 
