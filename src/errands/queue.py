@@ -38,6 +38,7 @@ from .maintenance.pruner import SERVICE_MAX_BATCHES, Pruner
 from .maintenance.rescuer import Rescuer
 from .maintenance.runner import Service
 from .maintenance.scheduler import PeriodicScheduler, schedule_row
+from .maintenance.wal import WalKeeper
 from .middleware import Chain
 from .tasks import DEFAULT_QUEUE, Task, TaskOptions
 from .wakeups import KINDS, Wakeups, hubs, listen_for_work
@@ -256,7 +257,7 @@ class Queue(Reads, Actions, FlowControl):
         """Register a handler (sync or ``async def``). Its type is ``name`` or its
         ``__name__``. Use as ``@q.task`` or ``@q.task(queue=…, max_attempts=…)``."""
         if name is not None:
-            validate.text(name, "task name")
+            validate.name(name, "task name")
         defaults = TaskOptions()
         options = TaskOptions(
             queue=queue,
@@ -271,7 +272,7 @@ class Queue(Reads, Actions, FlowControl):
 
         def register(f: F) -> Task[Any, Any]:
             validate.callable_(f, "a task", "a function (sync or async def)")
-            task_name = name or f.__name__
+            task_name = validate.name(name or f.__name__, "task name")
             if task_name in self.tasks and self.tasks[task_name].fn is not f:
                 raise ConfigurationError(
                     f"a task named {task_name!r} is already registered on this Queue; "
@@ -470,8 +471,8 @@ class Queue(Reads, Actions, FlowControl):
             return await waiting.wait_async(steps, read, sub)
 
     def services(self) -> list[Service]:
-        """The maintenance services a worker's leader runs: rescue, periodic, prune — each
-        given only what it uses."""
+        """The maintenance services a worker's leader runs: rescue, periodic, prune, the
+        WAL — each given only what it uses."""
         services: list[Service] = [Rescuer(self.backend, self.settings.lease_seconds)]
         if self.schedules:
             services.append(
@@ -480,6 +481,7 @@ class Queue(Reads, Actions, FlowControl):
         services.append(
             Pruner(self.backend, self.settings.retention, max_batches=SERVICE_MAX_BATCHES)
         )
+        services.append(WalKeeper(self.backend))
         return services
 
     # -- running ---------------------------------------------------------------------------
@@ -506,7 +508,7 @@ class Queue(Reads, Actions, FlowControl):
         if queues is not None and not isinstance(queues, str):
             if not isinstance(queues, Iterable):
                 raise ConfigurationError(f"queues must be a list of names, got {queues!r:.60}")
-            queues = [validate.text(name, "queue") for name in queues]
+            queues = [validate.name(name, "queue") for name in queues]
         validate.flag(burst, "burst")
         self.refuse_if_graduated()
         return Worker(

@@ -1,7 +1,7 @@
 """The workers noun: the registry of worker processes (``workers`` table).
 
 Queries: ``jobs.sql`` (``upsert_worker``, ``worker_seen``, ``worker_stopped``,
-``worker_counters``) and ``ops.sql`` (``workers_seen_since``).
+``worker_counters``) and ``ops.sql`` (``workers_seen_since``, ``live_worker_counters``).
 """
 
 from __future__ import annotations
@@ -52,6 +52,12 @@ class SQLWorkers(SQLHost):
             for key, value in json.loads(r["counters"]).items():
                 totals[key] = totals.get(key, 0) + int(value)
         return totals
+
+    def live_counters(self, now: float, alive_seconds: float) -> list[dict[str, int]]:
+        """The counters of each live worker (not summed: some are states, such as how many
+        WAL truncations in a row were blocked)."""
+        rows = self._fetch("live_worker_counters", {"alive_since": now - alive_seconds})
+        return [{k: int(v) for k, v in json.loads(r["counters"]).items()} for r in rows]
 
     def live_workers(self, now: float, alive_seconds: float) -> list[dict[str, Any]]:
         ep = self._epoch

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..core import validate
 from ..core.states import State
-from ..errors import ConfigurationError, InvalidTransitionError, JobNotFoundError
+from ..errors import ConfigurationError, ErrandsError, InvalidTransitionError, JobNotFoundError
 from ..tasks import DEFAULT_MAX_ATTEMPTS
 from . import output
 from .common import UsageError, add_db, add_json, open_queue
@@ -32,6 +32,20 @@ def int_between(lo: int, hi: int) -> Callable[[str], int]:
         return value
 
     parse.__name__ = "whole number"  # argparse names the type in its messages
+    return parse
+
+
+def filter_of(what: str) -> Callable[[str], str]:
+    """An argparse type for ``--type``/``--queue``/``--error-code``: the filters' one rule
+    (``validate.filter_text``), so bytes that are not UTF-8 are bad usage (exit 2)."""
+
+    def parse(text: str) -> str:
+        try:
+            return validate.filter_text(text, what) or text
+        except ErrandsError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    parse.__name__ = f"{what} filter"
     return parse
 
 
@@ -97,9 +111,14 @@ def register(sub: Any) -> None:
         description="List jobs, newest first. --json prints every jobs column of each job.",
     )
     p.add_argument("--status", choices=STATES, help="only jobs in this state")
-    p.add_argument("--type", metavar="T", help="only jobs of this task type")
-    p.add_argument("--queue", metavar="Q", help="only jobs in this queue")
-    p.add_argument("--error-code", metavar="C", help="only jobs whose last error code is C")
+    p.add_argument("--type", type=filter_of("type"), metavar="T", help="only jobs of this type")
+    p.add_argument("--queue", type=filter_of("queue"), metavar="Q", help="only jobs in this queue")
+    p.add_argument(
+        "--error-code",
+        type=filter_of("error_code"),
+        metavar="C",
+        help="only jobs whose last error code is C",
+    )
     p.add_argument(
         "--limit", type=positive_int, default=100, metavar="N", help="at most N jobs (default 100)"
     )

@@ -101,9 +101,9 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("ids", nargs="*", type=jobs.job_id, help="job ids (or use --status)")
     p.add_argument("--status", choices=sorted(bulk.RETRYABLE))
-    p.add_argument("--type")
-    p.add_argument("--queue")
-    p.add_argument("--error-code")
+    p.add_argument("--type", type=jobs.filter_of("type"))
+    p.add_argument("--queue", type=jobs.filter_of("queue"))
+    p.add_argument("--error-code", type=jobs.filter_of("error_code"))
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
 
     p = _add(
@@ -111,9 +111,9 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("ids", nargs="*", type=jobs.job_id, help="job ids (or use --status)")
     p.add_argument("--status", choices=sorted(bulk.CANCELLABLE))
-    p.add_argument("--type")
-    p.add_argument("--queue")
-    p.add_argument("--error-code")
+    p.add_argument("--type", type=jobs.filter_of("type"))
+    p.add_argument("--queue", type=jobs.filter_of("queue"))
+    p.add_argument("--error-code", type=jobs.filter_of("error_code"))
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
 
     p = _add(subparsers, "prune", "delete finished jobs past retention (rolled up first)", _prune)
@@ -251,6 +251,8 @@ def render_stats(st: dict[str, Any], url: str) -> str:
         lines.append(f"OVERDUE   periodic {o['name']}: {o['reason']}")
     for o in st.get("periodic_retired", ()):
         lines.append(f"retired   periodic {o['name']}: no live worker declares it")
+    if st["wal"]["warning"]:
+        lines.append(f"WAL       {st['wal']['warning']}")
     workers = st["workers"]
     lines.append(f"workers   {len(workers)} live")
     for w in workers[:10]:
@@ -481,6 +483,9 @@ def check_problems(q: Queue, args: argparse.Namespace) -> list[str]:
                 f"{n:,} queued {queue}/{jtype} job(s) but no live worker handles type {jtype!r}: "
                 "start a worker whose app has that task (or is the type misspelled?)"
             )
+    wal = stats.wal(b, now, q.settings.lease_seconds)["warning"]
+    if wal:
+        problems.append(wal)
     hour = stats.last_hour(b, now)
     if hour["processed"] >= args.min_finished and hour["failure_rate"] > args.max_failure_rate:
         problems.append(

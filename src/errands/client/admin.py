@@ -54,8 +54,7 @@ class Reads(_Parts):
         if before_id is not None:
             validate.job_id(before_id, "before_id")
         for label, value in (("type", type), ("queue", queue), ("error_code", error_code)):
-            if value is not None and not isinstance(value, str):
-                raise ConfigurationError(f"{label} must be a string, got {value!r:.60}")
+            validate.filter_text(value, label)
         return self.backend.list_jobs(
             JobFilter(
                 status=status,

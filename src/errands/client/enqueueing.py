@@ -164,7 +164,7 @@ class Producer:
                 f"(known: {', '.join(sorted(self.tasks))}); register it with @q.task, or enqueue "
                 "from a Queue with no tasks registered to send jobs another service runs"
             )
-        validate.text(job_type, "job type")
+        validate.name(job_type, "job type")
         # A type a worker elsewhere declares: the options it recorded (errands.declared).
         declared = self.declared.get(job_type) if self.declared is not None else None
         return None, _NO_TASK_OPTIONS if declared is None else declared
@@ -210,7 +210,7 @@ class Producer:
         if unique_key is not None:
             validate.text(unique_key, "unique_key", max_bytes=validate.MAX_KEY_BYTES)
         if queue is not None:
-            validate.text(queue, "queue")
+            validate.name(queue, "queue")
         job = NewJob(
             job_type,
             payload_json.encode(payload, max_bytes=self.max_payload_bytes),

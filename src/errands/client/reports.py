@@ -25,6 +25,7 @@ from ..core import rollup
 from ..core.records import to_datetime
 from ..core.schedule import iso, overdue_reason
 from ..core.states import State
+from ..maintenance.wal import WAL_INTERVAL, WAL_LARGE_BYTES
 
 OUTCOMES = (State.SUCCEEDED.value, State.FAILED.value, State.CANCELLED.value)
 
@@ -156,7 +157,32 @@ def collect(
         "periodic_overdue": overdue,
         "periodic_retired": retired,
         "workers": workers,
+        "wal": wal(backend, now, alive_seconds),
     }
+
+
+def wal(backend: Backend, now: float, alive_seconds: float) -> dict[str, Any]:
+    """SQLite's WAL: its size, how many truncations in a row a live worker saw blocked, and a
+    warning naming the cause and the remedy when it is large (None on PostgreSQL)."""
+    size = backend.storage()["wal_bytes"]
+    blocked = max(
+        (c.get("wal_blocked", 0) for c in backend.live_counters(now, alive_seconds)), default=0
+    )
+    warning = None
+    if size is not None and size > WAL_LARGE_BYTES:
+        held = (
+            f"checkpoints keep failing ({blocked} attempt(s) in a row by a worker): "
+            if blocked
+            else "checkpoints could not complete: "
+        )
+        warning = (
+            f"the SQLite WAL is {size / 1e6:.1f} MB (over {WAL_LARGE_BYTES / 1e6:.1f} MB); "
+            f"{held}a connection holding a read transaction open (an application, a shell, "
+            "a backup) keeps it from being folded back; end that transaction, and a running "
+            f"worker truncates the WAL within {WAL_INTERVAL:.0f} s (with no worker running: "
+            "`errands vacuum`)"
+        )
+    return {"bytes": size, "checkpoint_blocked": blocked, "warning": warning}
 
 
 def _round(value: float | None) -> float | None:
