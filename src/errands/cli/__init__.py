@@ -19,11 +19,10 @@ from .. import __version__
 from ..backends import scrub
 from ..errors import ErrandsError
 from . import dashboard, graduate, jobs, ops, output, worker
-from .common import UsageError, add_db, add_json
+from .common import UsageError, add_db, add_json, duration
 from .jobs import int_between, positive_int
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-DEMO_DB = "errands-demo.db"
 MAX_BENCH_ROUNDS = 100  # a bound that catches a typo before hours of benching
 
 
@@ -169,10 +168,10 @@ def _register_tools(sub: Any) -> None:
     )
     p.add_argument(
         "--idle-seconds",
-        type=float,
+        type=duration,
         default=5.0,
-        metavar="S",
-        help="how long the idle worker's CPU is measured (default 5)",
+        metavar="DURATION",
+        help="how long the idle worker's CPU is measured (default 5s)",
     )
     p.add_argument(
         "--dir",
@@ -184,7 +183,7 @@ def _register_tools(sub: Any) -> None:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from ..demo import run_demo
+    from ..demo import DEMO_DB, run_demo
 
     # Only an explicit --db: $ERRANDS_DB may name the user's real database, which the demo
     # would replace.
