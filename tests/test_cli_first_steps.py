@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 import textwrap
+import tomllib
 import uuid
 from pathlib import Path
 
@@ -213,3 +215,74 @@ def test_the_demo_queue_refuses_to_create_a_file(tmp_path: Path) -> None:
     line = last_error(run(tmp_path, "worker", "--app", "errands.demo:queue", "--burst"), 1)
     assert "no demo database at errands-demo.db; run `errands demo` first" in line
     assert listing(tmp_path) == []
+
+
+# -- the README's first queue runs as written -------------------------------------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text()
+
+
+def first_queue_section() -> str:
+    return README.split("## Your first queue in your own project\n", 1)[1].split("\n## ", 1)[0]
+
+
+def test_the_readme_first_queue_runs_as_written(tmp_path: Path) -> None:
+    section = first_queue_section()
+    assert (
+        README.index("make demo")
+        < README.index("## Your first queue")
+        < README.index("## What errands is")
+    )
+    (code,) = re.findall(r"```python\n(.*?)```", section, re.S)
+    assert code.startswith("# tasks.py\n")
+    (tmp_path / "tasks.py").write_text(code)
+    (console,) = re.findall(r"```console\n(.*?)```", section, re.S)
+    bin_dir = os.path.dirname(sys.executable)  # `python` and `errands` of this environment
+    env = {k: v for k, v in os.environ.items() if k != "ERRANDS_DB"}
+    env["PATH"] = bin_dir + os.pathsep + env.get("PATH", "")
+    steps: list[tuple[str, list[str]]] = []
+    for line in console.splitlines():
+        if line.startswith("$ "):
+            steps.append((line[2:], []))
+        else:
+            steps[-1][1].append(line)
+    assert len(steps) == 4
+    for command, expected in steps:
+        if command.startswith("export "):
+            key, _, value = command[len("export ") :].partition("=")
+            env[key] = value
+            continue
+        done = subprocess.run(
+            command, shell=True, cwd=tmp_path, env=env, capture_output=True, text=True
+        )
+        assert done.returncode == 0, (command, done.stderr)
+        if expected:
+            assert done.stdout.splitlines() == expected, command
+    with errands.Queue(str(tmp_path / "app.db")) as q:
+        job = q.get(1)
+        assert job is not None and (job.status, job.result) == ("succeeded", "welcomed user 42")
+
+
+def test_the_install_commands_name_the_wheel_make_dist_builds() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    wheel = f"errands-{project['version']}-py3-none-any.whl"
+    docs = [README, (ROOT / "docs" / "recipes.md").read_text()]
+    named = set(re.findall(r"errands-[\w.]+-py3-none-any\.whl", "\n".join(docs)))
+    assert named == {wheel}
+    assert "make dist" in first_queue_section()
+    makefile = (ROOT / "Makefile").read_text()
+    (recipe,) = re.findall(r"^dist:.*\n((?:\t.*\n)+)", makefile, re.M)
+    assert "-m build --outdir dist" in recipe  # sdist and wheel, into dist/
+    assert any(dep.startswith("build") for dep in project["optional-dependencies"]["dev"])
+
+
+def test_every_command_is_in_the_reference_and_named_in_the_readme() -> None:
+    (sub,) = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    commands = set(sub.choices)
+    reference = (ROOT / "docs" / "cli.md").read_text()
+    rows = set(re.findall(r"^\| `errands (\w+)", reference, re.M))
+    assert rows == commands
+    (listed,) = re.findall(r"^The commands: (.*?)\.$", README, re.M | re.S)
+    assert set(re.findall(r"`(\w+)`", listed)) == commands
+    assert "docs/cli.md" in README and "| command | what it does |" not in README
