@@ -108,14 +108,15 @@ def _register_tools(sub: Any) -> None:
         help="measure errands against the bare database on this machine",
         description="Each phase on a fresh database (temporary SQLite files, or fresh schemas in "
         "the PostgreSQL database of --db, dropped afterwards): raw driver baselines (single "
-        "insert, bulk insert, batched processing with audit rows), enqueue one by one and "
-        "enqueue_many, processing with 1 and P real `errands worker` processes, pickup latency "
-        "from a producer process to an idle worker process, and that worker's idle CPU; each "
-        "errands figure also as a ratio to its baseline. The throughput phases run in --rounds "
-        "rounds, each errands phase right after its own raw baseline, because a shared host is "
-        "noisy: a pair sees the same moment of the host, and the ratio reported is the median "
-        "over rounds of those paired ratios (jobs/s: the best round, and the spread of the "
-        "rounds). Progress goes to stderr.",
+        "insert, bulk insert, batched processing with audit rows by 1 and by P processes), "
+        "enqueue one by one and enqueue_many, processing with 1 and P real `errands worker` "
+        "processes, pickup latency from a producer process to an idle worker process, and that "
+        "worker's idle CPU; each errands figure also as a ratio to the raw baseline doing the "
+        "same work with as many processes, and P processes / 1 (scaling) for both. The "
+        "throughput phases run in --rounds rounds, each errands phase right after its own raw "
+        "baseline, because a shared host is noisy: a pair sees the same moment of the host, "
+        "and each ratio reported is the median over rounds of those paired ratios (jobs/s: "
+        "the best round, and the spread of the rounds). Progress goes to stderr.",
     )
     p.add_argument(
         "--db",
