@@ -13,8 +13,8 @@ import os
 import re
 import sqlite3
 
-from .. import validate
 from ..backends import redact
+from ..core import validate
 from ..errors import ErrandsError
 from ..queue import DEFAULT_DB, ENV_DB, Queue
 
