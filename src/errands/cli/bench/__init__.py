@@ -45,7 +45,7 @@ from typing import Any
 
 from ... import __version__
 from ...backends.sqlite import filesystem_type
-from ...queue import Queue
+from ...queue import ENV_DB, Queue
 from . import raw as bench_raw
 from .app import DB_ENV, DURABILITY_ENV
 
@@ -162,12 +162,19 @@ def enqueue_bulk(url: str, n: int, durability: str) -> dict[str, float]:
 # -- errands worker processes ---------------------------------------------------------------
 
 
+def _env(url: str, durability: str) -> dict[str, str]:
+    """The bench's processes' environment: its own database, never the user's $ERRANDS_DB
+    (which the worker would check against the bench app's Queue and refuse)."""
+    env = {k: v for k, v in os.environ.items() if k != ENV_DB}
+    return {**env, DB_ENV: url, DURABILITY_ENV: durability}
+
+
 @contextlib.contextmanager
 def worker_processes(
     dbs: Databases, url: str, durability: str, processes: int, concurrency: int
 ) -> Iterator[subprocess.Popen[bytes]]:
     """``errands worker`` (under its supervisor when P > 1), started and registered."""
-    env = {**os.environ, DB_ENV: url, DURABILITY_ENV: durability}
+    env = _env(url, durability)
     cmd = [sys.executable, "-m", "errands", "worker", "--app", "errands.cli.bench.app:q"]
     cmd += ["--concurrency", str(concurrency), "--processes", str(processes), "--quiet"]
     log = open(os.path.join(dbs.directory, f"worker-{secrets.token_hex(3)}.log"), "wb")
@@ -240,7 +247,7 @@ def pickup_and_idle(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     url = dbs.fresh("pickup")
     Queue(url, durability=durability).close()
-    env = {**os.environ, DB_ENV: url, DURABILITY_ENV: durability}
+    env = _env(url, durability)
     with worker_processes(dbs, url, durability, 1, concurrency) as worker:
         out = subprocess.run(
             [
