@@ -111,9 +111,7 @@ DJANGO_ORDERS = """
     import json
     import django
     django.setup()
-    from django.core.management import call_command
     from django.db import transaction
-    call_command("migrate", run_syncdb=True, verbosity=0)
     from shop.jobs import q
     from shop.models import Order
     from shop.services import place_order
@@ -138,9 +136,28 @@ DJANGO_CHECK = """
 """
 
 
+def django_commands() -> list[list[str]]:
+    """The recipe's `$ python -m django …` lines, as written (comments dropped)."""
+    section = DOC.read_text().split("## Django", 1)[1].split("\n## ", 1)[0]
+    lines = re.findall(r"^\$ (python -m django .*)$", section, re.M)
+    return [shlex.split(line, comments=True) for line in lines]
+
+
 def _django(tmp: Path, env: dict[str, str]) -> None:
     pytest.importorskip("django")
     write(tmp, *DJANGO_FILES)
+    commands = django_commands()
+    assert [c[3] for c in commands] == ["makemigrations", "migrate"]
+    for command in commands:  # the setup the recipe tells, run as written
+        r = subprocess.run(
+            [sys.executable, *command[1:]],
+            cwd=tmp,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+        )
+        assert r.returncode == 0, (command, r.stdout, r.stderr)
     env = {**env, "DJANGO_SETTINGS_MODULE": "mysite.settings"}
     out = python(tmp, DJANGO_ORDERS, env)
     assert out["orders"] == 1

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -13,7 +12,7 @@ from ..core.states import State
 from ..errors import ConfigurationError, ErrandsError, InvalidTransitionError, JobNotFoundError
 from ..tasks import DEFAULT_MAX_ATTEMPTS
 from . import output
-from .common import UsageError, add_db, add_json, open_queue
+from .common import UsageError, add_db, add_json, duration, open_queue
 
 STATES = [s.value for s in State]
 ACTOR = "cli"
@@ -53,18 +52,6 @@ positive_int = int_between(1, validate.INT64_MAX)
 job_id = int_between(1, validate.INT64_MAX)
 
 
-def seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r:.40} is not a number of seconds") from None
-    if not (math.isfinite(value) and 0 <= value <= validate.MAX_DURATION):
-        raise argparse.ArgumentTypeError(
-            f"must be between 0 and {validate.MAX_DURATION:.0f} seconds, got {text:.40}"
-        )
-    return value
-
-
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "enqueue",
@@ -77,7 +64,10 @@ def register(sub: Any) -> None:
         "--payload", metavar="JSON", help='keyword arguments as a JSON object: \'{"to": "a@b.c"}\''
     )
     p.add_argument(
-        "--delay", type=seconds, metavar="S", help="run no sooner than S seconds from now"
+        "--delay",
+        type=duration,
+        metavar="DURATION",
+        help="run no sooner than this from now: seconds or a number with s/m/h/d/w, e.g. 30m",
     )
     p.add_argument(
         "--priority",

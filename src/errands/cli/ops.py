@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 import time
 from collections.abc import Callable
@@ -25,26 +24,10 @@ from ..core import validate
 from ..errors import ErrandsError
 from ..queue import MAX_BATCH, Queue
 from . import jobs
-from .common import add_db, open_queue
+from .common import add_db, duration, open_queue
 
 OK, ACT, USAGE = 0, 1, 2
 TOP = jobs.int_between(1, validate.INT32_MAX)
-_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
-
-
-def duration(text: str) -> float:
-    """``90``, ``90s``, ``30m``, ``24h``, ``7d`` → seconds (argparse type)."""
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*", text)
-    if not match:
-        raise argparse.ArgumentTypeError(
-            f"{text!r:.40} is not a duration; use seconds or a number with s/m/h/d/w, e.g. 24h"
-        )
-    value = float(match.group(1)) * _UNITS[match.group(2) or "s"]
-    if not value <= validate.MAX_DURATION:  # '9' * 400 is a float infinity
-        raise argparse.ArgumentTypeError(
-            f"{text:.40} is longer than {validate.MAX_DURATION:.0f} seconds (1000 years)"
-        )
-    return value
 
 
 def fraction(text: str) -> float:
