@@ -210,7 +210,7 @@ def test_fastapi_enqueues_in_a_request_with_a_lifespan_queue(tmp_path: Path) -> 
     # The worker starts first (as the recipe's console shows): it declares the task's queue,
     # which the web process's enqueue by name then uses.
     worker = ("worker", "--app", "tasks", "--queues", "emails", "--burst", "--quiet")
-    errands_cli(tmp_path, env, *worker)
+    errands_cli(tmp_path, env, *worker, "--create")
     out = python(tmp_path, FASTAPI_CLIENT, env)
     assert out["url"] == "app.db"
     errands_cli(tmp_path, env, *worker)
