@@ -14,7 +14,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from .backends import open_backend, redact
-from .backends.base import Graduation, Listener
+from .backends.base import EnqueueCall, Graduation, Listener
 from .client import waiting
 from .client.admin import MAX_BATCH as MAX_BATCH  # re-exported: the CLI's --batch-size cap
 from .client.admin import Actions, Reads
@@ -22,6 +22,7 @@ from .client.declared import DeclaredOptions, GraduationWatch
 from .client.enqueueing import EnqueueItem as EnqueueItem  # re-exported: enqueue_many's item type
 from .client.enqueueing import Producer
 from .client.flow import FlowControl
+from .client.grouping import GroupCommitter
 from .core import payload as payload_json
 from .core import schedule, validate
 from .core.backoff import Backoff
@@ -137,6 +138,7 @@ class Queue(Reads, Actions, FlowControl):
             chain=lambda: self._chain,
             wake=self._wake,
             off_loop=self._off_loop,
+            group=self._group_committer(),
             declared=DeclaredOptions(self.backend.task_types),
             refuse=watch,
         )
@@ -423,13 +425,31 @@ class Queue(Reads, Actions, FlowControl):
     async def _off_loop(self, fn: Callable[[], R]) -> R:
         """Run blocking work (a SQLite write and its fsync, a read) on this Queue's own small
         executor, so an event loop never waits on it."""
+        return await asyncio.get_running_loop().run_in_executor(self._writer_thread(), fn)
+
+    def _writer_thread(self) -> ThreadPoolExecutor:
         with self._lock:
             if self._offload is None:
                 # One thread: SQLite takes one writer at a time anyway, and jobs from one
                 # task are written in the order it enqueued them.
                 self._offload = ThreadPoolExecutor(1, thread_name_prefix="errands-async")
-            offload = self._offload
-        return await asyncio.get_running_loop().run_in_executor(offload, fn)
+            return self._offload
+
+    def _group_committer(self) -> GroupCommitter | None:
+        """Concurrent enqueues share a commit where the backend asks for it (SQLite); the
+        writer thread leads the groups of asyncio callers."""
+        if not self.backend.group_commit:
+            return None
+        backend = self.backend
+
+        def write_one(call: EnqueueCall) -> list[int]:
+            return backend.enqueue(call.jobs, call.now, actor=call.actor)
+
+        def spawn(lead: Callable[[], None]) -> None:
+            # A leader resolves every call it writes, errors included: nothing to collect.
+            self._writer_thread().submit(lead)
+
+        return GroupCommitter(backend.enqueue_grouped, write_one, spawn)
 
     def _wake(self) -> None:
         for wake in list(self._wakers):

@@ -28,6 +28,15 @@ class NewJob:
 
 
 @dataclass(frozen=True, slots=True)
+class EnqueueCall:
+    """One enqueue call's checked jobs, its time and actor: a member of a group commit."""
+
+    jobs: Sequence[NewJob]
+    now: float
+    actor: str
+
+
+@dataclass(frozen=True, slots=True)
 class ClaimRequest:
     worker_id: str
     types: Sequence[str]
@@ -271,6 +280,13 @@ class JobVerbs(Protocol):
     def enqueue(
         self, jobs: Sequence[NewJob], now: float, *, actor: str, connection: Any = None
     ) -> list[int]: ...
+
+    # Several calls, one commit. group_commit: True where sharing a commit is worth a
+    # writer queue in the client (SQLite: one writer, an fsync per commit); PostgreSQL
+    # commits concurrent connections together in the server already.
+    group_commit: bool
+
+    def enqueue_grouped(self, calls: Sequence[EnqueueCall]) -> list[list[int]]: ...
     def claim(self, request: ClaimRequest, now: float) -> list[ClaimedJob]: ...
     def finish(
         self,

@@ -25,6 +25,7 @@ from ..errors import ConfigurationError, ErrandsError, PayloadError, UnknownTask
 from ..middleware import Chain, Enqueuing, encode_headers
 from ..tasks import Task, TaskOptions
 from .declared import DeclaredOptions
+from .grouping import GroupCommitter
 
 log = logging.getLogger("errands")
 R = TypeVar("R")
@@ -59,6 +60,7 @@ class Producer:
         chain: Callable[[], Chain | None],
         wake: Callable[[], None],
         off_loop: Callable[[Callable[[], list[int]]], Awaitable[list[int]]],
+        group: GroupCommitter | None = None,
         declared: DeclaredOptions | None = None,
         refuse: Callable[[], None] | None = None,
     ) -> None:
@@ -71,6 +73,7 @@ class Producer:
         self.chain = chain
         self.wake = wake
         self.off_loop = off_loop
+        self.group = group  # concurrent calls share a commit (grouping.py); None: each its own
 
     # -- checking --------------------------------------------------------------------------
 
@@ -236,7 +239,10 @@ class Producer:
             self.refuse()
         jobs, after = self._hooked(jobs, actor)
         try:
-            ids = self.backend.enqueue(jobs, now, actor=actor, connection=connection)
+            if self.group is not None and connection is None:
+                ids = self.group.enqueue(jobs, now, actor)
+            else:
+                ids = self.backend.enqueue(jobs, now, actor=actor, connection=connection)
         except BaseException as exc:
             if after is not None:
                 after(None, exc)
@@ -258,6 +264,8 @@ class Producer:
                 # SQLite, in the application's transaction: no commit (no fsync) happens here,
                 # and its connection belongs to this thread.
                 ids = self.backend.enqueue(jobs, now, actor=actor, connection=connection)
+            elif self.group is not None:
+                ids = await self.group.enqueue_async(jobs, now, actor)
             else:
                 ids = await self.off_loop(partial(self.backend.enqueue, jobs, now, actor=actor))
         except BaseException as exc:
