@@ -51,7 +51,11 @@ _ARM_END = re.compile(r"\bUNION\b|;", re.IGNORECASE)
 _DEFAULT = re.compile(r"\bstatus\s+\w+\s+(?:NOT\s+NULL\s+)?DEFAULT\s+'(\w*)'", re.IGNORECASE)
 ENQUEUED_STATE = transition("enqueue").target.value
 _CHECK_BEFORE = re.compile(r"CHECK\s*\(\s*$", re.IGNORECASE)
-_CREATE_TABLE = re.compile(r"CREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?\"?(\w+)", re.IGNORECASE)
+_CREATE_TABLE = re.compile(
+    r"(?:CREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?|ALTER\s+TABLE\s+)\"?(\w+)", re.IGNORECASE
+)
+# SQLite changes a CHECK by rebuilding the table under this name (migration 0007's jobs).
+_REBUILD = "_rebuild"
 _ATTEMPT_ALIAS = re.compile(r"\bjob_attempts\s+(?:AS\s+)?(\w+)", re.IGNORECASE)
 _NOT_ALIAS = {"where", "join", "on", "set", "left", "inner", "group", "order", "limit"}
 
@@ -98,7 +102,7 @@ def _is_attempt_column(text: str, pos: int, qualifier: str | None, column: str) 
 
 def _table_of_check(text: str, pos: int) -> str | None:
     tables = list(_CREATE_TABLE.finditer(text, 0, pos))
-    return tables[-1].group(1).lower() if tables else None
+    return tables[-1].group(1).lower().removesuffix(_REBUILD) if tables else None
 
 
 def _label_problem(value: str, reads_it: object) -> str | None:
@@ -217,9 +221,20 @@ def sql_files() -> list[tuple[str, str]]:
     return out
 
 
+def superseded(findings: list[Finding]) -> list[Finding]:
+    """A table's CHECK list as a later migration of the same dialect replaced it is
+    history: only each dialect's last CHECK list of a table must list today's states."""
+    last: dict[tuple[str, str], Finding] = {}
+    for f in findings:
+        if f.context.startswith("CHECK list of "):
+            last[(f.where.split("/")[0], f.context)] = f
+    keep = {id(f) for f in last.values()}
+    return [f for f in findings if not f.context.startswith("CHECK list of ") or id(f) in keep]
+
+
 def test_every_state_literal_in_the_sql_is_a_state_of_the_machine() -> None:
     files = sql_files()
-    findings = [f for name, text in files for f in classify(name, text)]
+    findings = superseded([f for name, text in files for f in classify(name, text)])
     problems = [
         f"{f.where}: {f.context} {sorted(f.values)}: {f.problem}" for f in findings if f.problem
     ]
@@ -300,7 +315,7 @@ def test_the_check_sees_a_wrong_literal(sql: str, problem: str) -> None:
 def test_the_check_passes_what_is_right() -> None:
     sql = (
         "CREATE TABLE jobs (status TEXT CHECK "
-        "(status IN ('queued', 'running', 'succeeded', 'failed', 'cancelled')));\n"
+        "(status IN ('waiting', 'queued', 'running', 'succeeded', 'failed', 'cancelled')));\n"
         "SELECT a.id FROM job_attempts AS a JOIN jobs AS j ON j.id = a.job_id\n"
         "  WHERE a.status IN ('succeeded', 'lost') AND j.status = 'running';\n"
         "-- a comment may say status = 'whatever'\n"

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from .backends.base import ClaimedJob
+    from .records import Job
 
 
 class Lease(Protocol):
@@ -18,6 +19,8 @@ class Lease(Protocol):
     def heartbeat(self) -> bool: ...
 
     def complete(self, connection: Any, result: Any) -> None: ...
+
+    def upstream(self) -> list[Job]: ...
 
 
 class JobContext:
@@ -56,6 +59,12 @@ class JobContext:
         """Extend this attempt's lease now. False means the lease was lost (the job was
         recovered and may run elsewhere): stop and do not write results."""
         return self._lease.heartbeat()
+
+    def upstream(self) -> list[Job]:
+        """The jobs this one was enqueued after (``after=``, a chain's previous step, a
+        batch's members), in id order, with their status and ``result``: one query. Empty
+        for a job enqueued without dependencies. (A pruned upstream is no longer listed.)"""
+        return self._lease.upstream()
 
     def complete(self, *, connection: Any, result: Any = None) -> None:
         """Mark this job succeeded inside ``connection``'s open transaction (same database),

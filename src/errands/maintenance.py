@@ -15,7 +15,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from .backends.base import Backend, LeaderVerbs, RescueReport
+from .backends.base import Backend, DepVerbs, LeaderVerbs, RescueReport, SweepReport
 from .errors import DatabaseError
 
 log = logging.getLogger("errands.maintenance")
@@ -58,6 +58,31 @@ class Rescuer:
                 job_id,
                 fate,
                 extra={"errands": {"event": "rescued", "job_id": job_id, "outcome": fate}},
+            )
+        return report
+
+
+class DepSweeper:
+    """Repairs what a release of waiting jobs could leave behind: a waiting job whose
+    upstreams are all final (SPEC §4c). Every outcome releases its dependents in its own
+    transaction, so this finds nothing unless rows were changed by hand; it is the promise's
+    safety net, cheap when idle (a walk of the waiting jobs' partial index)."""
+
+    name = "deps"
+    interval = 60.0
+
+    def __init__(self, backend: DepVerbs) -> None:
+        self.backend = backend
+
+    def run_once(self, now: float) -> SweepReport:
+        report = self.backend.sweep_waiting(now)
+        if report.closed or report.settled:
+            log.error(
+                "dependency sweeper: %d open edge(s) of final upstream jobs closed, %d waiting "
+                "job(s) released or cancelled (a release was missed: please report it)",
+                report.closed,
+                len(report.settled),
+                extra={"errands": {"event": "deps_swept", "job_ids": report.settled}},
             )
         return report
 

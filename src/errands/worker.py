@@ -53,6 +53,7 @@ from .worker_signals import SignalHandlers, Stop
 
 if TYPE_CHECKING:
     from .queue import Queue
+    from .records import Job
 
 log = logging.getLogger("errands.worker")
 
@@ -95,6 +96,9 @@ class _JobLease:
 
     def complete(self, connection: Any, result: Any) -> None:
         self._worker._complete_in(self._slot, connection, result)
+
+    def upstream(self) -> list[Job]:
+        return [job for job, _ in self._worker.backend.upstream(self._slot.job.id)]
 
 
 class Worker:

@@ -61,6 +61,12 @@ F_RELEASE = _fence("release")
 F_RECOVER = _fence("recover")
 F_RECOVER_EXHAUSTED = _fence("recover_exhausted")
 F_CANCEL = _fence("cancel")
+F_READY = _fence("ready")
+F_CANCEL_UPSTREAM = _fence("cancel_upstream")
+F_CANCEL_WAITING = _fence("cancel_waiting")
+F_REVIVE = _fence("revive")
+T_ENQUEUE_WAITING = transition("enqueue_waiting")
+UPSTREAM_FAILED = "UPSTREAM:FAILED"
 RUNNING = single_source("succeed").value
 T_ENQUEUE = transition("enqueue")
 T_CLAIM = transition("claim")
@@ -160,6 +166,25 @@ class SQLHost:
     def _finished(self, conn: Conn, job_ids: Sequence[int]) -> None:
         """Inside the transaction that made these jobs final: tell waiters (PostgreSQL: one
         NOTIFY per transaction; SQLite's listeners see every commit anyway)."""
+
+    def _finished_step(self, job_ids: Sequence[int]) -> Step | None:
+        """``_finished`` as a step, for writes written as steps (deps.py); None: nothing."""
+        return None
+
+    def _queued_step(self) -> Step | None:
+        """A step that wakes idle workers at commit where the dialect needs one (PostgreSQL:
+        NOTIFY); None where a commit is seen anyway (SQLite)."""
+        return None
+
+    def _release(self, conn: Conn, job_ids: Sequence[int], now: float, actor: str) -> None:
+        """Inside the transaction that made these jobs final: close their dependency edges
+        and release (or cancel) the dependents that were waiting only for them (deps.py)."""
+        raise NotImplementedError
+
+    def _revive(self, conn: Conn, job_ids: Sequence[int], now: float, actor: str) -> None:
+        """Inside a manual retry's transaction: these jobs are no longer final; the
+        dependents their failure cancelled wait for them again (deps.py)."""
+        raise NotImplementedError
 
     def _wal_bytes(self) -> int | None:
         """Bytes of write-ahead log waiting for a checkpoint, where the dialect keeps one

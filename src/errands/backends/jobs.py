@@ -319,6 +319,7 @@ class SQLJobs(SQLHost):
         ]
         if final:
             self._finished(conn, final)
+            self._release(conn, final, now, worker_id)  # their waiting dependents (deps.py)
         # The batch counts its own figures, one statement per table (figures.py): grouped in
         # Python from what the worker holds, or read back from the rows it wrote.
         if (
@@ -368,6 +369,7 @@ class SQLJobs(SQLHost):
             self._write_rows(conn, attempts, events, now)
             self._finished(conn, [outcome.job_id])
             figures.count(conn, self.q, [outcome.job_id], [])
+            self._release(conn, [outcome.job_id], now, worker_id)
         return True
 
     def _write_rows(

@@ -14,6 +14,7 @@ Mixins rather than composed objects, so every caller keeps speaking to one backe
 
 from __future__ import annotations
 
+from .deps import SQLDeps
 from .jobs import SQLJobs
 from .jobs_operator import SQLJobOperator
 from .leader import SQLLeader
@@ -33,5 +34,6 @@ class SQLBackend(
     SQLPeriodic,
     SQLRetention,
     SQLStats,
+    SQLDeps,
 ):
     """The nouns together; a dialect subclasses this and fills in ``SQLHost``'s hooks."""

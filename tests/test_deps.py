@@ -1,0 +1,295 @@
+"""Dependencies, chains and batches (SPEC §4c), on both backends: after=[…], the waiting
+state, the release in the outcome's transaction, the cascade, batches, ctx.upstream()."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+import errands
+from errands.backends.base import Needs
+from support import event_names
+
+
+def tasks(q: errands.Queue) -> None:
+    """Handlers the tests run: ``step`` returns its payload's n (or fails when told);
+    ``collect`` returns what its upstream jobs returned (ctx.upstream())."""
+
+    @q.task(max_attempts=1)
+    def step(n: int = 0, fail: bool = False) -> int:
+        if fail:
+            raise errands.JobError("TEST:FAIL", "told to fail", retry=False)
+        return n
+
+    @q.task(max_attempts=1)
+    def collect(ctx: errands.JobContext) -> list[Any]:
+        return [[j.id, j.status, j.result] for j in ctx.upstream()]
+
+
+def status(q: errands.Queue, job_id: int) -> str:
+    job = q.get(job_id)
+    assert job is not None
+    return job.status
+
+
+def drain(q: errands.Queue) -> None:
+    q.run_worker(burst=True, concurrency=2, handle_signals=False)
+
+
+def test_fan_in_waits_for_every_upstream_then_runs_once(queue: errands.Queue) -> None:
+    tasks(queue)
+    ups = [queue.enqueue("step", {"n": i}) for i in range(5)]
+    down = queue.enqueue("collect", {}, after=ups)
+    assert status(queue, down) == "waiting"
+    assert queue.stats()["counts"]["waiting"] == 1
+    drain(queue)
+    job = queue.get(down)
+    assert job is not None and job.status == "succeeded"
+    assert job.result == [[u, "succeeded", i] for i, u in enumerate(ups)]
+    assert event_names(queue, down) == ["WAITING", "READY", "CLAIMED", "SUCCEEDED"]
+    waiting = queue.events(down)[0]
+    assert waiting.detail == {"after": ups}
+    ready = queue.events(down)[1]
+    assert ready.detail["upstream"] in ups  # the outcome that released it
+
+
+def test_a_waiting_job_is_not_claimed_until_its_last_upstream_is_final(
+    queue: errands.Queue,
+) -> None:
+    tasks(queue)
+    a = queue.enqueue("step", {"n": 1}, delay=3600)  # not due: stays queued
+    b = queue.enqueue("step", {"n": 2})
+    down = queue.enqueue("collect", {}, after=[a, b])
+    drain(queue)
+    assert (status(queue, b), status(queue, down)) == ("succeeded", "waiting")
+    queue.cancel(a)  # the last upstream becomes final: cancelled, so the dependent is too
+    job = queue.get(down)
+    assert job is not None and (job.status, job.error_code, job.attempts) == (
+        "cancelled",
+        "UPSTREAM:FAILED",
+        0,
+    )
+
+
+def test_a_failure_cascades_down_a_chain(queue: errands.Queue) -> None:
+    tasks(queue)
+    ids = queue.chain(
+        [("step", {"n": 1}), ("step", {"fail": True}), ("step", {"n": 3}), ("step", {"n": 4})]
+    )
+    drain(queue)
+    got = [queue.get(i) for i in ids]
+    assert [(j.status, j.error_code, j.attempts) for j in got if j] == [
+        ("succeeded", None, 1),
+        ("failed", "TEST:FAIL", 1),
+        ("cancelled", "UPSTREAM:FAILED", 0),
+        ("cancelled", "UPSTREAM:FAILED", 0),
+    ]
+    assert event_names(queue, ids[3]) == ["WAITING", "CANCELLED"]
+    counts = queue.stats()["counts"]
+    assert (counts["cancelled"], counts["waiting"]) == (2, 0)
+
+
+def test_run_on_upstream_failure_runs_whatever_the_outcome(queue: errands.Queue) -> None:
+    tasks(queue)
+    ok = queue.enqueue("step", {"n": 1})
+    bad = queue.enqueue("step", {"fail": True})
+    down = queue.enqueue("collect", {}, after=[ok, bad], on_upstream_failure="run")
+    drain(queue)
+    job = queue.get(down)
+    assert job is not None and job.status == "succeeded"
+    assert job.result == [[ok, "succeeded", 1], [bad, "failed", None]]
+
+
+def test_chain_runs_in_order(queue: errands.Queue) -> None:
+    tasks(queue)
+    ids = queue.chain([("step", {"n": i}) for i in range(6)])
+    assert [status(queue, i) for i in ids] == ["queued"] + ["waiting"] * 5
+    drain(queue)
+    jobs = [queue.get(i) for i in ids]
+    assert all(j is not None and j.status == "succeeded" for j in jobs)
+    for k in range(1, len(ids)):  # each started after the one before finished
+        before, this = jobs[k - 1], jobs[k]
+        assert before is not None and this is not None
+        assert before.finished_at is not None and this.started_at is not None
+        assert this.started_at >= before.finished_at
+    assert queue.upstream(ids[3])[0].id == ids[2]
+    assert [j.id for j in queue.downstream(ids[3])] == [ids[4]]
+
+
+def test_batch_is_all_or_nothing_with_one_callback(queue: errands.Queue) -> None:
+    tasks(queue)
+    with pytest.raises(RuntimeError), queue.batch(on_complete=("collect", {})) as failed:
+        failed.enqueue("step", {"n": 1})
+        raise RuntimeError("the block failed")
+    assert failed.id is None and queue.jobs() == []  # nothing was written
+
+    with queue.batch(on_complete=("collect", {})) as batch:
+        for i in range(10):
+            batch.enqueue("step", {"n": i, "fail": i == 3})
+    assert batch.id is not None and len(batch.ids) == 10
+    info = queue.get_batch(batch.id)
+    assert (info.status, info.counts["queued"], info.total, info.done) == ("waiting", 10, 10, False)
+    drain(queue)
+    info = queue.get_batch(batch.id)
+    assert (info.status, info.counts["succeeded"], info.counts["failed"], info.done) == (
+        "succeeded",
+        9,
+        1,
+        True,
+    )
+    callback = queue.get(batch.id)
+    assert callback is not None and len(callback.result) == 10
+    assert event_names(queue, batch.id).count("READY") == 1
+    assert event_names(queue, batch.id).count("CLAIMED") == 1
+
+
+def test_batch_bad_member_writes_nothing(queue: errands.Queue) -> None:
+    tasks(queue)
+    with pytest.raises(errands.UnknownTaskError), queue.batch(on_complete=("collect", {})) as b:
+        b.enqueue("step", {"n": 1})
+        b.enqueue("nope", {})
+    assert queue.jobs() == []
+
+
+def test_an_empty_batch_runs_its_callback(queue: errands.Queue) -> None:
+    tasks(queue)
+    with queue.batch(on_complete=("collect", {})) as batch:
+        pass
+    assert batch.id is not None and batch.ids == []
+    assert status(queue, batch.id) == "queued"
+    drain(queue)
+    job = queue.get(batch.id)
+    assert job is not None and (job.status, job.result) == ("succeeded", [])
+    assert queue.get_batch(batch.id).total == 0
+
+
+def test_unknown_upstream_ids_are_refused_before_any_write(queue: errands.Queue) -> None:
+    tasks(queue)
+    a = queue.enqueue("step", {})
+    with pytest.raises(errands.JobNotFoundError, match=r"after= names no such job \(424242\)"):
+        queue.enqueue("collect", {}, after=[a, 424242])
+    with pytest.raises(errands.JobNotFoundError):
+        queue.enqueue_many([("step", {}), ("collect", {}, {"after": [424243]})])
+    assert [j.id for j in queue.jobs()] == [a]
+    with pytest.raises(errands.ConfigurationError, match="list of job ids"):
+        queue.enqueue("collect", {}, after=a)  # type: ignore[arg-type]
+    with pytest.raises(errands.ConfigurationError, match="'cancel' or 'run'"):
+        queue.enqueue("collect", {}, after=[a], on_upstream_failure="maybe")
+
+
+def test_upstreams_already_final_count_at_once(queue: errands.Queue) -> None:
+    tasks(queue)
+    ok = queue.enqueue("step", {"n": 1})
+    bad = queue.enqueue("step", {"fail": True})
+    drain(queue)
+    ready = queue.enqueue("collect", {}, after=[ok])
+    assert status(queue, ready) == "queued"
+    assert event_names(queue, ready) == ["WAITING", "READY"]
+    doomed = queue.enqueue("collect", {}, after=[ok, bad])
+    job = queue.get(doomed)
+    assert job is not None and (job.status, job.error_code) == ("cancelled", "UPSTREAM:FAILED")
+    # The chain behind a dependent cancelled at enqueue is cancelled in the same write.
+    ids = queue.chain([("step", {}, {"after": [bad]}), ("step", {})])
+    assert [status(queue, i) for i in ids] == ["cancelled", "cancelled"]
+    run = queue.enqueue("collect", {}, after=[bad], on_upstream_failure="run")
+    assert status(queue, run) == "queued"
+
+
+def test_enqueue_many_and_with_options_and_async_take_after(queue: errands.Queue) -> None:
+    tasks(queue)
+    a = queue.enqueue("step", {"n": 1})
+    ids = queue.enqueue_many([("step", {"n": 2}), ("collect", {}, {"after": [a]})])
+    assert status(queue, ids[1]) == "waiting"
+    step = queue.tasks["step"]
+    bound = step.with_options(after=[ids[0]], on_upstream_failure="run")
+    b = bound.enqueue(n=3)
+    c = asyncio.run(queue.enqueue_async("collect", {}, after=[b]))
+    d = asyncio.run(queue.enqueue_many_async([("collect", {}, {"after": [c]})]))[0]
+    assert [status(queue, i) for i in (b, c, d)] == ["waiting"] * 3
+    drain(queue)
+    assert [status(queue, i) for i in (*ids, b, c, d)] == ["succeeded"] * 5
+
+
+def test_cancel_of_a_waiting_job_cascades(queue: errands.Queue) -> None:
+    tasks(queue)
+    a = queue.enqueue("step", {}, delay=3600)
+    ids = queue.chain([("step", {}, {"after": [a]}), ("step", {})])
+    assert queue.cancel(ids[0]) == "cancelled"
+    assert [status(queue, i) for i in (a, *ids)] == ["queued", "cancelled", "cancelled"]
+    assert queue.get(ids[1]) is not None
+    job = queue.get(ids[1])
+    assert job is not None and job.error_code == "UPSTREAM:FAILED"
+
+
+def test_retry_of_a_failed_upstream_revives_the_dependents_it_cancelled(
+    queue: errands.Queue,
+) -> None:
+    fixed = [False]
+
+    @queue.task(max_attempts=1)
+    def fragile() -> str:
+        if not fixed[0]:
+            raise errands.JobError("TEST:FAIL", "not yet", retry=False)
+        return "ok"
+
+    tasks(queue)
+    ids = queue.chain([("fragile", {}), ("step", {"n": 2}), ("step", {"n": 3})])
+    drain(queue)
+    assert [status(queue, i) for i in ids] == ["failed", "cancelled", "cancelled"]
+    assert queue.stats()["counts"]["cancelled"] == 2
+    queue.retry(ids[0])
+    assert [status(queue, i) for i in ids] == ["queued", "waiting", "waiting"]
+    assert event_names(queue, ids[2]) == ["WAITING", "CANCELLED", "RETRIED"]
+    assert queue.stats()["counts"]["cancelled"] == 0
+    fixed[0] = True
+    drain(queue)
+    assert [status(queue, i) for i in ids] == ["succeeded"] * 3
+    assert event_names(queue, ids[2]).count("READY") == 1
+
+
+def test_prune_keeps_an_upstream_a_waiting_job_depends_on(queue: errands.Queue) -> None:
+    tasks(queue)
+    done = queue.enqueue("step", {"n": 1})
+    other = queue.enqueue("step", {"n": 2})
+    drain(queue)
+    later = queue.enqueue("step", {}, delay=10 * 365 * 86400)
+    down = queue.enqueue("collect", {}, after=[done, later])
+    report = queue.prune(now=queue.clock() + 400 * 86400)
+    assert report.deleted.get("succeeded") == 1
+    assert queue.get(other) is None  # pruned: nothing waits for it
+    assert queue.get(done) is not None  # kept: a waiting job depends on it
+    assert status(queue, down) == "waiting"
+
+
+def test_sweeper_repairs_a_waiting_job_whose_upstreams_are_final(
+    queue: errands.Queue,
+) -> None:
+    """The case the release never leaves: a waiting job with every upstream final (here an
+    edge reopened by hand). check counts it; the sweeper releases it, once."""
+    tasks(queue)
+    a = queue.enqueue("step", {"n": 1})
+    drain(queue)
+    # A row changed by hand: a new dependent whose edge is open though its upstream is final.
+    stuck = queue.backend.enqueue_after(
+        [_plain(queue)], [Needs((a,))], queue.clock(), actor="test"
+    )[0]
+    with queue.backend._write("test") as conn:  # type: ignore[attr-defined]
+        conn.execute("UPDATE job_deps SET upstream_status = NULL WHERE job_id = " + str(stuck))
+        conn.execute("UPDATE jobs SET status = 'waiting' WHERE id = " + str(stuck))
+    assert queue.backend.unreleased(100) == 1
+    sweeper = next(s for s in queue.services() if s.name == "deps")
+    report = sweeper.run_once(queue.clock())
+    assert report.closed == 1 and report.settled == [stuck]
+    assert status(queue, stuck) == "queued"
+    assert queue.backend.unreleased(100) == 0
+    assert sweeper.run_once(queue.clock()).settled == []
+    assert event_names(queue, stuck).count("READY") == 2  # once at enqueue, once repaired
+
+
+def _plain(q: errands.Queue) -> Any:
+    from errands.backends.base import NewJob
+
+    now = q.clock()
+    return NewJob("step", "{}", "default", 0, now, 1)
