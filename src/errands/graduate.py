@@ -45,6 +45,7 @@ TABLES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("job_attempts", ("id",)),
     ("job_events", ("id",)),
     ("job_blobs", ("id",)),
+    ("job_deps", ("job_id", "upstream_id")),  # dependencies (docs/pipelines.md)
     ("workers", ("id",)),
     ("periodic", ("name",)),
     ("job_stats_hourly", ("hour", "queue", "type", "outcome")),

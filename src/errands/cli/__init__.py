@@ -18,7 +18,7 @@ from typing import Any
 from .. import __version__
 from ..backends import scrub
 from ..errors import ErrandsError
-from . import dashboard, graduate, jobs, ops, output, worker
+from . import dashboard, deps, graduate, jobs, ops, output, worker
 from .common import UsageError, add_db, add_json
 from .jobs import int_between, positive_int
 
@@ -59,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     worker.register(sub)
     jobs.register(sub)
+    deps.register(sub, jobs.job_id)
     ops.register(sub)
     graduate.register(sub)
     dashboard.register(sub)

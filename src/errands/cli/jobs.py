@@ -10,9 +10,10 @@ from typing import Any
 
 from .. import validate
 from ..errors import ConfigurationError, InvalidTransitionError, JobNotFoundError
+from ..pipelines import graph
 from ..states import State
 from ..tasks import DEFAULT_MAX_ATTEMPTS
-from . import output
+from . import deps, output
 from .common import UsageError, add_db, add_json, open_queue
 
 STATES = [s.value for s in State]
@@ -197,16 +198,20 @@ def cmd_show(args: argparse.Namespace) -> int:
         attempts = q.attempts(job.id)
         events = q.events(job.id)
         tracebacks = {a.attempt: q.traceback(a) for a in attempts} if args.tracebacks else {}
+        around = graph(q.backend, job.id)
     if args.json:
         output.emit_json(
             {
                 "job": job.to_dict(),
                 "attempts": [a.to_dict() for a in attempts],
                 "events": [e.to_dict() for e in events],
+                "deps": around,
             }
         )
         return 0
     output.job_detail(job)
+    for line in deps.lines(around):
+        print(line)
     print()
     print(f"Attempts ({len(attempts)})")
     if attempts:

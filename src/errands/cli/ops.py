@@ -407,6 +407,13 @@ def check_problems(q: Queue, args: argparse.Namespace) -> list[str]:
                 f"{n:,} queued {queue}/{jtype} job(s) but no live worker handles type {jtype!r}: "
                 "start a worker whose app has that task (or is the type misspelled?)"
             )
+    stuck = b.unreleased(1000)
+    if stuck:
+        problems.append(
+            f"{stuck:,} waiting job(s) (or open edges) whose upstream jobs are all final: a "
+            "release was missed; a worker's `deps` maintenance service repairs it (see "
+            "docs/pipelines.md), and please report it"
+        )
     hour = stats.last_hour(b, now)
     if hour["processed"] >= args.min_finished and hour["failure_rate"] > args.max_failure_rate:
         problems.append(

@@ -59,14 +59,14 @@ WHERE error_code IS NOT NULL AND finished_at IS NULL;
 CREATE INDEX jobs_queued_run_at ON jobs (run_at, id, queue, type) WHERE status = 'queued';
 CREATE INDEX jobs_running ON jobs (lease_expires_at, queue, type) WHERE status = 'running';
 -- Waiting jobs per queue and type (counts), and the sweeper's and check's walk over them.
-CREATE INDEX jobs_waiting ON jobs (queue, type) WHERE status = 'waiting';
+CREATE INDEX IF NOT EXISTS jobs_waiting ON jobs (queue, type) WHERE status = 'waiting';
 
 -- One row per edge: job_id runs after upstream_id. upstream_status is NULL while the
 -- upstream is not final and the final state it reached once it is, written in the
 -- transaction that made it final: a dependent is ready when none of its edges is open.
 -- on_failure is the dependent's on_upstream_failure ('cancel': an upstream that did not
 -- succeed cancels it; 'run': it runs whatever the outcome).
-CREATE TABLE job_deps (
+CREATE TABLE IF NOT EXISTS job_deps (
     job_id          INTEGER NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
     upstream_id     INTEGER NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
     on_failure      TEXT    NOT NULL DEFAULT 'cancel' CHECK (on_failure IN ('cancel', 'run')),
@@ -75,7 +75,7 @@ CREATE TABLE job_deps (
 );
 -- The release probe (an upstream became final: which edges does it close?), a job's
 -- downstream, and prune's "does a waiting job still depend on it?".
-CREATE INDEX job_deps_upstream ON job_deps (upstream_id);
+CREATE INDEX IF NOT EXISTS job_deps_upstream ON job_deps (upstream_id);
 -- "Has this dependent an open edge left?": one index probe, however many upstreams it has
 -- (a callback after 10,000 members), so a release never scans the finished ones.
-CREATE INDEX job_deps_open ON job_deps (job_id) WHERE upstream_status IS NULL;
+CREATE INDEX IF NOT EXISTS job_deps_open ON job_deps (job_id) WHERE upstream_status IS NULL;
