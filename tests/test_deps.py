@@ -4,6 +4,7 @@ state, the release in the outcome's transaction, the cascade, batches, ctx.upstr
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any
 
 import pytest
@@ -293,3 +294,44 @@ def _plain(q: errands.Queue) -> Any:
 
     now = q.clock()
     return NewJob("step", "{}", "default", 0, now, 1)
+
+
+def test_upstreams_finishing_at_the_same_moment_release_their_dependent_once(
+    queue: errands.Queue,
+) -> None:
+    """Two members of a fan-in finish in two transactions at once, pair after pair: on
+    PostgreSQL each could see the other's edge still open; locking the dependent first makes
+    the later one see both closed. Every callback is released, once."""
+    from errands.backends.base import ClaimRequest, Succeeded
+
+    tasks(queue)
+    pairs = 40
+    callbacks = []
+    for _ in range(pairs):
+        with queue.batch(on_complete=("collect", {})) as batch:
+            batch.enqueue("step", {})
+            batch.enqueue("step", {})
+        callbacks.append(batch)
+    b = queue.backend
+    now = queue.clock()
+    held = b.claim(ClaimRequest("w", ["step"], None, 2 * pairs, 60), now)
+    attempt = {j.id: j.attempt for j in held}
+    barrier = threading.Barrier(2)
+    errors: list[BaseException] = []
+
+    def finish(job_id: int) -> None:
+        try:
+            barrier.wait(10)
+            b.finish([Succeeded(job_id, attempt[job_id], now, "0")], "w", now)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    for batch in callbacks:
+        threads = [threading.Thread(target=finish, args=(i,)) for i in batch.ids]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+    assert errors == []
+    assert [status(queue, batch.id) for batch in callbacks if batch.id] == ["queued"] * pairs
+    assert all(event_names(queue, c.id).count("READY") == 1 for c in callbacks if c.id)
