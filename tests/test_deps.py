@@ -335,3 +335,45 @@ def test_upstreams_finishing_at_the_same_moment_release_their_dependent_once(
     assert errors == []
     assert [status(queue, batch.id) for batch in callbacks if batch.id] == ["queued"] * pairs
     assert all(event_names(queue, c.id).count("READY") == 1 for c in callbacks if c.id)
+
+
+def test_an_enqueue_after_a_job_finishing_at_that_moment_is_never_left_waiting(
+    queue: errands.Queue,
+) -> None:
+    """An upstream's outcome and an enqueue after it, at once, round after round: the
+    enqueue reads its upstreams share-locked on PostgreSQL, so either it sees the outcome
+    (and counts it at once) or the outcome's transaction sees its new edge."""
+    from errands.backends.base import ClaimRequest, Succeeded
+
+    tasks(queue)
+    rounds = 40
+    ups = [queue.enqueue("step", {}) for _ in range(rounds)]
+    b = queue.backend
+    now = queue.clock()
+    held = {j.id: j.attempt for j in b.claim(ClaimRequest("w", ["step"], None, rounds, 60), now)}
+    downs: list[int] = []
+    errors: list[BaseException] = []
+    for up in ups:
+        barrier = threading.Barrier(2)
+
+        def finish(job_id: int = up, gate: threading.Barrier = barrier) -> None:
+            try:
+                gate.wait(10)
+                b.finish([Succeeded(job_id, held[job_id], now, "0")], "w", now)
+            except BaseException as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+
+        def enqueue(job_id: int = up, gate: threading.Barrier = barrier) -> None:
+            try:
+                gate.wait(10)
+                downs.append(queue.enqueue("collect", {}, after=[job_id]))
+            except BaseException as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=finish), threading.Thread(target=enqueue)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+    assert errors == []
+    assert [status(queue, d) for d in downs] == ["queued"] * rounds
