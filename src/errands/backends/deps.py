@@ -39,7 +39,7 @@ from typing import Any, Protocol, cast
 
 from ..errors import JobNotFoundError
 from ..records import Job
-from ..states import TERMINAL, State
+from ..states import TERMINAL, Event, State
 from . import figures
 from .base import Needs, NewJob, SweepReport
 from .host import (
@@ -69,6 +69,14 @@ class JobsNoun(Protocol):
     (``jobs.SQLJobs._insert_steps``, which a dialect specialises) and its row mapping."""
 
     def _insert_steps(self, jobs: Sequence[NewJob], now: float, actor: str) -> Steps[list[int]]: ...
+    def _insert_batched_steps(
+        self,
+        jobs: Sequence[NewJob],
+        now: float,
+        actor: str,
+        to_state: str = ...,
+        event: Event | None = ...,
+    ) -> Steps[list[int]]: ...
     def _job(self, r: dict[str, Any]) -> Job: ...
 
 
@@ -126,6 +134,18 @@ class SQLDeps(SQLHost):
                 fresh.update(
                     n for n, jb in zip(new, jobs[i:j], strict=True) if jb.unique_key is None
                 )
+                i = j
+                continue
+            j = i
+            while j < len(jobs) and needs[j] is not None and _plain(jobs[j]):
+                j += 1
+            if j - i > 1:  # a run of waiting jobs (the downs of many pairs): one statement
+                waits = T_ENQUEUE_WAITING.target.value
+                insert = cast(JobsNoun, self)._insert_batched_steps
+                new = yield from insert(jobs[i:j], now, actor, waits, None)
+                ids.extend(new)
+                fresh.update(new)
+                waiting.extend((n, need) for n, need in zip(new, needs[i:j], strict=True) if need)
                 i = j
                 continue
             job, need = jobs[i], needs[i]
@@ -340,6 +360,11 @@ def _by(upstream: int | None, error_code: str | None = None) -> str | None:
     if error_code is not None:
         fields["error_code"] = error_code
     return detail(**fields)
+
+
+def _plain(job: NewJob) -> bool:
+    """A job the batched insert can write: no unique key to check, no headers."""
+    return job.unique_key is None and job.headers is None
 
 
 def _job_params(job: NewJob, now: float) -> dict[str, Any]:

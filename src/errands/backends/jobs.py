@@ -118,13 +118,19 @@ class SQLJobs(SQLHost):
         return ids
 
     def _insert_batched_steps(
-        self, jobs: Sequence[NewJob], now: float, actor: str
+        self,
+        jobs: Sequence[NewJob],
+        now: float,
+        actor: str,
+        to_state: str = T_ENQUEUE.target.value,
+        event: Event | None = ENQUEUED,
     ) -> Steps[list[int]]:
         """Many jobs, one statement per chunk (or per run of alike jobs in it: the fields
-        they share bound once), and one for the chunk's ENQUEUED events."""
+        they share bound once), and one for the chunk's ENQUEUED events. ``to_state`` and
+        ``event``: what the dependencies noun writes its waiting jobs with (no event: it
+        writes their WAITING events, with their upstream ids, itself)."""
         ids: list[int] = []
         q = self.q
-        to_state = T_ENQUEUE.target.value
         for chunk in _chunks(jobs):
             runs = _alike_runs(chunk)
             new: list[int] = []
@@ -156,11 +162,11 @@ class SQLJobs(SQLHost):
             if len(new) != len(chunk):  # cannot happen without unique keys; never guess ids
                 raise RuntimeError(f"inserted {len(new)} of {len(chunk)} jobs")
             ids.extend(new)
-            if ENQUEUED in self._audit:
+            if event is not None and event in self._audit:
                 params = {
                     "job_ids": dumps(new),
                     "now": now,
-                    "event": ENQUEUED.value,
+                    "event": event.value,
                     "actor": actor,
                 }
                 yield Step(q["insert_enqueued_events"], params, EXEC)
