@@ -128,8 +128,10 @@ def main() -> None:
             f"{name:<28} enqueue {r['enqueue_s']:7.3f} s  process {r['process_s']:7.3f} s "
             f"({r['jobs'] / r['process_s']:8.0f} jobs/s)"
         )
-    for dep, base in ((f"batch of {n} + callback", f"plain {n}"),
-                      (f"{n} two-step chains", f"plain {2 * n}")):
+    for dep, base in (
+        (f"batch of {n} + callback", f"plain {n}"),
+        (f"{n} two-step chains", f"plain {2 * n}"),
+    ):
         d, b = got[dep], got[base]
         print(
             f"{dep}: enqueue {b['enqueue_s'] / d['enqueue_s']:.2f}x, "

@@ -600,8 +600,8 @@ class Queue:
     # -- operator actions ------------------------------------------------------------------
 
     def cancel(self, job_id: int, *, actor: str = "api") -> str:
-        """Cancel a queued job (→ ``cancelled``) or ask a running one to stop
-        (→ ``cancel_requested``). Returns which happened."""
+        """Cancel a waiting or queued job (→ ``cancelled``; the jobs waiting for it too) or
+        ask a running one to stop (→ ``cancel_requested``). Returns which happened."""
         report: CancelReport = self.backend.cancel([validate.job_id(job_id)], actor, self.clock())
         if report.cancelled:
             return "cancelled"
@@ -609,7 +609,7 @@ class Queue:
             return "cancel_requested"
         job = self._must_get(job_id)
         raise InvalidTransitionError(
-            f"job {job_id} is {job.status}; only queued or running jobs can be cancelled"
+            f"job {job_id} is {job.status}; only waiting, queued or running jobs can be cancelled"
         )
 
     def retry(self, job_id: int, *, actor: str = "api") -> None:

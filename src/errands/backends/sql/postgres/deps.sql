@@ -114,3 +114,13 @@ SELECT w.id FROM jobs AS w
 WHERE w.status = 'waiting'
   AND NOT EXISTS (SELECT 1 FROM job_deps AS o WHERE o.job_id = w.id AND o.upstream_status IS NULL)
 LIMIT :limit;
+
+-- name: ids_matching_waiting
+-- Ids of waiting jobs with optional type, queue and error code (bulk cancel), from
+-- jobs_waiting (see ids_matching_queued in ops.sql).
+SELECT id FROM jobs
+WHERE status = 'waiting'
+  AND (CAST(:type AS text) IS NULL OR type = :type)
+  AND (CAST(:queue AS text) IS NULL OR queue = :queue)
+  AND (CAST(:error_code AS text) IS NULL OR error_code = :error_code)
+ORDER BY id;

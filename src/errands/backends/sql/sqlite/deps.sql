@@ -108,3 +108,13 @@ SELECT w.id FROM jobs AS w INDEXED BY jobs_waiting
 WHERE w.status = 'waiting'
   AND NOT EXISTS (SELECT 1 FROM job_deps AS o WHERE o.job_id = w.id AND o.upstream_status IS NULL)
 LIMIT :limit;
+
+-- name: ids_matching_waiting
+-- Ids of waiting jobs with optional type, queue and error code (bulk cancel), from
+-- jobs_waiting (see ids_matching_queued in ops.sql).
+SELECT id FROM jobs INDEXED BY jobs_waiting
+WHERE status = 'waiting'
+  AND (:type IS NULL OR type = :type)
+  AND (:queue IS NULL OR queue = :queue)
+  AND (:error_code IS NULL OR error_code = :error_code)
+ORDER BY id;
