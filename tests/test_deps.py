@@ -377,3 +377,43 @@ def test_an_enqueue_after_a_job_finishing_at_that_moment_is_never_left_waiting(
             t.join(30)
     assert errors == []
     assert [status(queue, d) for d in downs] == ["queued"] * rounds
+
+
+def test_the_sqlite_jobs_rebuild_keeps_every_row_and_id(tmp_path: Any) -> None:
+    """Migration 0007 rebuilds SQLite's jobs table (a CHECK changes only so): with foreign
+    keys on, dropping the old table would cascade-delete every attempt and event. Run it
+    again on a database with history: every job, attempt, event and edge stays, ids keep
+    growing past the largest ever issued, and the indexes are back."""
+    import sqlite3
+
+    from errands.backends import sql
+
+    path = str(tmp_path / "app.db")
+    with errands.Queue(path) as q:
+        tasks(q)
+        ids = q.chain([("step", {"n": 1}), ("step", {"fail": True}), ("step", {})])
+        drain(q)
+        newest = q.enqueue("step", {})
+    history = (
+        "SELECT * FROM jobs WHERE id <= 3",
+        "SELECT * FROM job_attempts WHERE job_id <= 3 ORDER BY id",
+        "SELECT * FROM job_events WHERE job_id <= 3 ORDER BY id",
+        "SELECT * FROM job_deps ORDER BY 1, 2",
+        "SELECT name, sql FROM sqlite_master WHERE type = 'index' ORDER BY name",
+    )
+    assert ids == [1, 2, 3]
+    conn = sqlite3.connect(path)
+    before = [conn.execute(query).fetchall() for query in history]
+    assert all(before)
+    (rebuild,) = [v for v, text in sql.migrations("sqlite") if "jobs_rebuild" in text]
+    conn.execute("PRAGMA foreign_keys = ON")
+    with conn:
+        conn.execute("DELETE FROM jobs WHERE id = ?", (newest,))  # the largest id, gone
+        conn.execute("DELETE FROM errands_migrations WHERE version >= ?", (rebuild,))
+    conn.close()
+    with errands.Queue(path) as q:
+        assert q.enqueue("step", {}) > newest  # never reused
+    conn = sqlite3.connect(path)
+    assert [conn.execute(query).fetchall() for query in history] == before
+    assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
+    conn.close()
