@@ -60,6 +60,10 @@ def after(value: Any, on_upstream_failure: Any = "cancel") -> tuple[int, ...] | 
         )
     if value is None:
         return None
+    if type(value) in (list, tuple) and all(
+        type(v) is int and 0 < v <= INT64_MAX for v in value
+    ):  # the common case, checked without the ABC isinstance calls (enqueue_many's items)
+        return tuple(dict.fromkeys(value)) or None
     if isinstance(value, str | bytes | Mapping) or not isinstance(value, Iterable):
         raise ConfigurationError(
             f"after= takes a list of job ids (after=[a, b]), got {type(value).__name__}"

@@ -178,19 +178,21 @@ class SQLDeps(SQLHost):
             for up in ups:
                 state = states.get(up)
                 edges.append([job_id, up, need.on_failure, state if state in FINAL else None])
-            listed = ups[:DETAIL_IDS]
-            info = (
-                detail(after=listed)
-                if len(ups) == len(listed)
-                else detail(after=listed, count=len(ups))
-            )
+            # {"after":[ids]} (and "count" past DETAIL_IDS), written out: one per new job.
+            listed = ",".join(map(str, ups[:DETAIL_IDS]))
+            more = "" if len(ups) <= DETAIL_IDS else f',"count":{len(ups)}'
+            info = f'{{"after":[{listed}]{more}}}'
             events.append([job_id, now, T_ENQUEUE_WAITING.event, actor, info])
         yield Step(q["insert_deps"], {"rows": dumps(edges)}, EXEC)
         if events and T_ENQUEUE_WAITING.event in self._audit:
             yield Step(q["insert_events"], {"rows": dumps(events)}, EXEC)
-        # Upstreams already final count at once: settle the new dependents with none open.
-        candidates = [job_id for job_id, _ in waiting]
-        yield from self._release_steps([], now, actor, candidates)
+        # Upstreams already final count at once: settle the new dependents with none open
+        # (the rest, the common case, wait for an outcome: no statement for them).
+        candidates = [
+            job_id for job_id, _, ups in graph if all(states.get(u) in FINAL for u in ups)
+        ]
+        if candidates:
+            yield from self._release_steps([], now, actor, candidates)
         return ids
 
     # -- the release: inside the transaction that made jobs final --------------------------
