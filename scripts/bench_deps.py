@@ -7,13 +7,14 @@ in-process worker, against N (or 2N) plain jobs.
 Each case runs on a fresh database (a temp SQLite file, or a new PostgreSQL database next to
 the one given). Enqueue: the batch is one ``q.batch`` block; the chains are two
 ``enqueue_many`` calls (the ups, then the downs ``after=[up]``). Process: a burst worker
-(``concurrency=8``) runs every job; its wall time gives jobs per second. The ratio is
+(``concurrency=8``; ``--processes P``: P of them in processes of their own) runs every job; its wall time gives jobs per second. The ratio is
 plain time / dependent time (1.0: no cost).
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import tempfile
 import time
@@ -56,14 +57,28 @@ def queue(url: str) -> errands.Queue:
     return q
 
 
-def run(spec: str, enqueue: Callable[[errands.Queue], int]) -> dict[str, float]:
+def burst(url: str) -> None:
+    with queue(url) as q:
+        q.run_worker(burst=True, concurrency=8, handle_signals=False)
+
+
+def run(spec: str, enqueue: Callable[[errands.Queue], int], processes: int = 1) -> dict[str, float]:
     url, drop = fresh(spec)
     try:
         with queue(url) as q:
             t0 = time.perf_counter()
             jobs = enqueue(q)
             t1 = time.perf_counter()
-            q.run_worker(burst=True, concurrency=8, handle_signals=False)
+            if processes == 1:
+                q.run_worker(burst=True, concurrency=8, handle_signals=False)
+            else:  # several worker processes finishing members of one fan-in at once
+                ctx = multiprocessing.get_context("spawn")
+                procs = [ctx.Process(target=burst, args=(url,)) for _ in range(processes)]
+                for proc in procs:
+                    proc.start()
+                for proc in procs:
+                    proc.join()
+                burst(url)  # whatever a process's burst ended too early for
             t2 = time.perf_counter()
             left = q.stats()["counts"]
             assert left["succeeded"] == jobs, left
@@ -103,6 +118,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--db", default="sqlite")
     p.add_argument("--n", type=int, default=10000)
+    p.add_argument("--processes", type=int, default=1, help="worker processes (default 1)")
     p.add_argument(
         "--plain-only",
         action="store_true",
@@ -122,7 +138,7 @@ def main() -> None:
         f"plain {2 * n}": plain(2 * n),
         f"{n} two-step chains": chains(n),
     }
-    got = {name: run(args.db, fn) for name, fn in cases.items()}
+    got = {name: run(args.db, fn, args.processes) for name, fn in cases.items()}
     for name, r in got.items():
         print(
             f"{name:<28} enqueue {r['enqueue_s']:7.3f} s  process {r['process_s']:7.3f} s "

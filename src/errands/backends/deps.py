@@ -239,10 +239,12 @@ class SQLDeps(SQLHost):
         """Release or cancel the candidates that are waiting with no open edge; returns the
         ones cancelled (final now: their own dependents are next)."""
         q = self.q
-        locked = yield Step(q["lock_waiting"], {"job_ids": self._list(candidates)}, ALL)
-        if not locked:
-            return []
-        params = {"job_ids": self._list([r[0] for r in locked]), "succeeded": SUCCEEDED}
+        if self.concurrent_writers:
+            locked = yield Step(q["lock_waiting"], {"job_ids": self._list(candidates)}, ALL)
+            if not locked:
+                return []
+            candidates = [r[0] for r in locked]
+        params = {"job_ids": self._list(candidates), "succeeded": SUCCEEDED}
         rows = yield Step(q["ready_waiting"], params, ALL)
         ready = [int(r[0]) for r in rows if not r[1]]
         doomed = [int(r[0]) for r in rows if r[1]]

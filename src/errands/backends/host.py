@@ -130,6 +130,10 @@ class SQLHost:
     """The hooks every noun's verbs use; a dialect class overrides the ones that raise."""
 
     dialect: str  # names the dialect's query directory; never branched on
+    # Whether another transaction can write while ours runs (PostgreSQL), so a row must be
+    # locked before a decision read from others' rows (deps.py: lock_waiting). SQLite's write
+    # transaction excludes every other writer: the lock would be a statement for nothing.
+    concurrent_writers: bool = False
     q: dict[str, str]  # named queries (sql/<dialect>/*.sql)
     settings: Settings
 

@@ -247,6 +247,7 @@ class PostgresBackend(SQLBackend):
     dialect = "postgres"
     q = sql.queries("postgres")
     schema_target = SCHEMA_VERSION
+    concurrent_writers = True  # lock a dependent before checking it (deps.py)
     other_jobs_table_hint = "use another database, or a schema of its own (options=-csearch_path=…)"
 
     def __init__(self, url: str, settings: Settings) -> None:

@@ -24,9 +24,9 @@ WHERE upstream_id IN (SELECT value FROM json_each(:job_ids)) AND upstream_status
 RETURNING job_id, upstream_id;
 
 -- name: lock_waiting
--- The dependents among these that are still waiting, in id order (PostgreSQL locks them
--- here, so two transactions closing a dependent's last two edges cannot both miss it; a
--- SQLite write transaction already excludes every other writer).
+-- The dependents among these that are still waiting, in id order (run only where writers
+-- run concurrently, concurrent_writers: PostgreSQL locks them here; SQLite keeps it for parity:
+-- its write transaction already excludes every other writer).
 SELECT id FROM jobs
 WHERE id IN (SELECT value FROM json_each(:job_ids)) AND status = 'waiting'
 ORDER BY id;
