@@ -7,8 +7,9 @@ in-process worker, against N (or 2N) plain jobs.
 Each case runs on a fresh database (a temp SQLite file, or a new PostgreSQL database next to
 the one given). Enqueue: the batch is one ``q.batch`` block; the chains are two
 ``enqueue_many`` calls (the ups, then the downs ``after=[up]``). Process: a burst worker
-(``concurrency=8``; ``--processes P``: P of them in processes of their own) runs every job; its wall time gives jobs per second. The ratio is
-plain time / dependent time (1.0: no cost).
+(``concurrency=8``; ``--processes P``: P of them, each in a process of its own) runs every
+job; its wall time gives jobs per second. Ratios: the plain jobs' time over the dependent
+ones' (1.0: no cost).
 """
 
 from __future__ import annotations
