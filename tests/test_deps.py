@@ -417,3 +417,47 @@ def test_the_sqlite_jobs_rebuild_keeps_every_row_and_id(tmp_path: Any) -> None:
     assert [conn.execute(query).fetchall() for query in history] == before
     assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
     conn.close()
+
+
+def test_transactional_completion_releases_in_the_applications_transaction(
+    queue: errands.Queue, db_url: str, is_sqlite: bool
+) -> None:
+    """ctx.complete(connection=…) records the success in the application's transaction: the
+    release rides in it too — rolled back, nothing; committed, the dependent is queued."""
+    import sqlite3
+
+    from errands.backends.base import ClaimRequest, Succeeded
+
+    tasks(queue)
+    up = queue.enqueue("step", {})
+    down = queue.enqueue("collect", {}, after=[up])
+    now = queue.clock()
+    (held,) = queue.backend.claim(ClaimRequest("w", ["step"], None, 1, 60), now)
+    outcome = Succeeded(up, held.attempt, now, "1")
+
+    def app_connection() -> Any:
+        if is_sqlite:
+            return sqlite3.connect(db_url)
+        import psycopg
+
+        return psycopg.connect(db_url)
+
+    conn = app_connection()
+    try:
+        if is_sqlite:
+            conn.execute("BEGIN IMMEDIATE")
+        assert queue.backend.complete_in(conn, outcome, "w", now)
+        conn.rollback()
+    finally:
+        conn.close()
+    assert (status(queue, up), status(queue, down)) == ("running", "waiting")
+    conn = app_connection()
+    try:
+        if is_sqlite:
+            conn.execute("BEGIN IMMEDIATE")
+        assert queue.backend.complete_in(conn, outcome, "w", now)
+        conn.commit()
+    finally:
+        conn.close()
+    assert (status(queue, up), status(queue, down)) == ("succeeded", "queued")
+    assert event_names(queue, down) == ["WAITING", "READY"]
