@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from .backends.base import ClaimedJob
-    from .records import Job
+    from .core.records import Job
 
 
 class Lease(Protocol):

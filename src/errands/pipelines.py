@@ -15,10 +15,10 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from .backends.base import Needs
-from .enqueueing import Batch as Checked
-from .enqueueing import EnqueueItem, Producer
+from .client.enqueueing import Batch as Checked
+from .client.enqueueing import EnqueueItem, Producer
+from .core.states import State
 from .errors import ConfigurationError, JobNotFoundError
-from .states import State
 
 if TYPE_CHECKING:
     from .backends.base import Backend

@@ -37,9 +37,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol, cast
 
+from ..core.records import Job
+from ..core.states import TERMINAL, Event, State
 from ..errors import JobNotFoundError
-from ..records import Job
-from ..states import TERMINAL, Event, State
 from . import figures
 from .base import Needs, NewJob, SweepReport
 from .host import (
