@@ -497,8 +497,8 @@ class Queue(Reads, Actions):
             return await waiting.wait_async(steps, read, sub)
 
     def services(self) -> list[Service]:
-        """The maintenance services a worker's leader runs: rescue, periodic, prune — each
-        given only what it uses."""
+        """The maintenance services a worker's leader runs: rescue, deps (the dependency
+        sweeper), periodic, prune — each given only what it uses."""
         services: list[Service] = [
             Rescuer(self.backend, self.settings.lease_seconds),
             DepSweeper(self.backend),

@@ -81,3 +81,20 @@ def test_the_json_api_job_object_has_deps(db_url: str) -> None:
     assert body["deps"]["downstream"] == [
         {"id": c, "type": "report", "status": "waiting", "on_upstream_failure": "run"}
     ]
+
+
+def test_enqueue_after_from_the_command_line(
+    db_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a, _, _ = _pipeline(db_url)
+    code, out = _run(["enqueue", "report", "--db", db_url, "--after", f"{a},{a}"], capsys)
+    assert code == 0
+    new = int(out)
+    with errands.Queue(db_url) as q:
+        job = q.get(new)
+        assert job is not None and job.status == "waiting"
+        assert [j.id for j in q.upstream(new)] == [a]
+    code, _ = _run(["enqueue", "report", "--db", db_url, "--after", "a,b"], capsys)
+    assert code == 2
+    code, _ = _run(["enqueue", "report", "--db", db_url, "--after", "999999"], capsys)
+    assert code == 1  # no such job: refused, nothing written

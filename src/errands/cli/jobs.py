@@ -83,6 +83,18 @@ def register(sub: Any) -> None:
         "--unique-key", metavar="K", help="if a queued or running job holds K, print its id instead"
     )
     p.add_argument(
+        "--after",
+        type=id_list,
+        metavar="ID[,ID…]",
+        help="run once these jobs are final (docs/pipelines.md); unknown ids are refused",
+    )
+    p.add_argument(
+        "--on-upstream-failure",
+        choices=validate.ON_UPSTREAM_FAILURE,
+        default="cancel",
+        help="with --after: cancel it if one of them did not succeed (default), or run anyway",
+    )
+    p.add_argument(
         "--create",
         action="store_true",
         help="create the SQLite database if it does not exist (otherwise a missing file is an "
@@ -120,6 +132,16 @@ def register(sub: Any) -> None:
     add_db(p)
     add_json(p)
     p.set_defaults(func=cmd_show)
+
+
+def id_list(text: str) -> list[int]:
+    """``--after 3,4``: job ids, comma-separated."""
+    try:
+        return [job_id(part) for part in text.split(",")]
+    except (argparse.ArgumentTypeError, ValueError):
+        raise argparse.ArgumentTypeError(
+            f"expected job ids separated by commas (e.g. 3,4), got {text!r}"
+        ) from None
 
 
 def parse_payload(text: str | None) -> Any:
@@ -160,6 +182,8 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
                 max_attempts=args.max_attempts,
                 unique_key=args.unique_key,
                 actor="cli",
+                after=args.after,
+                on_upstream_failure=args.on_upstream_failure,
             )
         except ConfigurationError as exc:  # an option errands cannot take: bad usage
             raise UsageError(str(exc)) from None
