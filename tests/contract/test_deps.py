@@ -461,3 +461,20 @@ def test_transactional_completion_releases_in_the_applications_transaction(
         conn.close()
     assert (status(queue, up), status(queue, down)) == ("succeeded", "queued")
     assert event_names(queue, down) == ["WAITING", "READY"]
+
+
+def test_a_rescued_last_attempt_cancels_its_dependents(queue: errands.Queue) -> None:
+    """The rescue of a lost last attempt makes the job failed: its dependents are settled in
+    that transaction too (one with "run" queued, the others cancelled)."""
+    from errands.backends.base import ClaimRequest
+
+    tasks(queue)
+    up = queue.enqueue("step", {}, max_attempts=1)
+    cancel = queue.enqueue("collect", {}, after=[up])
+    run = queue.enqueue("collect", {}, after=[up], on_upstream_failure="run")
+    now = queue.clock()
+    queue.backend.claim(ClaimRequest("dead", ["step"], None, 1, 1.0), now)
+    report = queue.backend.rescue(now + 60)
+    assert report.exhausted == [up]
+    assert [status(queue, i) for i in (up, cancel, run)] == ["failed", "cancelled", "queued"]
+    assert event_names(queue, run)[-1] == "READY"
