@@ -29,21 +29,22 @@ def chain(
 ) -> list[int]:
     """Store ``items`` so that each runs after the one before (a failure cancels the rest,
     unless an item says ``on_upstream_failure="run"``); returns their ids in order."""
-    checked = producer.many(list(items))
+    listed = list(items)
+    checked = producer.many(listed)  # checks every item, on_upstream_failure included
     if not checked.jobs:
         return []
     own = checked.needs or [None] * len(checked.jobs)
     needs: list[Needs | None] = [own[0]]
     for k in range(1, len(checked.jobs)):
         mine = own[k]
-        needs.append(
-            Needs(
-                mine.ids if mine else (),
-                (k - 1,),
-                mine.on_failure if mine else "cancel",
-            )
-        )
+        needs.append(Needs(mine.ids if mine else (), (k - 1,), _rule(listed[k])))
     return producer.store(Checked(checked.jobs, checked.now, needs), actor, connection)
+
+
+def _rule(item: Any) -> str:
+    """An item's on_upstream_failure (already checked by ``Producer.many``)."""
+    options = item[2] if len(item) == 3 else {}
+    return str(options.get("on_upstream_failure", "cancel"))
 
 
 @dataclass(frozen=True, slots=True)

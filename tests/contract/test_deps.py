@@ -103,6 +103,21 @@ def test_run_on_upstream_failure_runs_whatever_the_outcome(queue: errands.Queue)
     assert job.result == [[ok, "succeeded", 1], [bad, "failed", None]]
 
 
+def test_a_chain_step_may_run_whatever_the_step_before_did(queue: errands.Queue) -> None:
+    tasks(queue)
+    ids = queue.chain(
+        [
+            ("step", {"fail": True}),
+            ("collect", {}, {"on_upstream_failure": "run"}),
+            ("step", {"n": 3}),
+        ]
+    )
+    drain(queue)
+    assert [status(queue, i) for i in ids] == ["failed", "succeeded", "succeeded"]
+    with pytest.raises(errands.ConfigurationError, match="'cancel' or 'run'"):
+        queue.chain([("step", {}), ("step", {}, {"on_upstream_failure": "maybe"})])
+
+
 def test_chain_runs_in_order(queue: errands.Queue) -> None:
     tasks(queue)
     ids = queue.chain([("step", {"n": i}) for i in range(6)])

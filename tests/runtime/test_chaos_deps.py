@@ -47,6 +47,8 @@ def test_sigkill_chaos_with_dependencies(
     workers = [cluster.worker(*args) for _ in range(WORKERS)]
     killed: set[int] = set()
     upstream_of: dict[int, int] = {}  # dependent -> its upstream (pairs)
+    doomed: set[int] = set()  # after a failing upstream, "cancel": never runs
+    anyway: set[int] = set()  # after a failing upstream, "run": runs once it failed
     callbacks: dict[int, list[int]] = {}  # batch callback -> members
     seq = 0
     kills = 0
@@ -72,6 +74,17 @@ def test_sigkill_chaos_with_dependencies(
         )
         seq += n
         upstream_of.update(zip(downs, ups, strict=True))
+        # Pairs whose upstream fails: the dependent is cancelled, or runs ("run").
+        for rule, into in (("cancel", doomed), ("run", anyway)):
+            up, down = queue.chain(
+                [
+                    ("ledger_fail", {"seq": seq, "ms": rng.uniform(0, 15)}),
+                    ("ledger_job", {"seq": seq + 1}, {"on_upstream_failure": rule}),
+                ]
+            )
+            upstream_of[down] = up
+            into.add(down)
+            seq += 2
         if r % (rounds // BATCHES) == 0 and len(callbacks) < BATCHES:
             with queue.batch(on_complete=("ledger_job", {"seq": seq})) as batch:
                 for i in range(MEMBERS):
@@ -103,7 +116,13 @@ def test_sigkill_chaos_with_dependencies(
 
     assert_integrity(cluster.db_url)
     states = assert_consistent(cluster.db_url)
-    assert Counter(states.values()) == Counter({"succeeded": len(states)})
+    failing = {upstream_of[d] for d in doomed | anyway}
+    expected = {
+        i: "failed" if i in failing else "cancelled" if i in doomed else "succeeded" for i in states
+    }
+    assert states == expected
+    codes = dict(rows(cluster.db_url, "SELECT id, error_code FROM jobs WHERE status = 'cancelled'"))
+    assert {int(i) for i in codes} == doomed and set(codes.values()) == {"UPSTREAM:FAILED"}
     finished = {
         int(i): _epoch(f) for i, f in rows(cluster.db_url, "SELECT id, finished_at FROM jobs")
     }
@@ -118,10 +137,11 @@ def test_sigkill_chaos_with_dependencies(
     early = [
         (down, up)
         for down, up in upstream_of.items()
-        if not runs[down] or min(runs[down]) < finished[up]
+        if down not in doomed and (not runs[down] or min(runs[down]) < finished[up])
     ]
-    assert early == [], f"dependents started before their upstream succeeded: {early[:10]}"
-    assert [d for d in upstream_of if ready[d] != 1] == []
+    assert early == [], f"dependents started before their upstream was final: {early[:10]}"
+    assert [d for d in doomed if runs[d]] == [], "a dependent of a failed upstream ran"
+    assert [d for d in upstream_of if ready[d] != (d not in doomed)] == []
     for callback, members in callbacks.items():
         assert ready[callback] == 1
         assert runs[callback] and min(runs[callback]) >= max(finished[m] for m in members)
