@@ -395,7 +395,7 @@ def test_an_enqueue_after_a_job_finishing_at_that_moment_is_never_left_waiting(
 
 
 def test_the_sqlite_jobs_rebuild_keeps_every_row_and_id(tmp_path: Any) -> None:
-    """Migration 0007 rebuilds SQLite's jobs table (a CHECK changes only so): with foreign
+    """Migration 0009 rebuilds SQLite's jobs table (a CHECK changes only so): with foreign
     keys on, dropping the old table would cascade-delete every attempt and event. Run it
     again on a database with history: every job, attempt, event and edge stays, ids keep
     growing past the largest ever issued, and the indexes are back."""
@@ -420,7 +420,7 @@ def test_the_sqlite_jobs_rebuild_keeps_every_row_and_id(tmp_path: Any) -> None:
     conn = sqlite3.connect(path)
     before = [conn.execute(query).fetchall() for query in history]
     assert all(before)
-    (rebuild,) = [v for v, text in sql.migrations("sqlite") if "jobs_rebuild" in text]
+    (rebuild,) = [v for v, text in sql.migrations("sqlite") if "jobs_new" in text]
     conn.execute("PRAGMA foreign_keys = ON")
     with conn:
         conn.execute("DELETE FROM jobs WHERE id = ?", (newest,))  # the largest id, gone

@@ -244,7 +244,7 @@ class PostgresBackend(SQLBackend):
     ) -> list[int]:
         """``enqueue`` on an asyncio connection: the same steps (``_insert_steps``) driven
         with ``await``, in a transaction of our own or in the application's."""
-        return await self._write_async(self._insert_steps(jobs, now, actor), connection)
+        return await self._write_async(self._enqueue_steps(jobs, now, actor), connection)
 
     async def enqueue_after_async(
         self,
@@ -387,6 +387,11 @@ class PostgresBackend(SQLBackend):
             events = [(job_id, created, event.value, actor, None) for job_id in ids]
             yield Step(_COPY_EVENTS, events, COPY)
         return ids
+
+    def _work_appeared(self) -> None:
+        # A resume or a raised limit: wake idle workers (delivered at this commit).
+        with self._write("wake") as conn:
+            conn.execute(_NOTIFY)
 
     def _claim_rows(
         self, conn: Any, params: dict[str, Any], now: float

@@ -30,6 +30,7 @@ class AttemptStatus(StrEnum):
     FAILED = "failed"
     LOST = "lost"
     CANCELLED = "cancelled"
+    SNOOZED = "snoozed"  # raise errands.Snooze: the job comes back later, no attempt used up
 
 
 class Event(StrEnum):
@@ -44,6 +45,7 @@ class Event(StrEnum):
     RECOVERED = "RECOVERED"
     RETRIED = "RETRIED"
     RELEASED = "RELEASED"
+    SNOOZED = "SNOOZED"
     WAITING = "WAITING"  # enqueued after other jobs (detail: their ids)
     READY = "READY"  # its last upstream became final: queued (detail: that upstream)
 
@@ -75,6 +77,7 @@ TRANSITIONS: dict[str, Transition] = {
         _t("retry_later", {State.RUNNING}, State.QUEUED, Event.RETRY_SCHEDULED),
         _t("cancel_running", {State.RUNNING}, State.CANCELLED, Event.CANCELLED),
         _t("release", {State.RUNNING}, State.QUEUED, Event.RELEASED),
+        _t("snooze", {State.RUNNING}, State.QUEUED, Event.SNOOZED),
         _t("recover", {State.RUNNING}, State.QUEUED, Event.RECOVERED),
         _t("recover_exhausted", {State.RUNNING}, State.FAILED, Event.RECOVERED),
         _t("cancel", {State.QUEUED}, State.CANCELLED, Event.CANCELLED),
