@@ -493,3 +493,21 @@ def test_a_rescued_last_attempt_cancels_its_dependents(queue: errands.Queue) -> 
     assert report.exhausted == [up]
     assert [status(queue, i) for i in (up, cancel, run)] == ["failed", "cancelled", "queued"]
     assert event_names(queue, run)[-1] == "READY"
+
+
+def test_a_limited_dependent_keeps_its_limit(queue: errands.Queue) -> None:
+    """Flow control: a dependent of a limited task is written with its limit key in the
+    enqueue's transaction, as any enqueue writes it, and runs under it once released."""
+
+    @queue.task(limit=errands.Limit("deps-test", running=1))
+    def limited() -> str:
+        return "ok"
+
+    tasks(queue)
+    up = queue.enqueue("step", {})
+    ids = queue.enqueue_many([("limited", {}, {"after": [up]}), ("limited", {}, {"after": [up]})])
+    for i in ids:
+        job = queue.get(i)
+        assert job is not None and (job.status, job.limit_key) == ("waiting", "deps-test")
+    drain(queue)
+    assert [status(queue, i) for i in ids] == ["succeeded", "succeeded"]
