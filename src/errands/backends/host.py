@@ -203,6 +203,11 @@ class SQLHost:
         dependents their failure cancelled wait for them again (deps.py)."""
         raise NotImplementedError
 
+    def _no_wait(self, conn: Conn, on: bool) -> contextlib.AbstractContextManager[None]:
+        """While ``on``, statements on ``conn`` fail at once instead of waiting for a lock
+        (SQLite: busy timeout 0). Default: nothing to change."""
+        return contextlib.nullcontext()
+
     def _wal_bytes(self) -> int | None:
         """Bytes of write-ahead log waiting for a checkpoint, where the dialect keeps one
         in a file of its own (SQLite); None where it cannot tell (PostgreSQL)."""

@@ -45,6 +45,8 @@ class Event(StrEnum):
     RECOVERED = "RECOVERED"
     RETRIED = "RETRIED"
     RELEASED = "RELEASED"
+    # Not a transition (the job stays running): an operator asked its worker to stop it.
+    CANCEL_REQUESTED = "CANCEL_REQUESTED"
     SNOOZED = "SNOOZED"
     WAITING = "WAITING"  # enqueued after other jobs (detail: their ids)
     READY = "READY"  # its last upstream became final: queued (detail: that upstream)
