@@ -13,6 +13,7 @@ from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
+from . import pipelines
 from .backends import open_backend, redact
 from .backends.base import EnqueueCall, Graduation, Listener
 from .client import waiting
@@ -39,6 +40,7 @@ from .maintenance.pruner import SERVICE_MAX_BATCHES, Pruner
 from .maintenance.rescuer import Rescuer
 from .maintenance.runner import Service
 from .maintenance.scheduler import PeriodicScheduler, schedule_row
+from .maintenance.sweeper import DepSweeper
 from .maintenance.wal import WalKeeper
 from .middleware import Chain
 from .tasks import DEFAULT_QUEUE, Task, TaskOptions
@@ -378,12 +380,26 @@ class Queue(Reads, Actions, FlowControl):
         unique_key: str | None = None,
         connection: Any = None,
         actor: str = "api",
+        after: Sequence[int] | None = None,
+        on_upstream_failure: str = "cancel",
     ) -> int:
         """Store one job and return its id. Committed when this returns — or, with
         ``connection=``, when the application commits that transaction (rollback: no job).
-        With a ``unique_key`` held by a queued or running job, returns that job's id."""
+        With a ``unique_key`` held by a queued or running job, returns that job's id.
+        ``after=[ids]``: the job waits until those jobs are final, then runs if they all
+        succeeded (else it is cancelled, ``UPSTREAM:FAILED``), or whatever their outcome with
+        ``on_upstream_failure="run"`` (docs/pipelines.md)."""
         batch = self._producer.one(
-            job_type, payload, queue, priority, run_at, delay, max_attempts, unique_key
+            job_type,
+            payload,
+            queue,
+            priority,
+            run_at,
+            delay,
+            max_attempts,
+            unique_key,
+            after,
+            on_upstream_failure,
         )
         return self._producer.store(batch, actor, connection)[0]
 
@@ -407,12 +423,23 @@ class Queue(Reads, Actions, FlowControl):
         unique_key: str | None = None,
         connection: Any = None,
         actor: str = "api",
+        after: Sequence[int] | None = None,
+        on_upstream_failure: str = "cancel",
     ) -> int:
         """``enqueue`` for async code: the event loop never waits on the write. PostgreSQL: an
         asyncio connection pool, and ``connection=`` takes a ``psycopg.AsyncConnection`` in
         your transaction. SQLite: the write (and its fsync) runs on a dedicated thread."""
         batch = self._producer.one(
-            job_type, payload, queue, priority, run_at, delay, max_attempts, unique_key
+            job_type,
+            payload,
+            queue,
+            priority,
+            run_at,
+            delay,
+            max_attempts,
+            unique_key,
+            after,
+            on_upstream_failure,
         )
         return (await self._producer.store_async(batch, actor, connection))[0]
 
@@ -421,6 +448,36 @@ class Queue(Reads, Actions, FlowControl):
     ) -> list[int]:
         """``enqueue_many`` for async code (see ``enqueue_async``)."""
         return await self._producer.store_async(self._producer.many(items), actor, connection)
+
+    # -- pipelines (pipelines.py, docs/pipelines.md) -------------------------------------
+
+    def chain(
+        self, items: Iterable[EnqueueItem], *, connection: Any = None, actor: str = "api"
+    ) -> list[int]:
+        """Store jobs that run one after another (``enqueue_many``'s items), in one
+        transaction; a step that does not succeed cancels the rest. Returns their ids."""
+        return pipelines.chain(self._producer, items, actor, connection)
+
+    def batch(
+        self, *, on_complete: tuple[Any, ...], connection: Any = None, actor: str = "api"
+    ) -> pipelines.JobBatch:
+        """``with q.batch(on_complete=(type, payload)) as batch: batch.enqueue(…)``: the
+        members and a callback job that runs once all of them are final, whatever their
+        outcome, stored in one transaction when the block exits without an exception."""
+        item = pipelines.on_complete_item(on_complete)
+        return pipelines.JobBatch(self._producer, item, actor, connection)
+
+    def get_batch(self, batch_id: int) -> pipelines.BatchInfo:
+        """A batch (``batch.id``): its callback's status and its members per state."""
+        return pipelines.get_batch(self.backend, validate.job_id(batch_id))
+
+    def upstream(self, job_id: int) -> list[Job]:
+        """The jobs ``job_id`` was enqueued after, in id order."""
+        return [job for job, _ in self.backend.upstream(validate.job_id(job_id))]
+
+    def downstream(self, job_id: int) -> list[Job]:
+        """The jobs enqueued after ``job_id``, in id order."""
+        return [job for job, _ in self.backend.downstream(validate.job_id(job_id))]
 
     async def _off_loop(self, fn: Callable[[], R]) -> R:
         """Run blocking work (a SQLite write and its fsync, a read) on this Queue's own small
@@ -491,9 +548,12 @@ class Queue(Reads, Actions, FlowControl):
             return await waiting.wait_async(steps, read, sub)
 
     def services(self) -> list[Service]:
-        """The maintenance services a worker's leader runs: rescue, periodic, prune, the
-        WAL — each given only what it uses."""
-        services: list[Service] = [Rescuer(self.backend, self.settings.lease_seconds)]
+        """The maintenance services a worker's leader runs: rescue, deps (the dependency
+        sweeper), periodic, prune, the WAL — each given only what it uses."""
+        services: list[Service] = [
+            Rescuer(self.backend, self.settings.lease_seconds),
+            DepSweeper(self.backend),
+        ]
         if self.schedules:
             services.append(
                 PeriodicScheduler(self.backend, self.schedules, self.tasks, clock=self.clock)

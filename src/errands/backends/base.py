@@ -37,6 +37,25 @@ class EnqueueCall:
 
 
 @dataclass(frozen=True, slots=True)
+class Needs:
+    """What a job enqueued ``after=[…]`` waits for: jobs already stored (``ids``) and jobs
+    earlier in the same enqueue (``earlier``: their positions, for chains and batches)."""
+
+    ids: tuple[int, ...] = ()
+    earlier: tuple[int, ...] = ()
+    on_failure: str = "cancel"  # "cancel" | "run" (on_upstream_failure)
+
+
+@dataclass(slots=True)
+class SweepReport:
+    """What one pass of the dependency sweeper repaired (nothing, unless a release was
+    missed: every outcome releases its dependents in its own transaction)."""
+
+    closed: int = 0  # open edges to final upstreams, closed as their outcome would have
+    settled: list[int] = field(default_factory=list)  # waiting jobs released or cancelled
+
+
+@dataclass(frozen=True, slots=True)
 class ClaimRequest:
     worker_id: str
     types: Sequence[str]
@@ -328,6 +347,26 @@ class JobVerbs(Protocol):
     def blob(self, ref: str) -> str | None: ...
 
 
+class DepVerbs(Protocol):
+    """Dependencies between jobs (backends/deps.py, SPEC §4c): jobs enqueued after others,
+    the graph around a job, and the sweeper's repair."""
+
+    def enqueue_after(
+        self,
+        jobs: Sequence[NewJob],
+        needs: Sequence[Needs | None],
+        now: float,
+        *,
+        actor: str,
+        connection: Any = None,
+    ) -> list[int]: ...
+    def upstream(self, job_id: int) -> list[tuple[Job, str]]: ...
+    def downstream(self, job_id: int) -> list[tuple[Job, str]]: ...
+    def upstream_counts(self, job_id: int) -> dict[str, int]: ...
+    def unreleased(self, limit: int) -> int: ...
+    def sweep_waiting(self, now: float, *, limit: int = 1000) -> SweepReport: ...
+
+
 class LeaderVerbs(Protocol):
     """Maintenance roles and the recovery of lost attempts (backends/leader.py)."""
 
@@ -451,6 +490,7 @@ class SchemaVerbs(Protocol):
 
 class Backend(
     JobVerbs,
+    DepVerbs,
     LeaderVerbs,
     WorkerVerbs,
     PeriodicVerbs,

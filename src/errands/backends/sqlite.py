@@ -295,7 +295,16 @@ class SQLiteBackend(SQLBackend):
 
     def migrate(self) -> None:
         self._preflight()
-        super().migrate()
+        # A CHECK change is a table rebuild on SQLite (migration 0009): with foreign keys on,
+        # dropping the old jobs table would cascade-delete every attempt and event. The
+        # setting cannot change inside a transaction, so this connection migrates with it
+        # off (the rebuild copies every id, so nothing can dangle) and turns it back on.
+        conn = self._conn()
+        conn.execute("PRAGMA foreign_keys = OFF")
+        try:
+            super().migrate()
+        finally:
+            conn.execute("PRAGMA foreign_keys = ON")
 
     def _preflight(self) -> None:
         """Refuse a file errands cannot use before anything is changed in it — before even
