@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import parse_qs, quote, urlsplit
 
 import pytest
 from starlette.routing import Mount, Route
@@ -43,6 +43,8 @@ PROTECTED = {
     ("/api/admin/throughput", "GET"),
     ("/", "GET"),
     ("/jobs", "GET"),
+    ("/find", "GET"),
+    ("/queues", "GET"),
     ("/jobs/{job_id:int}", "GET"),
     ("/jobs/{job_id:int}/payload", "GET"),
     ("/jobs/{job_id:int}/result", "GET"),
@@ -114,7 +116,9 @@ def test_token_guards_every_protected_route(db_url: str, queue: errands.Queue, j
     for path, method in sorted(PROTECTED):
         r = c.request(method, concrete(path, jobs), headers=JSON)
         if method == "GET" and not path.startswith(("/api", "/metrics")):
-            assert r.status_code == 303 and r.headers["location"].endswith("/login"), path
+            location = urlsplit(r.headers["location"])
+            assert r.status_code == 303 and location.path == "/login", path
+            assert parse_qs(location.query)["next"] == [concrete(path, jobs)], path
         else:
             assert r.status_code == 401, (path, r.status_code)
     for path, method in sorted(PUBLIC):
@@ -132,7 +136,7 @@ def test_token_guards_every_protected_route(db_url: str, queue: errands.Queue, j
         if method == "GET":
             query = {"action": "retry", "status": "failed"} if path == "/bulk/confirm" else {}
             r = c.get(concrete(path, jobs), headers=bearer, params=query)
-            assert r.status_code == 200, (path, r.status_code)
+            assert r.status_code == (303 if path == "/find" else 200), (path, r.status_code)
 
 
 def test_login_sets_a_strict_httponly_cookie(queue: errands.Queue, jobs: Any) -> None:
@@ -213,7 +217,9 @@ def test_bulk_form_confirms_the_count_then_acts(queue: errands.Queue, jobs: Any)
     token = _form_csrf(c, "/bulk/confirm?action=retry&status=failed&type=charge")
     fields = {"csrf": token, "action": "retry", "status": "failed", "type": "charge"}
     done = c.post("/bulk", data=fields)
-    assert done.status_code == 200 and "3 job(s) retried" in done.text
+    assert done.status_code == 303  # Post/Redirect/Get: a reload shows, never acts again
+    shown = c.get(done.headers["location"])
+    assert shown.status_code == 200 and "3 job(s) retried" in shown.text
     assert all(get_job(queue, i).status == "queued" for i in jobs["failed"])
 
 

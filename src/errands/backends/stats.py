@@ -105,6 +105,17 @@ class SQLStats(SQLHost):
             "wait_seconds": round(max(now - run_at, 0.0), 3),
         }
 
+    def oldest_due_by_queue(self, now: float) -> dict[str, dict[str, Any]]:
+        """Queue -> its due queued jobs (``due``) and the longest wait (``wait_seconds``)."""
+        out = {}
+        for r in self._fetch("oldest_due_by_queue", {"now": now}):
+            run_at = self._epoch(r["run_at"]) or now
+            out[str(r["queue"])] = {
+                "due": int(r["due"]),
+                "wait_seconds": round(max(now - run_at, 0.0), 3),
+            }
+        return out
+
     def oldest_running(self, now: float, alive_seconds: float, limit: int) -> list[dict[str, Any]]:
         ep = self._epoch
         out = []

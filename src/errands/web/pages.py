@@ -3,7 +3,8 @@
 Each page gathers its data in one function run in a worker thread, then renders a Jinja2
 template with autoescaping: every value that comes from a job is text, never markup. Form
 actions (retry, cancel, bulk, prune) reach here only after ``app.guarded`` checked the session's
-CSRF token; they answer with a redirect (303) back to a page, or a page saying what happened.
+CSRF token; every one answers with a redirect (303) to a page that says what happened
+(Post/Redirect/Get), so reloading that page never sends the action again.
 """
 
 from __future__ import annotations
@@ -13,19 +14,23 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import URL
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from .. import bulk
+from .. import bulk, rollup, stats
 from ..errors import JobNotFoundError
-from . import api, charts, params
-from .security import SESSION_COOKIE, SESSION_MAX_AGE
+from . import api, charts, params, search
+from .security import SESSION_COOKIE
 
 if TYPE_CHECKING:
     from .app import Dashboard
 
 PREVIEW_CHARS = 4000  # payload/result shown inline; the rest is a download away
 FAILURE_WINDOWS = ("1h", "24h", "7d")
+FAILURE_PAGE = 50  # groups per page of /failures (the total is always shown)
+MAX_GROUPS = 100_000  # error groups read for /failures: (code, type) pairs, not jobs
+CANCELLED_PREFIX = "CANCELLED:"  # an operator's or upstream's decision, not a failure
 
 
 def _cookie(response: Response, request: Request, value: str, *, max_age: int) -> None:
@@ -59,15 +64,16 @@ def render(
         "dash": dash,
         "title": dash.title,
         "read_only": dash.read_only,
+        "open_warning": dash.open_warning,
         "csrf": dash.guard.csrf_token(sid) if sid else "",
         "logged_in": dash.guard.uses_login and sid is not None,
-        "now": datetime.now(UTC),
+        "now": datetime.fromtimestamp(dash.queue.clock(), UTC),
         "page": "",
         **context,
     }
     response = dash.templates.TemplateResponse(request, name, ctx, status_code=status_code)
     if cookie is not None:
-        _cookie(response, request, cookie, max_age=SESSION_MAX_AGE)
+        _cookie(response, request, cookie, max_age=dash.guard.session_max_age)
     return response
 
 
@@ -77,35 +83,71 @@ def preview(value: Any) -> tuple[str, bool]:
     return text[:PREVIEW_CHARS], len(text) > PREVIEW_CHARS
 
 
+def error_page(request: Request, dash: Dashboard, status: int, message: str) -> Response:
+    """A refusal or a missing page, styled like the rest, with a way back."""
+    context = {"status": status, "message": message}
+    # In token mode a session *is* the login: an error page never starts one.
+    return render(
+        request, dash, "error.html", context, status_code=status, session=not dash.guard.uses_login
+    )
+
+
 # -- login ---------------------------------------------------------------------------------
+
+
+def login_url(request: Request) -> URL:
+    """The login page, remembering the page asked for (``next``)."""
+    asked = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    return request.url_for("login").include_query_params(next=asked)
+
+
+def safe_next(request: Request, value: Any) -> str:
+    """Where to go after logging in: a path inside this dashboard, else the overview (never
+    another site: ``//evil.example`` and ``/\\evil.example`` are refused)."""
+    root = (request.scope.get("root_path") or "").rstrip("/")
+    if (
+        isinstance(value, str)
+        and len(value) <= 2000
+        and value.startswith(root + "/")
+        and not value.startswith(("//", "/\\"))
+        and "\\" not in value
+        and not any(ord(c) < 32 for c in value)
+    ):
+        return value
+    return str(request.url_for("overview"))
 
 
 async def login_form(request: Request, dash: Dashboard) -> Response:
     if not dash.guard.uses_login:
         return RedirectResponse(request.url_for("overview"), status_code=303)
-    return render(request, dash, "login.html", {"error": None}, session=False)
+    context = {"error": None, "next": safe_next(request, request.query_params.get("next"))}
+    return render(request, dash, "login.html", context, session=False)
 
 
 async def login(request: Request, dash: Dashboard) -> Response:
     if not dash.guard.uses_login:
         return RedirectResponse(request.url_for("overview"), status_code=303)
+    target = safe_next(request, request.state.form.get("next"))
     submitted = request.state.form.get("token", "")
     if not dash.guard.token_ok(submitted):
+        dash.guard.failed(request)
         return render(
             request,
             dash,
             "login.html",
-            {"error": "That token is not right."},
+            {"error": "That token is not right.", "next": target},
             status_code=401,
             session=False,
         )
     _, cookie = dash.guard.new_session()
-    response = RedirectResponse(request.url_for("overview"), status_code=303)
-    _cookie(response, request, cookie, max_age=SESSION_MAX_AGE)
+    response = RedirectResponse(target, status_code=303)
+    _cookie(response, request, cookie, max_age=dash.guard.session_max_age)
     return response
 
 
 async def logout(request: Request, dash: Dashboard) -> Response:
+    """End the session here (a copy of the cookie stops working too), then forget it."""
+    dash.guard.revoke(request)
     target = "login" if dash.guard.uses_login else "overview"
     response = RedirectResponse(request.url_for(target), status_code=303)
     _cookie(response, request, "", max_age=0)
@@ -115,9 +157,16 @@ async def logout(request: Request, dash: Dashboard) -> Response:
 # -- reading -------------------------------------------------------------------------------
 
 
+def failures_only(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Error groups without the cancellations (``CANCELLED:*``): cancelling is a decision,
+    not a failure, and a failed-job retry never matches those jobs."""
+    return [r for r in rows if not str(r["error_code"]).startswith(CANCELLED_PREFIX)]
+
+
 def _overview_data(dash: Dashboard) -> dict[str, Any]:
     q = dash.queue
-    stats = q.stats()
+    stats = q.stats(top=20)
+    stats["top_errors"] = failures_only(stats["top_errors"])[:6]
     series = q.throughput(hours=24)
     return {
         "stats": stats,
@@ -133,28 +182,41 @@ async def overview(request: Request, dash: Dashboard) -> Response:
     return render(request, dash, "overview.html", {"page": "overview", **data})
 
 
+def total(dash: Dashboard, f: search.Filters) -> int | None:
+    """How many jobs the exact filters match, where the kept counts say it cheaply (status,
+    queue and type: index ranges and ``job_counts``); None when only a scan could tell."""
+    if f.error_code is not None or f.bounded:
+        return None
+    return sum(
+        r.count
+        for r in dash.queue.backend.state_counts()
+        if (f.status is None or r.status == f.status)
+        and (f.type is None or r.type == f.type)
+        and (f.queue is None or r.queue == f.queue)
+    )
+
+
+def _jobs_data(dash: Dashboard, f: search.Filters) -> tuple[search.Found, int | None]:
+    return search.find(dash, f), total(dash, f)
+
+
 async def jobs(request: Request, dash: Dashboard) -> Response:
-    query = request.query_params
-    rows, next_id = await run_in_threadpool(api.list_jobs, dash, query)
-    filters = {
-        "status": params.status(query) or "",
-        "type": params.text(query, "type") or "",
-        "queue": params.text(query, "queue") or "",
-        "error_code": params.text(query, "error_code") or "",
-    }
-    kept = {k: v for k, v in filters.items() if v}
+    f = search.filters(request.query_params)
+    found, count = await run_in_threadpool(_jobs_data, dash, f)
+    kept = f.kept()
+    here = request.url_for("jobs")
     next_url = None
-    if next_id is not None:
-        next_url = request.url_for("jobs").include_query_params(
-            **kept, limit=params.limit(query), cursor=next_id
-        )
+    if found.next_cursor is not None:
+        next_url = here.include_query_params(**kept, limit=f.limit, cursor=found.next_cursor)
     bulk_action = None
-    if filters["status"] in bulk.RETRYABLE:
-        bulk_action = "retry"
-    elif filters["status"] in bulk.CANCELLABLE:
-        bulk_action = "cancel"
+    if f.text is None and f.view in (None, "running", "dead"):
+        if f.status in bulk.RETRYABLE:
+            bulk_action = "retry"
+        elif f.status in bulk.CANCELLABLE:
+            bulk_action = "cancel"
+    exact = {k: v for k, v in kept.items() if k in ("status", "type", "queue", "error_code")}
     bulk_url = (
-        request.url_for("bulk").include_query_params(action=bulk_action, **kept)
+        request.url_for("bulk").include_query_params(action=bulk_action, **exact)
         if bulk_action
         else None
     )
@@ -164,16 +226,40 @@ async def jobs(request: Request, dash: Dashboard) -> Response:
         "jobs.html",
         {
             "page": "jobs",
-            "jobs": rows,
-            "filters": filters,
+            "jobs": found.jobs,
+            "found": found,
+            "total": count,
+            "f": f,
+            "filters": {k: kept.get(k, "") for k in ("status", "type", "queue", "error_code", "q")},
+            "views": search.VIEWS,
+            "view_urls": {
+                v: here.include_query_params(
+                    view=v, **{k: x for k, x in exact.items() if k != "status"}
+                )
+                for v in search.VIEWS
+            },
             "states": params.STATES,
             "next_url": next_url,
-            "first_page": params.cursor(query) is None,
-            "first_url": request.url_for("jobs").include_query_params(**kept),
+            "first_page": f.cursor is None,
+            "first_url": here.include_query_params(**kept),
+            "api_url": request.url_for("api_jobs").include_query_params(**kept, limit=f.limit),
             "bulk_action": bulk_action,
             "bulk_url": bulk_url,
         },
     )
+
+
+async def find_job(request: Request, dash: Dashboard) -> Response:
+    """The header's search box: a job id (``123`` or ``#123``) opens that job; anything else
+    searches the list (``/jobs?q=``)."""
+    text = (params.text(request.query_params, "q") or "").strip()
+    digits = text.removeprefix("#")
+    if digits.isdigit() and params.job_id(int(digits)) is not None:
+        return RedirectResponse(request.url_for("job", job_id=int(digits)), status_code=303)
+    target = request.url_for("jobs")
+    if text:
+        target = target.include_query_params(q=text)
+    return RedirectResponse(target, status_code=303)
 
 
 def _job_id(request: Request) -> int:
@@ -181,6 +267,43 @@ def _job_id(request: Request) -> int:
     if job_id is None:
         raise api.not_found(request.path_params["job_id"])
     return job_id
+
+
+def timeline(job: Any, attempts: list[Any], now: float) -> list[dict[str, Any]]:
+    """The job's story, one step per attempt: the wait before it (from creation or from the
+    previous attempt's end), its start, how long it ran, its worker and how it ended; then,
+    for a job still queued, the wait so far or until it is due."""
+    steps: list[dict[str, Any]] = []
+    before = job.created_at
+    for a in attempts:
+        start, end = a.started_at, a.finished_at
+        waited = (start - before).total_seconds() if start and before else None
+        ran = ((end.timestamp() if end else now) - start.timestamp()) if start else None
+        steps.append(
+            {
+                "kind": "attempt",
+                "attempt": a,
+                "waited": waited,
+                "ran": ran,
+                "open": end is None,
+                "outcome": a.status,
+            }
+        )
+        before = end or before
+    if job.status == "queued" and job.run_at is not None:
+        due = job.run_at.timestamp()
+        steps.append({"kind": "next", "at": job.run_at, "in": due - now, "retry": bool(attempts)})
+    return steps
+
+
+def commands(job: Any) -> list[tuple[str, str]]:
+    """(what, command) for each thing an operator can do to this job from a shell."""
+    out = [("show", f"errands show {job.id}")]
+    if job.status in bulk.RETRYABLE:
+        out.append(("retry", f"errands retry {job.id}"))
+    if job.status in bulk.CANCELLABLE:
+        out.append(("cancel", f"errands cancel {job.id}"))
+    return out
 
 
 async def job(request: Request, dash: Dashboard) -> Response:
@@ -210,6 +333,8 @@ async def job(request: Request, dash: Dashboard) -> Response:
             "result_cut": result_cut,
             "can_retry": j.status in bulk.RETRYABLE,
             "can_cancel": j.status in bulk.CANCELLABLE,
+            "timeline": timeline(j, d["attempts"], dash.queue.clock()),
+            "commands": commands(j),
         },
     )
 
@@ -258,12 +383,24 @@ async def traceback(request: Request, dash: Dashboard) -> Response:
     return Response(text, media_type="text/plain; charset=utf-8")
 
 
+def _failure_groups(dash: Dashboard, since: float) -> dict[str, Any]:
+    rows = dash.queue.errors(top=MAX_GROUPS, since=since)
+    groups = failures_only(rows)
+    cancelled = sum(r["count"] for r in rows if r not in groups)
+    return {"groups": groups, "cancelled": cancelled}
+
+
 async def failures(request: Request, dash: Dashboard) -> Response:
-    chosen = request.query_params.get("window") or "24h"
+    query = request.query_params
+    chosen = query.get("window") or "24h"
     if chosen not in FAILURE_WINDOWS:
         raise params.BadParameter(f"window must be one of {', '.join(FAILURE_WINDOWS)}")
-    since = params.WINDOWS[chosen]
-    rows = await run_in_threadpool(dash.queue.errors, top=50, since=since)
+    number = params.integer(query, "page", default=1, low=1, high=1_000_000) or 1
+    data = await run_in_threadpool(_failure_groups, dash, params.WINDOWS[chosen])
+    every = data["groups"]
+    pages = max(-(-len(every) // FAILURE_PAGE), 1)
+    number = min(number, pages)
+    shown = every[(number - 1) * FAILURE_PAGE : number * FAILURE_PAGE]
     groups = [
         {
             **r,
@@ -274,13 +411,31 @@ async def failures(request: Request, dash: Dashboard) -> Response:
                 type=r["type"], error_code=r["error_code"]
             ),
         }
-        for r in rows
+        for r in shown
     ]
+
+    def page_url(n: int) -> URL:
+        return request.url_for("failures").include_query_params(window=chosen, page=n)
+
     return render(
         request,
         dash,
         "failures.html",
-        {"page": "failures", "groups": groups, "window": chosen, "windows": FAILURE_WINDOWS},
+        {
+            "page": "failures",
+            "groups": groups,
+            "window": chosen,
+            "windows": FAILURE_WINDOWS,
+            "total_groups": len(every),
+            "total_jobs": sum(r["count"] for r in every),
+            "first_index": (number - 1) * FAILURE_PAGE + 1,
+            "page_number": number,
+            "page_count": pages,
+            "prev_url": page_url(number - 1) if number > 1 else None,
+            "next_url": page_url(number + 1) if number < pages else None,
+            "cancelled": data["cancelled"],
+            "cancelled_url": request.url_for("jobs").include_query_params(status="cancelled"),
+        },
     )
 
 
@@ -289,9 +444,62 @@ async def periodic(request: Request, dash: Dashboard) -> Response:
     return render(request, dash, "periodic.html", {"page": "periodic", "schedules": rows})
 
 
+def _queues_data(dash: Dashboard) -> list[dict[str, Any]]:
+    """Per queue: jobs per state, due jobs and the longest wait, and the last hour's
+    throughput, failure rate and wait/run p95 (all from kept figures and index ranges)."""
+    q = dash.queue
+    now = q.clock()
+    backend = q.backend
+    per: dict[str, dict[str, Any]] = {}
+
+    def entry(name: str) -> dict[str, Any]:
+        return per.setdefault(
+            name,
+            {"name": name, "counts": dict.fromkeys(params.STATES, 0), "due": 0, "wait": None},
+        )
+
+    for r in backend.state_counts():
+        entry(r.queue)["counts"][r.status] += r.count
+    for name, due in backend.oldest_due_by_queue(now).items():
+        entry(name).update(due=due["due"], wait=due["wait_seconds"])
+    _, windows = stats.windows(backend.window_rows(now - rollup.HOUR))
+    for name, w in windows.items():
+        entry(name)["hour"] = stats.summarize(w, rollup.HOUR)
+    # FLOW (#23): the pause state and limits, once the flow-control verbs exist (q.queues()
+    # gives name, paused, paused_at, paused_by, reason); until then the column shows a dash.
+    flow = getattr(q, "queues", None)
+    if callable(flow):
+        for info in flow():
+            item = entry(info.name)
+            item["paused"] = bool(info.paused)
+            item["paused_by"] = getattr(info, "paused_by", None)
+            item["paused_at"] = getattr(info, "paused_at", None)
+            item["reason"] = getattr(info, "reason", None)
+    return [per[name] for name in sorted(per)]
+
+
+async def queues(request: Request, dash: Dashboard) -> Response:
+    rows = await run_in_threadpool(_queues_data, dash)
+    return render(request, dash, "queues.html", {"page": "queues", "queues": rows})
+
+
+RUNNING_SHOWN = 500  # running jobs read for /workers (the rest: the running view, paged)
+
+
+def _workers_data(dash: Dashboard) -> dict[str, Any]:
+    """Live workers and the jobs each holds now; running jobs whose worker is not live."""
+    rows = dash.queue.workers()
+    held: dict[str, list[Any]] = {}
+    for j in dash.queue.jobs(status="running", limit=RUNNING_SHOWN):
+        held.setdefault(j.worker_id or "", []).append(j)
+    live = {w["id"] for w in rows}
+    orphans = [j for wid, js in held.items() if wid not in live for j in js]
+    return {"workers": rows, "held": held, "orphans": orphans}
+
+
 async def workers(request: Request, dash: Dashboard) -> Response:
-    rows = await run_in_threadpool(dash.queue.workers)
-    return render(request, dash, "workers.html", {"page": "workers", "workers": rows})
+    data = await run_in_threadpool(_workers_data, dash)
+    return render(request, dash, "workers.html", {"page": "workers", **data})
 
 
 # -- actions -------------------------------------------------------------------------------
@@ -316,42 +524,55 @@ def _bulk_action(fields: Any) -> str:
     return str(action)
 
 
-async def _bulk_page(request: Request, dash: Dashboard, fields: Any, dry_run: bool) -> Response:
-    action = _bulk_action(fields)
-    filters = api.bulk_filters(fields, bulk.SELECTABLE[action])
-    report = await run_in_threadpool(api.run_bulk, dash, action, filters, dry_run)
+DONE_FIELDS = ("changed", "requested", "skipped")
+
+
+async def bulk_confirm(request: Request, dash: Dashboard) -> Response:
+    """Step one of a bulk action: how many jobs match, and a form to confirm. After the action
+    (``done=1``) the same address says what it did, without doing anything again."""
+    query = request.query_params
+    action = _bulk_action(query)
+    filters = api.bulk_filters(query, bulk.SELECTABLE[action])
+    done = None
+    if params.flag(query, "done"):
+        done = {
+            k: params.integer(query, k, default=0, low=0, high=params.MAX_ID) for k in DONE_FIELDS
+        }
+        count = 0
+    else:
+        report = await run_in_threadpool(api.run_bulk, dash, action, filters, True)
+        count = report["selected"]
     return render(
         request,
         dash,
         "bulk.html",
-        {
-            "page": "jobs",
-            "action": action,
-            "filters": filters,
-            "count": report["selected"],
-            "done": None if dry_run else report,
-        },
+        {"page": "jobs", "action": action, "filters": filters, "count": count, "done": done},
     )
 
 
-async def bulk_confirm(request: Request, dash: Dashboard) -> Response:
-    """Step one of a bulk action: how many jobs match, and a form to confirm."""
-    return await _bulk_page(request, dash, request.query_params, dry_run=True)
-
-
 async def bulk_run(request: Request, dash: Dashboard) -> Response:
-    return await _bulk_page(request, dash, request.state.form, dry_run=False)
-
-
-async def _prune_page(request: Request, dash: Dashboard, dry_run: bool) -> Response:
-    report = await run_in_threadpool(api.run_prune, dash, dry_run)
-    context = {"page": "overview", "report": report, "done": not dry_run}
-    return render(request, dash, "prune.html", context)
+    fields = request.state.form
+    action = _bulk_action(fields)
+    filters = api.bulk_filters(fields, bulk.SELECTABLE[action])
+    report = await run_in_threadpool(api.run_bulk, dash, action, filters, False)
+    kept = {k: v for k, v in filters.items() if v}
+    counts = {k: report[k] for k in DONE_FIELDS}
+    target = request.url_for("bulk").include_query_params(action=action, **kept, done=1, **counts)
+    return RedirectResponse(target, status_code=303)
 
 
 async def prune_confirm(request: Request, dash: Dashboard) -> Response:
-    return await _prune_page(request, dash, dry_run=True)
+    query = request.query_params
+    if params.flag(query, "done"):
+        deleted = params.integer(query, "deleted", default=0, low=0, high=params.MAX_ID)
+        context: dict[str, Any] = {"page": "overview", "report": None, "done": True}
+        return render(request, dash, "prune.html", {**context, "deleted": deleted})
+    report = await run_in_threadpool(api.run_prune, dash, True)
+    context = {"page": "overview", "report": report, "done": False, "deleted": 0}
+    return render(request, dash, "prune.html", context)
 
 
 async def prune_run(request: Request, dash: Dashboard) -> Response:
-    return await _prune_page(request, dash, dry_run=False)
+    report = await run_in_threadpool(api.run_prune, dash, False)
+    target = request.url_for("prune").include_query_params(done=1, deleted=report["total"])
+    return RedirectResponse(target, status_code=303)

@@ -25,6 +25,14 @@ WHERE status = 'queued' AND run_at <= to_timestamp(:now)
 ORDER BY run_at, id
 LIMIT 1;
 
+-- name: oldest_due_by_queue
+-- Per queue: its due queued jobs and when the longest-waiting of them fell due (a range of
+-- jobs_queued_run_at, which holds the queue: the rows themselves are not read).
+SELECT queue, COUNT(*) AS due, MIN(run_at) AS run_at FROM jobs
+WHERE status = 'queued' AND run_at <= to_timestamp(:now)
+GROUP BY queue
+ORDER BY queue;
+
 -- name: retry_histogram
 -- Attempts used by jobs that finished since :since (succeeded, failed or cancelled).
 SELECT attempts, COUNT(*) AS n FROM jobs

@@ -1,0 +1,145 @@
+"""The job list's filters, shared by the page (``/jobs``) and its JSON twin
+(``/api/admin/jobs``): the exact filters the database serves from its indexes (status, type,
+queue, error code, keyset ``cursor``), plus two that it cannot and that are therefore bounded:
+
+- ``q``: text. A job matches when its type, queue or error code starts with it, or its error
+  message or payload contains it (case-insensitive).
+- ``view``: a situation — ``scheduled`` (queued, due later), ``retrying`` (queued after a failed
+  attempt), ``running``, ``dead`` (failed for good).
+
+With ``q`` or a view that needs a look at each row (scheduled, retrying), the newest
+``SCAN_ROWS`` jobs that pass the exact filters are read, newest first, and checked here; the
+answer says how many were scanned and where the scan stopped, and its cursor continues from
+there. So a search costs the same on a million rows as on twenty thousand, and says so.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..records import Job
+from . import params
+
+if TYPE_CHECKING:
+    from .app import Dashboard
+
+SCAN_ROWS = 10_000  # rows a bounded search reads at most, per request
+BATCH = 500  # rows per read while scanning
+# view -> (the status it reads, whether each row must be checked here)
+VIEWS: dict[str, tuple[str, bool]] = {
+    "scheduled": ("queued", True),
+    "retrying": ("queued", True),
+    "running": ("running", False),
+    "dead": ("failed", False),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Filters:
+    status: str | None
+    type: str | None
+    queue: str | None
+    error_code: str | None
+    text: str | None
+    view: str | None
+    limit: int
+    cursor: int | None
+
+    @property
+    def bounded(self) -> bool:
+        return self.text is not None or (self.view is not None and VIEWS[self.view][1])
+
+    def kept(self) -> dict[str, Any]:
+        """The filters as query parameters (for links: the page and the API take the same)."""
+        pairs = {
+            "status": self.status,
+            "type": self.type,
+            "queue": self.queue,
+            "error_code": self.error_code,
+            "q": self.text,
+            "view": self.view,
+        }
+        return {k: v for k, v in pairs.items() if v}
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    jobs: list[Job]
+    next_cursor: int | None
+    scanned: int | None  # rows read by a bounded search (None: served by the index)
+    scan_limit: int
+
+
+def filters(query: Any) -> Filters:
+    view = params.text(query, "view")
+    if view is not None and view not in VIEWS:
+        raise params.BadParameter(f"view must be one of {', '.join(VIEWS)}; got {view!r:.40}")
+    status = params.status(query)
+    if view is not None:
+        wanted = VIEWS[view][0]
+        if status is not None and status != wanted:
+            raise params.BadParameter(f"view={view} lists {wanted} jobs; drop status={status}")
+        status = wanted
+    return Filters(
+        status=status,
+        type=params.text(query, "type"),
+        queue=params.text(query, "queue"),
+        error_code=params.text(query, "error_code"),
+        text=params.text(query, "q"),
+        view=view,
+        limit=params.limit(query),
+        cursor=params.cursor(query),
+    )
+
+
+def _matches(job: Job, f: Filters, now: float) -> bool:
+    if f.view == "scheduled" and not (job.run_at is not None and job.run_at.timestamp() > now):
+        return False
+    if f.view == "retrying" and job.attempts < 1:
+        return False
+    if f.text is None:
+        return True
+    needle = f.text.casefold()
+    for field in (job.type, job.queue, job.error_code or ""):
+        if field.casefold().startswith(needle):
+            return True
+    if needle in (job.error_detail or "").casefold():
+        return True
+    return needle in json.dumps(job.payload, ensure_ascii=False).casefold()
+
+
+def find(dash: Dashboard, f: Filters) -> Found:
+    q = dash.queue
+    exact = {"status": f.status, "type": f.type, "queue": f.queue, "error_code": f.error_code}
+    if not f.bounded:
+        # One more than asked: a next page exists only if that one came back.
+        rows = q.jobs(**exact, limit=f.limit + 1, before_id=f.cursor)
+        more = len(rows) > f.limit
+        rows = rows[: f.limit]
+        return Found(rows, rows[-1].id if more and rows else None, None, SCAN_ROWS)
+    now = q.clock()
+    found: list[Job] = []
+    scanned = 0
+    cursor = f.cursor
+    exhausted = False
+    while scanned < SCAN_ROWS and len(found) <= f.limit:
+        asked = min(BATCH, SCAN_ROWS - scanned)
+        batch = q.jobs(**exact, limit=asked, before_id=cursor)
+        for job in batch:
+            scanned += 1
+            cursor = job.id
+            if _matches(job, f, now):
+                found.append(job)
+                if len(found) > f.limit:
+                    break
+        if len(batch) < asked and len(found) <= f.limit:
+            exhausted = True
+            break
+    if len(found) > f.limit:
+        found = found[: f.limit]
+        next_cursor: int | None = found[-1].id
+    else:
+        next_cursor = None if exhausted else cursor
+    return Found(found, next_cursor, scanned, SCAN_ROWS)
