@@ -49,6 +49,20 @@ class SQLStats(SQLHost):
         rows = self._fetch("hourly_outcomes", {"since": since})
         return [(self._epoch(r["hour"]) or 0.0, str(r["outcome"]), int(r["n"])) for r in rows]
 
+    def hourly_latency(self, since: float) -> list[tuple[float, str, int, int, float]]:
+        """(hour start, ``wait`` | ``run``, bucket, count, maximum) since ``since``."""
+        rows = self._fetch("hourly_latency", {"since": since})
+        return [
+            (
+                self._epoch(r["hour"]) or 0.0,
+                str(r["measure"]),
+                int(r["bucket"]),
+                int(r["count"]),
+                float(r["maximum"]),
+            )
+            for r in rows
+        ]
+
     def rollup_totals(self) -> list[tuple[str, str, str, int]]:
         return [
             (r["queue"], r["type"], r["outcome"], int(r["n"])) for r in self._fetch("rollup_totals")

@@ -163,23 +163,33 @@ def failures_only(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r in rows if not str(r["error_code"]).startswith(CANCELLED_PREFIX)]
 
 
-def _overview_data(dash: Dashboard) -> dict[str, Any]:
+CHART_WINDOWS = {"24h": 24, "7d": 168}
+
+
+def _overview_data(dash: Dashboard, hours: int) -> dict[str, Any]:
     q = dash.queue
-    stats = q.stats(top=20)
-    stats["top_errors"] = failures_only(stats["top_errors"])[:6]
-    series = q.throughput(hours=24)
+    figures = q.stats(top=20)
+    figures["top_errors"] = failures_only(figures["top_errors"])[:6]
+    series = q.throughput(hours=hours)
+    latency = stats.hourly_latency(q.backend, q.clock(), hours)
     return {
-        "stats": stats,
+        "stats": figures,
         "throughput_chart": charts.throughput(series),
         "failure_chart": charts.failure_rate(series),
-        "counts_chart": charts.counts(stats["counts"]),
-        "finished_24h": sum(h["succeeded"] + h["failed"] + h["cancelled"] for h in series),
+        "wait_chart": charts.latency(latency, "wait"),
+        "run_chart": charts.latency(latency, "run"),
+        "counts_chart": charts.counts(figures["counts"]),
+        "finished": sum(h["succeeded"] + h["failed"] + h["cancelled"] for h in series),
     }
 
 
 async def overview(request: Request, dash: Dashboard) -> Response:
-    data = await run_in_threadpool(_overview_data, dash)
-    return render(request, dash, "overview.html", {"page": "overview", **data})
+    chosen = request.query_params.get("window") or "24h"
+    if chosen not in CHART_WINDOWS:
+        raise params.BadParameter(f"window must be one of {', '.join(CHART_WINDOWS)}")
+    data = await run_in_threadpool(_overview_data, dash, CHART_WINDOWS[chosen])
+    context = {"page": "overview", "window": chosen, "windows": CHART_WINDOWS, **data}
+    return render(request, dash, "overview.html", context)
 
 
 def total(dash: Dashboard, f: search.Filters) -> int | None:
