@@ -4,8 +4,8 @@ queue, error code, keyset ``cursor``), plus two that it cannot and that are ther
 
 - ``q``: text. A job matches when its type, queue or error code starts with it, or its error
   message or payload contains it (case-insensitive).
-- ``view``: a situation — ``scheduled`` (queued, due later), ``retrying`` (queued after a failed
-  attempt), ``running``, ``dead`` (failed for good).
+- ``view``: a situation — ``scheduled`` (queued, due later, never attempted), ``retrying``
+  (queued after a failed attempt), ``running``, ``dead`` (failed for good).
 
 With ``q`` or a view that needs a look at each row (scheduled, retrying), the newest
 ``SCAN_ROWS`` jobs that pass the exact filters are read, newest first, and checked here; the
@@ -95,7 +95,9 @@ def filters(query: Any) -> Filters:
 
 
 def _matches(job: Job, f: Filters, now: float) -> bool:
-    if f.view == "scheduled" and not (job.run_at is not None and job.run_at.timestamp() > now):
+    if f.view == "scheduled" and (
+        job.attempts > 0 or job.run_at is None or job.run_at.timestamp() <= now
+    ):
         return False
     if f.view == "retrying" and job.attempts < 1:
         return False

@@ -1,0 +1,240 @@
+"""The dashboard's search, its views per situation, the queues page, a job's story and the
+latency charts — on both backends, through Starlette's TestClient, with an XSS vector in every
+new field they show."""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+import errands
+from errands import stats
+from errands.web import create_app, search
+from ops_helpers import claim, enqueue, register_worker, run_job
+
+XSS = '<script>alert("x")</script><img src=x onerror=alert(1)>'
+
+
+def ids_in(html: str) -> list[int]:
+    match = re.search(r'<div id="live">(.*)</div>', html, re.S)
+    assert match
+    return [int(n) for n in re.findall(r'href="[^"]*/jobs/(\d+)"', match.group(1))]
+
+
+@pytest.fixture
+def world(queue: errands.Queue) -> dict[str, Any]:
+    """A job of each situation, at the real time the dashboard reads."""
+    q = queue
+    now = time.time()
+    out: dict[str, Any] = {"q": q}
+    out["scheduled"] = enqueue(q, "remind", at=now, run_at=now + 3600, queue="mail")
+    out["due"] = enqueue(q, "remind", at=now - 30, run_at=now - 20, queue="mail")
+    # retrying: one attempt failed, the next one due in a minute
+    out["retrying"] = run_job(
+        q, "charge", run_at=now - 100, started=now - 90, finished=None, outcome="running"
+    )
+    from errands.backends.base import Retried
+
+    fail = Retried(
+        out["retrying"], 1, now - 90, "PAY:DECLINED", "card 4242 declined", "tb", now + 60, 0.0
+    )
+    assert q.backend.finish([fail], "w1", now - 80) == [True]
+    out["running"] = run_job(
+        q,
+        "resize",
+        run_at=now - 50,
+        started=now - 40,
+        finished=None,
+        outcome="running",
+        worker="web-1.17",
+    )
+    register_worker(q, "web-1.17", at=now, types=["resize"])
+    out["dead"] = run_job(
+        q,
+        "export",
+        run_at=now - 300,
+        started=now - 290,
+        finished=now - 200,
+        outcome="failed",
+        error_code="INTERNAL:ValueError",
+    )
+    out["payload"] = q.enqueue("note", {"text": "the quick brown fox"}, delay=7200)
+    return out
+
+
+def test_views_list_each_situation_with_its_columns(world: dict[str, Any]) -> None:
+    q = world["q"]
+    c = TestClient(create_app(q))
+    scheduled = c.get("/jobs", params={"view": "scheduled"}).text
+    assert set(ids_in(scheduled)) == {world["scheduled"], world["payload"]}
+    assert "in 59 min" in scheduled or "in 1 h" in scheduled
+    retrying = c.get("/jobs", params={"view": "retrying"}).text
+    assert ids_in(retrying) == [world["retrying"]]
+    assert "attempts left" in retrying and "4 of 5" in retrying and "PAY:" in retrying
+    running = c.get("/jobs", params={"view": "running"}).text
+    assert ids_in(running) == [world["running"]] and "web-1.17" in running
+    assert 'id="list-total">1 job(s) match' in running  # a total where the counts say it
+    dead = c.get("/jobs", params={"view": "dead"}).text
+    assert ids_in(dead) == [world["dead"]] and 'id="list-total">1 job(s) match' in dead
+    # The JSON twin takes the same parameters and answers the same jobs.
+    for view in search.VIEWS:
+        page = ids_in(c.get("/jobs", params={"view": view}).text)
+        api = c.get("/api/admin/jobs", params={"view": view}).json()
+        assert [j["id"] for j in api["jobs"]] == page, view
+    assert c.get("/jobs", params={"view": "zombie"}).status_code == 400
+    assert c.get("/api/admin/jobs", params={"view": "dead", "status": "queued"}).status_code == 400
+
+
+def test_workers_page_shows_the_jobs_each_worker_holds(world: dict[str, Any]) -> None:
+    c = TestClient(create_app(world["q"]))
+    page = c.get("/workers").text
+    assert "web-1.17" in page and f"/jobs/{world['running']}" in page
+    assert "1 / 4" in page  # running / concurrency
+
+
+def test_search_by_id_prefix_message_and_payload(world: dict[str, Any]) -> None:
+    q = world["q"]
+    c = TestClient(create_app(q), follow_redirects=False)
+    r = c.get("/find", params={"q": f"#{world['dead']}"})
+    assert r.status_code == 303 and r.headers["location"].endswith(f"/jobs/{world['dead']}")
+    assert (
+        c.get("/find", params={"q": str(world["dead"])})
+        .headers["location"]
+        .endswith(f"/jobs/{world['dead']}")
+    )
+    assert c.get("/find", params={"q": "fox"}).headers["location"].endswith("/jobs?q=fox")
+
+    def found(text: str) -> list[int]:
+        page = ids_in(c.get("/jobs", params={"q": text}).text)
+        api = [j["id"] for j in c.get("/api/admin/jobs", params={"q": text}).json()["jobs"]]
+        assert page == api, text
+        return page
+
+    assert found("INTERNAL:") == [world["dead"]]  # error code prefix
+    assert found("internal") == [world["dead"]]  # case-insensitive
+    assert found("exp") == [world["dead"]]  # type prefix
+    assert sorted(found("mail")) == sorted([world["scheduled"], world["due"]])  # queue prefix
+    assert found("4242") == [world["retrying"]]  # error message text
+    assert found("quick brown") == [world["payload"]]  # payload text
+    assert found("ValueError") == []  # not a prefix, not in a message
+    body = c.get("/api/admin/jobs", params={"q": "fox"}).json()
+    assert body["scanned"] == 6 and body["scan_limit"] == search.SCAN_ROWS
+    assert "6 newest job(s) scanned" in c.get("/jobs", params={"q": "fox"}).text
+
+
+def test_a_search_reads_at_most_the_scan_limit_and_goes_on_from_there(
+    queue: errands.Queue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ids = [queue.enqueue("note", {"n": i, "tag": "needle" if i % 2 else "hay"}) for i in range(30)]
+    monkeypatch.setattr(search, "SCAN_ROWS", 10)
+    monkeypatch.setattr(search, "BATCH", 4)
+    c = TestClient(create_app(queue))
+    seen: list[int] = []
+    cursor: str | None = None
+    scans = 0
+    while True:
+        query: dict[str, Any] = {"q": "needle", "limit": 50}
+        if cursor:
+            query["cursor"] = cursor
+        body = c.get("/api/admin/jobs", params=query).json()
+        assert body["scanned"] <= 10
+        scans += 1
+        seen += [j["id"] for j in body["jobs"]]
+        cursor = body["next_cursor"]
+        if cursor is None:
+            break
+    # the scan that reads the last row cannot know it was the last: one empty page may follow
+    assert seen == sorted(ids[1::2], reverse=True) and scans in (3, 4)
+
+
+def test_queues_page(world: dict[str, Any]) -> None:
+    c = TestClient(create_app(world["q"]))
+    page = c.get("/queues").text
+    mail = re.search(r"<tr>\s*<td class=\"id\"><a [^>]*>mail</a>(.*?)</tr>", page, re.S)
+    assert mail, page
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", mail.group(1), re.S)
+    text = [re.sub(r"<[^>]+>", "", x).strip() for x in cells]
+    assert text[0] == "2" and text[1] == "1"  # queued, due
+    assert re.fullmatch(r"\d+ s", text[2]), text  # the due one has waited ~20 s
+    assert world["q"].backend.oldest_due_by_queue(time.time())["mail"]["due"] == 1
+
+
+def test_job_story_and_commands(world: dict[str, Any]) -> None:
+    c = TestClient(create_app(world["q"]))
+    page = c.get(f"/jobs/{world['retrying']}").text
+    story = re.search(r'<ol class="story">(.*?)</ol>', page, re.S)
+    assert story
+    steps = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", story.group(1)))
+    assert re.search(r"waited \d+ s attempt 1 failed started .* UTC .* on w1, ran 10 s", steps)
+    assert "next attempt" in steps and "card 4242 declined" in steps
+    assert "errands show" in page and f"errands show {world['retrying']}" in page
+    dead = c.get(f"/jobs/{world['dead']}").text
+    assert f"errands retry {world['dead']}" in dead and "errands cancel" not in dead
+
+
+def test_latency_per_hour_from_the_minute_figures(queue: errands.Queue) -> None:
+    now = time.time()
+    hour = now - now % 3600
+    # Two hours back: waits of 2 s and 30 s; runs of 1 s.
+    for wait in (2.0, 30.0):
+        run_job(
+            queue,
+            "report",
+            run_at=hour - 7200,
+            started=hour - 7200 + wait,
+            finished=hour - 7200 + wait + 1,
+        )
+    series = stats.hourly_latency(queue.backend, now, 24)
+    assert len(series) == 24
+    point = next(h for h in series if h["hour"] == hour - 7200)
+    assert point["wait_count"] == 2 and point["run_count"] == 2
+    assert 2.0 <= point["wait_p50"] <= 2.5 and 30.0 <= point["wait_p95"] <= 30.0001
+    assert 1.0 <= point["run_p95"] <= 1.0001
+    assert sum(1 for h in series if h["wait_p50"] is not None) == 1
+    c = TestClient(create_app(queue))
+    for window in ("24h", "7d"):
+        page = c.get("/", params={"window": window}).text
+        assert page.count('class="p95-line"') == 2, window
+    assert c.get("/", params={"window": "1y"}).status_code == 400
+
+
+def test_new_fields_and_views_escape_what_they_show(queue: errands.Queue) -> None:
+    now = time.time()
+    run_job(
+        queue,
+        XSS,
+        run_at=now - 60,
+        started=now - 50,
+        finished=now - 40,
+        outcome="failed",
+        error_code=f"{XSS}:{XSS}",
+        queue=XSS,
+        worker=XSS,
+    )
+    held = enqueue(queue, XSS, at=now - 2, run_at=now - 1, queue=XSS)
+    assert claim(queue, XSS, at=now, worker=XSS).id == held
+    jid = enqueue(queue, XSS, at=now, run_at=now + 600, queue=XSS)
+    register_worker(queue, XSS, at=now, types=[XSS], queues=[XSS])
+    c = TestClient(create_app(queue))
+    pages = [
+        "/queues",
+        "/workers",
+        f"/jobs/{jid}",
+        f"/jobs/{held}",
+        f"/jobs/{held - 1}",
+        "/failures",
+        "/",
+        *(f"/jobs?view={v}" for v in search.VIEWS),
+        f"/jobs?q={XSS}",
+        f"/jobs?q=<script&type={XSS}",
+    ]
+    for path in pages:
+        r = c.get(path)
+        assert r.status_code == 200, path
+        assert "<script>alert" not in r.text and "<img src=x" not in r.text, path
+    assert "&lt;script&gt;" in c.get("/queues").text
+    assert "&lt;script&gt;" in c.get("/workers").text
