@@ -86,6 +86,7 @@ def test_every_form_action_redirects_and_a_reload_changes_nothing(
         "/jobs/{job_id:int}/cancel": (f"/jobs/{ids['queued'][0]}/cancel", {}),
         "/bulk": ("/bulk", {"action": "retry", "status": "failed", "type": "charge"}),
         "/prune": ("/prune", {}),
+        "/jobs/act": ("/jobs/act", {"action": "cancel", "id": str(ids["queued"][1])}),
     }
     html_mutations = {e.path for e in ROUTES if e.kind == "mutation" and not e.api}
     assert html_mutations == set(forms), "a new form action needs its Post/Redirect/Get check"

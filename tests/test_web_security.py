@@ -51,6 +51,7 @@ PROTECTED = {
     ("/jobs/{job_id:int}/attempts/{attempt:int}/traceback", "GET"),
     ("/jobs/{job_id:int}/retry", "POST"),
     ("/jobs/{job_id:int}/cancel", "POST"),
+    ("/jobs/act", "POST"),
     ("/bulk/confirm", "GET"),
     ("/bulk", "POST"),
     ("/failures", "GET"),

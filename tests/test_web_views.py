@@ -238,3 +238,53 @@ def test_new_fields_and_views_escape_what_they_show(queue: errands.Queue) -> Non
         assert "<script>alert" not in r.text and "<img src=x" not in r.text, path
     assert "&lt;script&gt;" in c.get("/queues").text
     assert "&lt;script&gt;" in c.get("/workers").text
+
+
+def _csrf(c: TestClient, path: str) -> str:
+    match = re.search(r'name="csrf" value="([0-9a-f]+)"', c.get(path).text)
+    assert match, "no CSRF field"
+    return match.group(1)
+
+
+def test_act_on_the_selected_rows(db_url: str, queue: errands.Queue) -> None:
+    from test_web_security import snapshot
+    from web_helpers import populate
+
+    ids = populate(queue)
+    c = TestClient(create_app(queue), follow_redirects=False)
+    page = c.get("/jobs", params={"status": "failed"}).text
+    assert page.count('type="checkbox" name="id"') == 3
+    token = _csrf(c, "/jobs?status=failed")
+    picked = [*ids["failed"][:2], ids["ok"][0]]  # a succeeded job cannot be retried: skipped
+    body = [("csrf", token), ("action", "retry"), ("back", "/jobs?status=failed")]
+    body += [("id", str(i)) for i in picked]
+    form = {"content-type": "application/x-www-form-urlencoded"}
+
+    def post(client: TestClient, extra: dict[str, str] | None = None) -> Any:
+        raw = "&".join(f"{k}={v}" for k, v in body).replace("?", "%3F").replace("/", "%2F")
+        return client.post("/jobs/act", content=raw, headers={**form, **(extra or {})})
+
+    # Refused, with every row unchanged: another origin, no token, read-only mode.
+    before = snapshot(db_url)
+    assert post(c, {"origin": "https://evil.example"}).status_code == 403
+    assert post(c, {"origin": "null"}).status_code == 403
+    assert post(TestClient(create_app(queue))).status_code == 403  # another session's token
+    read_only = TestClient(create_app(queue, read_only=True))
+    assert 'type="checkbox"' not in read_only.get("/jobs").text
+    assert post(read_only).status_code == 403
+    assert snapshot(db_url) == before
+    r = post(c)
+    assert r.status_code == 303
+    assert r.headers["location"].startswith("/jobs?status=failed&acted=retry&changed=2")
+    assert "skipped=1" in r.headers["location"]
+    assert [queue.get(i).status for i in picked] == ["queued", "queued", "succeeded"]  # type: ignore[union-attr]
+    shown = c.get(r.headers["location"]).text
+    assert 'id="acted">2 job(s) retried, 1 skipped' in shown
+    # Bad selections are 400 with a styled page; nothing changes.
+    before = snapshot(db_url)
+    for bad in ("id=abc", "id=0", "", f"id={2**64}"):
+        raw = f"csrf={token}&action=retry&{bad}"
+        assert c.post("/jobs/act", content=raw, headers=form).status_code == 400, bad
+    raw = f"csrf={token}&action=delete&id={ids['failed'][2]}"
+    assert c.post("/jobs/act", content=raw, headers=form).status_code == 400
+    assert snapshot(db_url) == before

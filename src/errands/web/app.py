@@ -131,6 +131,7 @@ ROUTES: tuple[Endpoint, ...] = (
     ),
     _e("/jobs/{job_id:int}/retry", pages.retry, "POST", "retry", "protected", "mutation", False),
     _e("/jobs/{job_id:int}/cancel", pages.cancel, "POST", "cancel", "protected", "mutation", False),
+    _e("/jobs/act", pages.act_on_selected, "POST", "act", "protected", "mutation", False),
     _e("/bulk/confirm", pages.bulk_confirm, "GET", "bulk", "protected", "read", False),
     _e("/bulk", pages.bulk_run, "POST", "bulk_post", "protected", "mutation", False),
     _e("/failures", pages.failures, "GET", "failures", "protected", "read", False),

@@ -10,6 +10,7 @@ CSRF token; every one answers with a redirect (303) to a page that says what hap
 from __future__ import annotations
 
 import json
+from urllib.parse import parse_qsl
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -255,8 +256,23 @@ async def jobs(request: Request, dash: Dashboard) -> Response:
             "api_url": request.url_for("api_jobs").include_query_params(**kept, limit=f.limit),
             "bulk_action": bulk_action,
             "bulk_url": bulk_url,
+            "acted": _acted(request.query_params),
+            "can_select": not dash.read_only,
+            "back": str(request.url.path) + (f"?{request.url.query}" if request.url.query else ""),
         },
     )
+
+
+def _acted(query: Any) -> dict[str, Any] | None:
+    """What "act on the selected rows" did, from the address it redirected to."""
+    action = query.get("acted")
+    if action not in ("retry", "cancel"):
+        return None
+    counts = {
+        k: params.integer(query, k, default=0, low=0, high=MAX_SELECTED)
+        for k in ("changed", "requested", "skipped")
+    }
+    return {"action": action, **counts}
 
 
 async def find_job(request: Request, dash: Dashboard) -> Response:
@@ -525,6 +541,38 @@ async def cancel(request: Request, dash: Dashboard) -> Response:
     job_id = _job_id(request)
     await run_in_threadpool(dash.queue.cancel, job_id, actor=api.ACTOR)
     return RedirectResponse(request.url_for("job", job_id=job_id), status_code=303)
+
+
+MAX_SELECTED = 500  # ids one "act on the selected rows" may name (one page at most)
+
+
+async def act_on_selected(request: Request, dash: Dashboard) -> Response:
+    """Retry or cancel the rows ticked on a list page: each job fenced on its state, so one
+    that moved on is skipped; then back to the list (Post/Redirect/Get) saying what happened."""
+    raw = (await request.body()).decode("utf-8", errors="replace")
+    pairs = parse_qsl(raw, keep_blank_values=True)
+    action = _bulk_action(request.state.form)
+    ids: list[int] = []
+    for key, value in pairs:
+        if key == "id":
+            job_id = params.job_id(int(value)) if value.isdigit() and len(value) < 20 else None
+            if job_id is None:
+                raise params.BadParameter(f"id must be a job id; got {value!r:.40}")
+            ids.append(job_id)
+    if not ids:
+        raise params.BadParameter("tick at least one job, then choose the action")
+    if len(ids) > MAX_SELECTED:
+        raise params.BadParameter(f"at most {MAX_SELECTED} jobs at once; use a bulk action")
+    q = dash.queue
+    act = bulk.retry if action == "retry" else bulk.cancel
+    report = await run_in_threadpool(act, q.backend, ids, api.ACTOR, q.clock())
+    target = URL(safe_next(request, request.state.form.get("back"))).include_query_params(
+        acted=action,
+        changed=len(report.changed),
+        requested=len(report.requested),
+        skipped=report.skipped,
+    )
+    return RedirectResponse(str(target), status_code=303)
 
 
 def _bulk_action(fields: Any) -> str:

@@ -13,7 +13,11 @@
 
   function busy() {
     var el = document.activeElement;
-    return el && (el.tagName === "INPUT" || el.tagName === "SELECT" || el.tagName === "TEXTAREA");
+    if (el && (el.tagName === "INPUT" || el.tagName === "SELECT" || el.tagName === "TEXTAREA")) {
+      return true;
+    }
+    // Ticked rows would be lost by a refresh: hold still until they are acted on or cleared.
+    return document.querySelector("#live input[type=checkbox]:checked") !== null;
   }
 
   function say(text, ended) {
