@@ -10,9 +10,9 @@ CSRF token; every one answers with a redirect (303) to a page that says what hap
 from __future__ import annotations
 
 import json
-from urllib.parse import parse_qsl
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl
 
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import URL
