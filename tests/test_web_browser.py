@@ -174,7 +174,8 @@ def _scenario(db_url: str, browser: Any, world: dict[str, Any], q: errands.Queue
 
         # Overview with its server-drawn charts.
         page.goto(base)
-        assert page.locator("svg.chart").count() == 3
+        assert page.locator("svg.chart").count() == 5  # + wait and run p50/p95 per hour
+        assert page.locator("svg.latency polyline.p95-line").count() == 2
         assert page.locator("svg.chart rect.bar-succeeded").count() >= 20
         assert page.locator("svg.chart rect.bar-failed").count() >= 1
         assert page.locator(".card-failed .n").inner_text() == str(q.stats()["counts"]["failed"])
@@ -220,6 +221,11 @@ def _scenario(db_url: str, browser: Any, world: dict[str, Any], q: errands.Queue
             "failures?window=1h",
             "periodic",
             "workers",
+            "queues",
+            "jobs?view=dead",
+            "jobs?view=running",
+            f"jobs?q={XSS}",
+            "?window=7d",
         ]
         for view in views:
             page.goto(base + view)
