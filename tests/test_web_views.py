@@ -75,7 +75,7 @@ def test_views_list_each_situation_with_its_columns(world: dict[str, Any]) -> No
     retrying = c.get("/jobs", params={"view": "retrying"}).text
     assert ids_in(retrying) == [world["retrying"]]
     assert "attempts left" in retrying and "4 of 5" in retrying and "PAY:" in retrying
-    running = c.get("/jobs", params={"view": "running"}).text
+    running = c.get("/jobs", params={"view": "running"}).text.replace("<wbr>", "")
     assert ids_in(running) == [world["running"]] and "web-1.17" in running
     assert 'id="list-total">1 job(s) match' in running  # a total where the counts say it
     dead = c.get("/jobs", params={"view": "dead"}).text
@@ -91,7 +91,7 @@ def test_views_list_each_situation_with_its_columns(world: dict[str, Any]) -> No
 
 def test_workers_page_shows_the_jobs_each_worker_holds(world: dict[str, Any]) -> None:
     c = TestClient(create_app(world["q"]))
-    page = c.get("/workers").text
+    page = c.get("/workers").text.replace("<wbr>", "")  # names may wrap after separators
     assert "web-1.17" in page and f"/jobs/{world['running']}" in page
     assert "1 / 4" in page  # running / concurrency
 

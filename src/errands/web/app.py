@@ -173,7 +173,9 @@ class Dashboard:
             autoescape=True,  # every value from a job is escaped; nothing is marked safe
             undefined=jinja2.StrictUndefined,
         )
-        env.globals.update(moment=fmt.moment, error_parts=fmt.error_parts, span=fmt.span)
+        env.globals.update(
+            moment=fmt.moment, error_parts=fmt.error_parts, span=fmt.span, name_parts=fmt.name_parts
+        )
         self.templates = Jinja2Templates(env=env)
 
 

@@ -75,3 +75,18 @@ def error_parts(code: str | None) -> tuple[str, str]:
         return "", ""
     head, sep, tail = code.partition(":")
     return (head + sep, tail) if sep else (code, "")
+
+
+def name_parts(name: Any) -> list[str]:
+    """A type, queue or worker id cut after each ``_``, ``.``, ``-``, ``/`` or ``:``, where a
+    narrow column may wrap it (the template puts a <wbr> between the parts, each escaped)."""
+    parts: list[str] = []
+    current = ""
+    for ch in "" if name is None else str(name):
+        current += ch
+        if ch in "_.-/:" and len(current) > 1:
+            parts.append(current)
+            current = ""
+    if current:
+        parts.append(current)
+    return parts
