@@ -79,6 +79,10 @@ def test_every_form_action_redirects_and_a_reload_changes_nothing(
     db_url: str, queue: errands.Queue
 ) -> None:
     ids = populate(queue)
+
+    @queue.periodic(every=3600, name="nightly")
+    def nightly() -> None: ...
+
     c = TestClient(create_app(queue), follow_redirects=False)
     token = _csrf(c, f"/jobs/{ids['failed'][0]}")
     forms = {
@@ -87,6 +91,7 @@ def test_every_form_action_redirects_and_a_reload_changes_nothing(
         "/bulk": ("/bulk", {"action": "retry", "status": "failed", "type": "charge"}),
         "/prune": ("/prune", {}),
         "/jobs/act": ("/jobs/act", {"action": "cancel", "id": str(ids["queued"][1])}),
+        "/periodic/run": ("/periodic/run", {"name": "nightly"}),
     }
     html_mutations = {e.path for e in ROUTES if e.kind == "mutation" and not e.api}
     assert html_mutations == set(forms), "a new form action needs its Post/Redirect/Get check"

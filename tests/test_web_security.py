@@ -56,6 +56,7 @@ PROTECTED = {
     ("/bulk", "POST"),
     ("/failures", "GET"),
     ("/periodic", "GET"),
+    ("/periodic/run", "POST"),
     ("/workers", "GET"),
     ("/prune/confirm", "GET"),
     ("/prune", "POST"),

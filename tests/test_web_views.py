@@ -122,7 +122,7 @@ def test_search_by_id_prefix_message_and_payload(world: dict[str, Any]) -> None:
     assert found("quick brown") == [world["payload"]]  # payload text
     assert found("ValueError") == []  # not a prefix, not in a message
     body = c.get("/api/admin/jobs", params={"q": "fox"}).json()
-    assert body["scanned"] == 6 and body["scan_limit"] == search.SCAN_ROWS
+    assert body["scanned"] == 6 and body["scan_limit"] == search.SCAN_ROWS == 10_000
     assert "6 newest job(s) scanned" in c.get("/jobs", params={"q": "fox"}).text
 
 
@@ -288,3 +288,44 @@ def test_act_on_the_selected_rows(db_url: str, queue: errands.Queue) -> None:
     raw = f"csrf={token}&action=delete&id={ids['failed'][2]}"
     assert c.post("/jobs/act", content=raw, headers=form).status_code == 400
     assert snapshot(db_url) == before
+
+
+def test_run_a_periodic_schedule_now(db_url: str, queue: errands.Queue) -> None:
+    from test_web_security import snapshot
+
+    @queue.periodic(every=3600, name=XSS, queue="reports", payload={"scope": "all"})
+    def report(scope: str) -> None: ...
+
+    next_run = queue.backend.list_periodic()[0].next_run_at
+    c = TestClient(create_app(queue), follow_redirects=False)
+    page = c.get("/periodic").text
+    assert "<script>alert" not in page and "Run now" in page
+    token = _csrf(c, "/periodic")
+    form = {"csrf": token, "name": XSS}
+    before = snapshot(db_url)
+    assert (
+        c.post("/periodic/run", data=form, headers={"origin": "https://evil.example"}).status_code
+        == 403
+    )
+    assert c.post("/periodic/run", data={"name": XSS}).status_code == 403  # no CSRF token
+    read_only = TestClient(create_app(queue, read_only=True))
+    assert "Run now" not in read_only.get("/periodic").text
+    assert read_only.post("/periodic/run", data=form).status_code == 403
+    assert snapshot(db_url) == before
+    r = c.post("/periodic/run", data=form)
+    assert r.status_code == 303
+    (job,) = queue.jobs()
+    assert (job.type, job.queue, job.payload, job.status) == (
+        XSS,
+        "reports",
+        {"scope": "all"},
+        "queued",
+    )
+    assert r.headers["location"].endswith(f"/periodic?ran={job.id}")
+    assert (
+        f'id="ran">Enqueued <a href="http://testserver/jobs/{job.id}"'
+        in c.get("/periodic", params={"ran": job.id}).text
+    )
+    assert queue.backend.list_periodic()[0].next_run_at == next_run  # its own tick unchanged
+    missing = c.post("/periodic/run", data={"csrf": token, "name": "nope"})
+    assert missing.status_code == 404 and "no periodic schedule named" in missing.text

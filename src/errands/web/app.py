@@ -137,6 +137,7 @@ ROUTES: tuple[Endpoint, ...] = (
     _e("/failures", pages.failures, "GET", "failures", "protected", "read", False),
     _e("/queues", pages.queues, "GET", "queues", "protected", "read", False),
     _e("/periodic", pages.periodic, "GET", "periodic", "protected", "read", False),
+    _e("/periodic/run", pages.periodic_run, "POST", "periodic_run", "protected", "mutation", False),
     _e("/workers", pages.workers, "GET", "workers", "protected", "read", False),
     _e("/prune/confirm", pages.prune_confirm, "GET", "prune", "protected", "read", False),
     _e("/prune", pages.prune_run, "POST", "prune_post", "protected", "mutation", False),

@@ -467,7 +467,31 @@ async def failures(request: Request, dash: Dashboard) -> Response:
 
 async def periodic(request: Request, dash: Dashboard) -> Response:
     rows = await run_in_threadpool(api.periodic_rows, dash)
-    return render(request, dash, "periodic.html", {"page": "periodic", "schedules": rows})
+    ran = None
+    if request.query_params.get("ran"):
+        ran = params.job_id(
+            params.integer(request.query_params, "ran", default=None, low=1, high=params.MAX_ID)
+        )
+    context = {"page": "periodic", "schedules": rows, "ran": ran}
+    return render(request, dash, "periodic.html", context)
+
+
+def _run_schedule(dash: Dashboard, name: str) -> int:
+    """Enqueue a schedule's job now, as its next tick would (its own tick is not moved)."""
+    q = dash.queue
+    for row in q.backend.list_periodic():
+        if row.name == name:
+            return q.enqueue(row.type, json.loads(row.payload), queue=row.queue, actor=api.ACTOR)
+    raise JobNotFoundError(f"no periodic schedule named {name!r:.80}; see the Periodic page")
+
+
+async def periodic_run(request: Request, dash: Dashboard) -> Response:
+    name = params.text(request.state.form, "name")
+    if name is None:
+        raise params.BadParameter("name is required: the schedule to run now")
+    job_id = await run_in_threadpool(_run_schedule, dash, name)
+    target = request.url_for("periodic").include_query_params(ran=job_id)
+    return RedirectResponse(target, status_code=303)
 
 
 def _queues_data(dash: Dashboard) -> list[dict[str, Any]]:
