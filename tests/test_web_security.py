@@ -340,8 +340,11 @@ CORPUS = [
     "x" * 5000,
 ]
 GET_PARAMS = {
-    "/api/admin/jobs": ["status", "type", "queue", "error_code", "limit", "cursor"],
-    "/jobs": ["status", "type", "queue", "error_code", "limit", "cursor"],
+    "/api/admin/jobs": ["status", "type", "queue", "error_code", "q", "view", "limit", "cursor"],
+    "/jobs": ["status", "type", "queue", "error_code", "q", "view", "limit", "cursor"],
+    "/find": ["q"],
+    "/failures?window=7d": ["page"],
+    "/": ["window"],
     "/api/admin/stats": ["window", "top"],
     "/api/admin/errors": ["top", "since"],
     "/api/admin/throughput": ["hours"],

@@ -121,6 +121,7 @@ def test_search_by_id_prefix_message_and_payload(world: dict[str, Any]) -> None:
     assert found("4242") == [world["retrying"]]  # error message text
     assert found("quick brown") == [world["payload"]]  # payload text
     assert found("ValueError") == []  # not a prefix, not in a message
+    assert found("%") == [] and found("_") == [] and found("\\") == []  # literal, not wildcards
     body = c.get("/api/admin/jobs", params={"q": "fox"}).json()
     assert body["scanned"] == 6 and body["scan_limit"] == search.SCAN_ROWS == 10_000
     assert "6 newest job(s) scanned" in c.get("/jobs", params={"q": "fox"}).text
@@ -328,3 +329,20 @@ def test_run_a_periodic_schedule_now(db_url: str, queue: errands.Queue) -> None:
     assert queue.backend.list_periodic()[0].next_run_at == next_run  # its own tick unchanged
     missing = c.post("/periodic/run", data={"csrf": token, "name": "nope"})
     assert missing.status_code == 404 and "no periodic schedule named" in missing.text
+
+
+def test_running_jobs_come_from_their_index_and_page(queue: errands.Queue) -> None:
+    now = time.time()
+    ids = [enqueue(queue, "resize", at=now - 5, run_at=now - 5) for _ in range(3)]
+    for _ in ids:
+        claim(queue, "resize", at=now, worker="w-9")
+    queue.enqueue("resize", {}, delay=60)  # queued: never listed as running
+    c = TestClient(create_app(queue))
+    first = c.get("/api/admin/jobs", params={"status": "running", "limit": 2}).json()
+    assert [j["id"] for j in first["jobs"]] == ids[:0:-1]
+    rest = c.get(
+        "/api/admin/jobs", params={"view": "running", "limit": 2, "cursor": first["next_cursor"]}
+    ).json()
+    assert [j["id"] for j in rest["jobs"]] == ids[:1] and rest["next_cursor"] is None
+    page = c.get("/workers").text
+    assert all(f"/jobs/{i}" in page for i in ids)  # held by w-9, which is not live: listed too

@@ -540,7 +540,7 @@ def _workers_data(dash: Dashboard) -> dict[str, Any]:
     """Live workers and the jobs each holds now; running jobs whose worker is not live."""
     rows = dash.queue.workers()
     held: dict[str, list[Any]] = {}
-    for j in dash.queue.jobs(status="running", limit=RUNNING_SHOWN):
+    for j in search.running(dash, RUNNING_SHOWN)[0]:
         held.setdefault(j.worker_id or "", []).append(j)
     live = {w["id"] for w in rows}
     orphans = [j for wid, js in held.items() if wid not in live for j in js]
