@@ -166,6 +166,10 @@ def test_error_pages_are_styled_with_a_way_back(queue: errands.Queue) -> None:
         assert 'href="http://testserver/"' in r.text, path  # the way back
     api = c.get("/api/admin/nowhere")
     assert api.status_code == 404 and "error" in api.json()
+    # The reason may quote the bad value: as text, never markup.
+    for path in ("/jobs?status=<script>alert(1)</script>", "/<script>alert(1)</script>"):
+        r = c.get(path)
+        assert r.status_code in (400, 404) and "<script>alert" not in r.text, path
 
 
 def test_read_only_answers_dry_runs_and_refuses_the_rest(db_url: str, queue: errands.Queue) -> None:
