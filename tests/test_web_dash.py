@@ -58,6 +58,11 @@ def test_failures_lists_every_group_and_no_cancellation(queue: errands.Queue) ->
     assert "page 1 of 2" in first and rows_of(first, "failures") == 50
     second = c.get("/failures", params={"page": 2}).text
     assert rows_of(second, "failures") == 10 and "page 2 of 2" in second
+    # Each group shows its newest job and the start of its message.
+    newest = max(j.id for j in queue.jobs(type="t000", limit=10))
+    assert re.search(
+        rf'<td class="detail sample"><a href="[^"]*/jobs/{newest}">#{newest}</a> it broke', first
+    )
     # No cancellation under Failures or Top errors; the page says where they are.
     for page in (first, second, c.get("/").text):
         assert "CANCELLED" not in page

@@ -119,6 +119,18 @@ class SQLStats(SQLHost):
             "wait_seconds": round(max(now - run_at, 0.0), 3),
         }
 
+    def error_sample(self, error_code: str, jtype: str) -> dict[str, Any] | None:
+        """The newest finished job of an error group: ``id``, ``attempts``, ``error_detail``."""
+        rows = self._fetch("error_sample", {"error_code": error_code, "type": jtype})
+        if not rows:
+            return None
+        r = rows[0]
+        return {
+            "id": int(r["id"]),
+            "attempts": int(r["attempts"]),
+            "error_detail": r["error_detail"],
+        }
+
     def oldest_due_by_queue(self, now: float) -> dict[str, dict[str, Any]]:
         """Queue -> its due queued jobs (``due``) and the longest wait (``wait_seconds``)."""
         out = {}

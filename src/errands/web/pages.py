@@ -416,6 +416,21 @@ def _failure_groups(dash: Dashboard, since: float) -> dict[str, Any]:
     return {"groups": groups, "cancelled": cancelled}
 
 
+SAMPLE_CHARS = 200  # of a group's newest message, on the Failures page
+
+
+def _samples(dash: Dashboard, groups: list[dict[str, Any]]) -> list[dict[str, Any] | None]:
+    """Each shown group's newest finished job and the start of its message (one index step
+    each: the page shows at most FAILURE_PAGE groups)."""
+    out: list[dict[str, Any] | None] = []
+    for g in groups:
+        found = dash.queue.backend.error_sample(g["error_code"], g["type"])
+        if found is not None and found["error_detail"]:
+            found["error_detail"] = str(found["error_detail"])[:SAMPLE_CHARS]
+        out.append(found)
+    return out
+
+
 async def failures(request: Request, dash: Dashboard) -> Response:
     query = request.query_params
     chosen = query.get("window") or "24h"
@@ -427,6 +442,7 @@ async def failures(request: Request, dash: Dashboard) -> Response:
     pages = max(-(-len(every) // FAILURE_PAGE), 1)
     number = min(number, pages)
     shown = every[(number - 1) * FAILURE_PAGE : number * FAILURE_PAGE]
+    samples = await run_in_threadpool(_samples, dash, shown)
     groups = [
         {
             **r,
@@ -436,8 +452,9 @@ async def failures(request: Request, dash: Dashboard) -> Response:
             "jobs_url": request.url_for("jobs").include_query_params(
                 type=r["type"], error_code=r["error_code"]
             ),
+            "sample": sample,
         }
-        for r in shown
+        for r, sample in zip(shown, samples, strict=True)
     ]
 
     def page_url(n: int) -> URL:
