@@ -23,6 +23,7 @@ import pytest
 
 import errands
 import test_web_browser
+from errands.backends.base import Retried
 from ops_helpers import HOUR, is_postgres, register_worker, run_job
 from test_web_browser import free_port
 
@@ -109,6 +110,14 @@ def build(db_url: str) -> dict[str, Any]:
         outcome="running",
         worker=LONG_WORKER,
     )
+
+    retrying = run_job(
+        q, "send_email", run_at=now - 200, started=now - 190, finished=None, outcome="running"
+    )
+    again = Retried(
+        retrying, 1, now - 190, "SMTP:UNAVAILABLE", "421 try later", "tb", now + 300, 0.0
+    )
+    assert q.backend.finish([again], "w1", now - 185) == [True]
 
     @q.periodic(every=300, name="nightly_reconciliation_of_customer_invoices_eu_west_1")
     def nightly() -> None: ...

@@ -124,7 +124,7 @@ def test_search_by_id_prefix_message_and_payload(world: dict[str, Any]) -> None:
     assert found("%") == [] and found("_") == [] and found("\\") == []  # literal, not wildcards
     body = c.get("/api/admin/jobs", params={"q": "fox"}).json()
     assert body["scanned"] == 6 and body["scan_limit"] == search.SCAN_ROWS == 10_000
-    assert "6 newest job(s) scanned" in c.get("/jobs", params={"q": "fox"}).text
+    assert "among the 6 job id(s) searched" in c.get("/jobs", params={"q": "fox"}).text
 
 
 def test_a_search_reads_at_most_the_scan_limit_and_goes_on_from_there(
