@@ -346,3 +346,24 @@ def test_running_jobs_come_from_their_index_and_page(queue: errands.Queue) -> No
     assert [j["id"] for j in rest["jobs"]] == ids[:1] and rest["next_cursor"] is None
     page = c.get("/workers").text
     assert all(f"/jobs/{i}" in page for i in ids)  # held by w-9, which is not live: listed too
+
+
+def test_every_page_links_its_json_twin(queue: errands.Queue) -> None:
+    from web_helpers import populate
+
+    populate(queue)
+    c = TestClient(create_app(queue))
+    pages = {
+        "/?window=7d": ("/api/admin/stats?window=7d", "/api/admin/throughput?hours=168"),
+        "/jobs?status=failed&type=charge": ("/api/admin/jobs?status=failed&type=charge&limit=50",),
+        "/jobs?view=retrying&q=x": ("/api/admin/jobs?q=x&view=retrying&limit=50",),
+        "/failures?window=1h": ("/api/admin/errors?since=1h&top=100",),
+        "/workers": ("/api/admin/workers",),
+        "/periodic": ("/api/admin/periodic",),
+    }
+    for page, twins in pages.items():
+        html = c.get(page).text
+        links = [u.replace("&amp;", "&") for u in re.findall(r'class="api" href="([^"]+)"', html)]
+        for twin in twins:
+            assert f"http://testserver{twin}" in links, (page, links)
+            assert c.get(twin).status_code == 200, twin

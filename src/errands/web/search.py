@@ -56,7 +56,7 @@ class Filters:
     def kept(self) -> dict[str, Any]:
         """The filters as query parameters (for links: the page and the API take the same)."""
         pairs = {
-            "status": self.status,
+            "status": None if self.view else self.status,  # a view implies its status
             "type": self.type,
             "queue": self.queue,
             "error_code": self.error_code,
