@@ -80,6 +80,10 @@ def test_views_list_each_situation_with_its_columns(world: dict[str, Any]) -> No
     assert 'id="list-total">1 job(s) match' in running  # a total where the counts say it
     dead = c.get("/jobs", params={"view": "dead"}).text
     assert ids_in(dead) == [world["dead"]] and 'id="list-total">1 job(s) match' in dead
+    bulk = re.search(r'class="button" href="([^"]+)"', dead)
+    assert bulk and "status=failed" in bulk.group(1)
+    confirm = c.get(bulk.group(1).replace("&amp;", "&").replace("http://testserver", ""))
+    assert re.search(r'id="bulk-count">1<', confirm.text)
     # The JSON twin takes the same parameters and answers the same jobs.
     for view in search.VIEWS:
         page = ids_in(c.get("/jobs", params={"view": view}).text)

@@ -227,7 +227,7 @@ async def jobs(request: Request, dash: Dashboard) -> Response:
             bulk_action = "cancel"
     exact = {k: v for k, v in kept.items() if k in ("status", "type", "queue", "error_code")}
     bulk_url = (
-        request.url_for("bulk").include_query_params(action=bulk_action, **exact)
+        request.url_for("bulk").include_query_params(action=bulk_action, **exact, status=f.status)
         if bulk_action
         else None
     )
