@@ -30,7 +30,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from ..errors import ConfigurationError, ErrandsError, InvalidTransitionError, JobNotFoundError
-from . import api, fmt, pages
+from . import api, boards, fmt, pages
 from .middleware import MAX_BODY, BodyLimit, SecurityHeaders
 from .params import BadParameter, unknown_query
 from .security import AuthCallable, Guard, non_simple, same_origin
@@ -134,11 +134,13 @@ ROUTES: tuple[Endpoint, ...] = (
     _e("/jobs/act", pages.act_on_selected, "POST", "act", "protected", "mutation", False),
     _e("/bulk/confirm", pages.bulk_confirm, "GET", "bulk", "protected", "read", False),
     _e("/bulk", pages.bulk_run, "POST", "bulk_post", "protected", "mutation", False),
-    _e("/failures", pages.failures, "GET", "failures", "protected", "read", False),
-    _e("/queues", pages.queues, "GET", "queues", "protected", "read", False),
-    _e("/periodic", pages.periodic, "GET", "periodic", "protected", "read", False),
-    _e("/periodic/run", pages.periodic_run, "POST", "periodic_run", "protected", "mutation", False),
-    _e("/workers", pages.workers, "GET", "workers", "protected", "read", False),
+    _e("/failures", boards.failures, "GET", "failures", "protected", "read", False),
+    _e("/queues", boards.queues, "GET", "queues", "protected", "read", False),
+    _e("/periodic", boards.periodic, "GET", "periodic", "protected", "read", False),
+    _e(
+        "/periodic/run", boards.periodic_run, "POST", "periodic_run", "protected", "mutation", False
+    ),
+    _e("/workers", boards.workers, "GET", "workers", "protected", "read", False),
     _e("/prune/confirm", pages.prune_confirm, "GET", "prune", "protected", "read", False),
     _e("/prune", pages.prune_run, "POST", "prune_post", "protected", "mutation", False),
 )
