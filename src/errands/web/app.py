@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 from urllib.parse import parse_qsl
 
-import jinja2
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -27,10 +26,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
-from starlette.templating import Jinja2Templates
 
 from ..errors import ConfigurationError, ErrandsError, InvalidTransitionError, JobNotFoundError
-from . import api, boards, fmt, pages
+from . import api, boards, pages
+from .common import Dashboard
 from .middleware import MAX_BODY, BodyLimit, SecurityHeaders
 from .params import BadParameter, unknown_query
 from .security import AuthCallable, Guard, non_simple, same_origin
@@ -114,7 +113,7 @@ ROUTES: tuple[Endpoint, ...] = (
     _e("/api/admin/periodic", api.periodic, "GET", "api_periodic", "protected", "read", True),
     _e("/api/admin/throughput", api.throughput, "GET", "api_throughput", "protected", "read", True),
     # HTML pages
-    _e("/", pages.overview, "GET", "overview", "protected", "read", False),
+    _e("/", boards.overview, "GET", "overview", "protected", "read", False),
     _e("/jobs", pages.jobs, "GET", "jobs", "protected", "read", False),
     _e("/find", pages.find_job, "GET", "find", "protected", "read", False),
     _e("/jobs/{job_id:int}", pages.job, "GET", "job", "protected", "read", False),
@@ -152,34 +151,6 @@ OPEN_WARNING = (
     "this dashboard has no token and no auth: anyone who can reach it can read every job{acts}. "
     "Pass token= or auth= to create_app (or allowed_hosts= to answer loopback names only)"
 )
-
-
-class Dashboard:
-    """What every handler needs: the queue, the guard, the mode and the templates."""
-
-    def __init__(
-        self,
-        queue: Queue,
-        guard: Guard,
-        *,
-        read_only: bool,
-        title: str,
-        open_warning: str | None = None,
-    ) -> None:
-        self.queue = queue
-        self.guard = guard
-        self.read_only = read_only
-        self.title = title
-        self.open_warning = open_warning  # shown on every page when anyone may act
-        env = jinja2.Environment(
-            loader=jinja2.FileSystemLoader(HERE / "templates"),
-            autoescape=True,  # every value from a job is escaped; nothing is marked safe
-            undefined=jinja2.StrictUndefined,
-        )
-        env.globals.update(
-            moment=fmt.moment, error_parts=fmt.error_parts, span=fmt.span, name_parts=fmt.name_parts
-        )
-        self.templates = Jinja2Templates(env=env)
 
 
 async def form_fields(request: Request) -> dict[str, str]:

@@ -1,4 +1,5 @@
-"""The operator's boards: failures (every error group, paged, without cancellations), queues,
+"""The operator's boards: the overview (counts, charts over 24 h or 7 d, the five questions),
+failures (every error group, paged, without cancellations), queues,
 periodic schedules (with "run now") and workers (with the jobs each holds). Rendered by
 ``pages.render``; the one action here (run a schedule now) answers 303 like every other.
 """
@@ -13,12 +14,13 @@ from starlette.datastructures import URL
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from .. import rollup, stats
+from ..client import reports
+from ..core import rollup
 from ..errors import JobNotFoundError
-from . import api, pages, params, search
+from . import api, charts, pages, params, search
 
 if TYPE_CHECKING:
-    from .app import Dashboard
+    from .common import Dashboard
 
 FAILURE_WINDOWS = ("1h", "24h", "7d")
 FAILURE_PAGE = 50  # groups per page of /failures (the total is always shown)
@@ -152,9 +154,9 @@ def _queues_data(dash: Dashboard) -> list[dict[str, Any]]:
         entry(r.queue)["counts"][r.status] += r.count
     for name, due in backend.oldest_due_by_queue(now).items():
         entry(name).update(due=due["due"], wait=due["wait_seconds"])
-    _, windows = stats.windows(backend.window_rows(now - rollup.HOUR))
+    _, windows = reports.windows(backend.window_rows(now - rollup.HOUR))
     for name, w in windows.items():
-        entry(name)["hour"] = stats.summarize(w, rollup.HOUR)
+        entry(name)["hour"] = reports.summarize(w, rollup.HOUR)
     # FLOW (#23): the pause state and limits, once the flow-control verbs exist (q.queues()
     # gives name, paused, paused_at, paused_by, reason); until then the column shows a dash.
     flow = getattr(q, "queues", None)
@@ -190,3 +192,32 @@ def _workers_data(dash: Dashboard) -> dict[str, Any]:
 async def workers(request: Request, dash: Dashboard) -> Response:
     data = await run_in_threadpool(_workers_data, dash)
     return pages.render(request, dash, "workers.html", {"page": "workers", **data})
+
+
+CHART_WINDOWS = {"24h": 24, "7d": 168}
+
+
+def _overview_data(dash: Dashboard, hours: int) -> dict[str, Any]:
+    q = dash.queue
+    figures = q.stats(top=20)
+    figures["top_errors"] = failures_only(figures["top_errors"])[:6]
+    series = q.throughput(hours=hours)
+    latency = reports.hourly_latency(q.backend, q.clock(), hours)
+    return {
+        "stats": figures,
+        "throughput_chart": charts.throughput(series),
+        "failure_chart": charts.failure_rate(series),
+        "wait_chart": charts.latency(latency, "wait"),
+        "run_chart": charts.latency(latency, "run"),
+        "counts_chart": charts.counts(figures["counts"]),
+        "finished": sum(h["succeeded"] + h["failed"] + h["cancelled"] for h in series),
+    }
+
+
+async def overview(request: Request, dash: Dashboard) -> Response:
+    chosen = request.query_params.get("window") or "24h"
+    if chosen not in CHART_WINDOWS:
+        raise params.BadParameter(f"window must be one of {', '.join(CHART_WINDOWS)}")
+    data = await run_in_threadpool(_overview_data, dash, CHART_WINDOWS[chosen])
+    context = {"page": "overview", "window": chosen, "windows": CHART_WINDOWS, **data}
+    return pages.render(request, dash, "overview.html", context)

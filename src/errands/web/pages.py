@@ -19,13 +19,13 @@ from starlette.datastructures import URL
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from .. import bulk, stats
+from ..client import bulk
 from ..errors import JobNotFoundError
-from . import api, boards, charts, params, search
+from . import api, params, search
 from .security import SESSION_COOKIE
 
 if TYPE_CHECKING:
-    from .app import Dashboard
+    from .common import Dashboard
 
 PREVIEW_CHARS = 4000  # payload/result shown inline; the rest is a download away
 
@@ -152,35 +152,6 @@ async def logout(request: Request, dash: Dashboard) -> Response:
 
 
 # -- reading -------------------------------------------------------------------------------
-
-
-CHART_WINDOWS = {"24h": 24, "7d": 168}
-
-
-def _overview_data(dash: Dashboard, hours: int) -> dict[str, Any]:
-    q = dash.queue
-    figures = q.stats(top=20)
-    figures["top_errors"] = boards.failures_only(figures["top_errors"])[:6]
-    series = q.throughput(hours=hours)
-    latency = stats.hourly_latency(q.backend, q.clock(), hours)
-    return {
-        "stats": figures,
-        "throughput_chart": charts.throughput(series),
-        "failure_chart": charts.failure_rate(series),
-        "wait_chart": charts.latency(latency, "wait"),
-        "run_chart": charts.latency(latency, "run"),
-        "counts_chart": charts.counts(figures["counts"]),
-        "finished": sum(h["succeeded"] + h["failed"] + h["cancelled"] for h in series),
-    }
-
-
-async def overview(request: Request, dash: Dashboard) -> Response:
-    chosen = request.query_params.get("window") or "24h"
-    if chosen not in CHART_WINDOWS:
-        raise params.BadParameter(f"window must be one of {', '.join(CHART_WINDOWS)}")
-    data = await run_in_threadpool(_overview_data, dash, CHART_WINDOWS[chosen])
-    context = {"page": "overview", "window": chosen, "windows": CHART_WINDOWS, **data}
-    return render(request, dash, "overview.html", context)
 
 
 def total(dash: Dashboard, f: search.Filters) -> int | None:

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..backends.base import JobFilter
-from ..records import Job
+from ..core.records import Job
 from . import params
 
 if TYPE_CHECKING:
-    from .app import Dashboard
+    from .common import Dashboard
 
 SCAN_ROWS = 10_000  # rows a bounded search reads at most, per request
 BATCH = 500  # rows per read while scanning
