@@ -26,6 +26,11 @@ def _hour_label(epoch: float, days: bool = False) -> str:
     return datetime.fromtimestamp(epoch, UTC).strftime("%a %d" if days else "%H:00")
 
 
+def _hour_title(epoch: float) -> str:
+    """A bar's or point's hover text: the day too, for the 7-day charts."""
+    return datetime.fromtimestamp(epoch, UTC).strftime("%a %d %H:00")
+
+
 def _every(n: int) -> int:
     """Label every 6th hour of a day's bars, every 24th of a week's."""
     return 6 if n <= 48 else 24
@@ -75,7 +80,7 @@ def latency(series: list[dict[str, Any]], measure: str) -> dict[str, Any]:
         for p in ("p50", "p95"):
             v = h[f"{measure}_{p}"]
             if v is not None:
-                label = _hour_label(h["hour"])
+                label = _hour_title(h["hour"])
                 lines[p].append({"x": x, "y": y(max(v, low)), "title": f"{label} UTC: {p} {v:g} s"})
     ticks = [{"y": y(t), "text": TICK_TEXT[t]} for t in LOG_TICKS if low <= t <= high]
     labels = [
@@ -131,7 +136,7 @@ def throughput(series: list[dict[str, Any]]) -> dict[str, Any]:
                     "w": round(max(slot - 2, 1), 1),
                     "h": round(height, 1),
                     "cls": outcome,
-                    "title": f"{_hour_label(h['hour'])} UTC: {n:,} {outcome}",
+                    "title": f"{_hour_title(h['hour'])} UTC: {n:,} {outcome}",
                 }
             )
         if i % _every(len(series)) == 0:
@@ -156,7 +161,7 @@ def failure_rate(series: list[dict[str, Any]]) -> dict[str, Any]:
             {
                 "x": round(frame["x0"] + (i + 0.5) * slot, 1),
                 "y": round(frame["y0"] - plot_h * rate, 1),
-                "title": f"{_hour_label(h['hour'])} UTC: {rate:.0%} failed of {finished:,}",
+                "title": f"{_hour_title(h['hour'])} UTC: {rate:.0%} failed of {finished:,}",
             }
         )
     labels = [
