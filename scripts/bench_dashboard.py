@@ -3,6 +3,10 @@
 the time a real chromium takes to load each one.
 
     .venv/bin/python scripts/bench_dashboard.py [--jobs 1000000] [--db PATH] [--browser]
+    .venv/bin/python scripts/bench_dashboard.py --postgres postgresql://postgres@127.0.0.1/postgres
+
+With ``--postgres SERVER_URL`` the same jobs go into a fresh database ``errands_dash_bench``
+on that server (dropped and made again on each run).
 
 Builds (unless ``--db`` names an existing file) a file holding ``--jobs`` jobs written with
 plain SQL over the last 7 days: 80 % succeeded, 8 % failed (60 error groups, each with a
@@ -108,6 +112,55 @@ def build(path: str, jobs: int) -> float:
     return time.perf_counter() - start
 
 
+# The same jobs for PostgreSQL: the SELECT above over generate_series, times built as epoch
+# seconds and stored as timestamptz (psycopg's parameters: a literal % is written %%).
+_SELECT = (
+    BUILD[0]
+    .split("SELECT i,", 1)[1]
+    .replace(" % ", " %% ")
+    .replace("FROM n", "FROM generate_series(1, :count) AS n(i)")
+)
+for _name in ("count", "t0", "step", "now"):
+    _SELECT = _SELECT.replace(f":{_name}", f"%({_name})s")
+PG_BUILD = (
+    "INSERT INTO jobs (id, queue, type, payload, status, priority, attempts, max_attempts, "
+    "run_at, created_at, started_at, finished_at, worker_id, error_code, error_detail) "
+    "SELECT i, queue, type, CAST(payload AS jsonb), status, priority, attempts, max_attempts, "
+    "to_timestamp(run_at), to_timestamp(created_at), to_timestamp(started_at), "
+    "to_timestamp(finished_at), worker_id, error_code, error_detail FROM (SELECT i,"
+    + _SELECT
+    + ") AS built(i, queue, type, payload, status, priority, attempts, max_attempts, run_at, "
+    "created_at, started_at, finished_at, worker_id, error_code, error_detail)"
+)
+
+
+def build_postgres(server: str, jobs: int) -> tuple[str, float]:
+    """A fresh ``errands_dash_bench`` database on ``server`` holding ``jobs`` jobs."""
+    import psycopg
+
+    with psycopg.connect(server, autocommit=True) as admin:
+        admin.execute("DROP DATABASE IF EXISTS errands_dash_bench WITH (FORCE)")
+        admin.execute("CREATE DATABASE errands_dash_bench")
+    url = server.rsplit("/", 1)[0] + "/errands_dash_bench"
+    errands.Queue(url).close()
+    start = time.perf_counter()
+    now = time.time()
+    bind = {"count": jobs, "t0": now - 7 * 86400, "step": 7 * 86400 / jobs, "now": now}
+    with psycopg.connect(url) as conn:
+        conn.execute(PG_BUILD, bind)
+        conn.execute(
+            "UPDATE jobs SET lease_expires_at = to_timestamp(%(now)s + 60), "
+            "heartbeat_at = to_timestamp(%(now)s) WHERE status = 'running'",
+            bind,
+        )
+        conn.execute("SELECT setval(pg_get_serial_sequence('jobs', 'id'), %(count)s)", bind)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("ANALYZE")
+    with errands.Queue(url) as q:
+        q.recount_figures()
+    return url, time.perf_counter() - start
+
+
 def server_times(path: str) -> dict[str, float]:
     from starlette.testclient import TestClient
 
@@ -190,10 +243,15 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=1_000_000)
     ap.add_argument("--db")
     ap.add_argument("--browser", action="store_true")
+    ap.add_argument("--postgres", metavar="SERVER_URL")
     args = ap.parse_args()
-    path = args.db or os.path.join(tempfile.mkdtemp(), "dash.db")
-    if not os.path.exists(path) or os.path.getsize(path) == 0:
-        print(f"building {args.jobs:,} jobs in {path}: {build(path, args.jobs):.1f} s")
+    if args.postgres:
+        path, took = build_postgres(args.postgres, args.jobs)
+        print(f"building {args.jobs:,} jobs in {path}: {took:.1f} s")
+    else:
+        path = args.db or os.path.join(tempfile.mkdtemp(), "dash.db")
+        if not os.path.exists(path) or os.path.getsize(path) == 0:
+            print(f"building {args.jobs:,} jobs in {path}: {build(path, args.jobs):.1f} s")
     print("server (TestClient, median of 5):")
     for page, ms in server_times(path).items():
         print(f"  {ms:8.1f} ms  {page}")
