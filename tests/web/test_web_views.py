@@ -370,3 +370,27 @@ def test_every_page_links_its_json_twin(queue: errands.Queue) -> None:
         for twin in twins:
             assert f"http://testserver{twin}" in links, (page, links)
             assert c.get(twin).status_code == 200, twin
+
+
+def test_the_week_is_recomputed_at_most_once_a_minute(queue: errands.Queue) -> None:
+    from errands.web import boards
+
+    now = time.time()
+    run_job(queue, "report", run_at=now - 30, started=now - 20, finished=now - 10)
+    app = create_app(queue)
+    c = TestClient(app)
+
+    def finished(window: str) -> str:
+        match = re.search(
+            r"last " + window + r" · ([\d,]+) jobs", c.get("/", params={"window": window}).text
+        )
+        assert match
+        return match.group(1)
+
+    assert finished("7d") == "1"
+    run_job(queue, "report", run_at=now - 9, started=now - 8, finished=now - 7)
+    assert finished("24h") == "2"  # the day is read afresh on every refresh
+    assert finished("7d") == "1"  # the week is kept for WEEK_TTL seconds
+    app.state.dashboard._cache.clear()  # as when WEEK_TTL has passed
+    assert finished("7d") == "2"
+    assert boards.WEEK_TTL == 60.0

@@ -34,8 +34,14 @@ def failures_only(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r in rows if not str(r["error_code"]).startswith(CANCELLED_PREFIX)]
 
 
+WEEK_TTL = 60.0  # seconds the 7-day figures are kept between refreshes (common.cached)
+
+
 def _failure_groups(dash: Dashboard, since: float) -> dict[str, Any]:
-    rows = dash.queue.errors(top=MAX_GROUPS, since=since)
+    def read() -> list[dict[str, Any]]:
+        return dash.queue.errors(top=MAX_GROUPS, since=since)
+
+    rows = dash.cached(f"errors:{since}", WEEK_TTL, read) if since > 86400 else read()
     groups = failures_only(rows)
     cancelled = sum(r["count"] for r in rows if r not in groups)
     return {"groups": groups, "cancelled": cancelled}
@@ -201,8 +207,11 @@ def _overview_data(dash: Dashboard, hours: int) -> dict[str, Any]:
     q = dash.queue
     figures = q.stats(top=20)
     figures["top_errors"] = failures_only(figures["top_errors"])[:6]
-    series = q.throughput(hours=hours)
-    latency = reports.hourly_latency(q.backend, q.clock(), hours)
+
+    def read() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        return q.throughput(hours=hours), reports.hourly_latency(q.backend, q.clock(), hours)
+
+    series, latency = dash.cached(f"hours:{hours}", WEEK_TTL, read) if hours > 24 else read()
     return {
         "stats": figures,
         "throughput_chart": charts.throughput(series),
