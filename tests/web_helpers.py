@@ -59,6 +59,7 @@ def snapshot(url: str) -> list[Any]:
         sql_rows(url, "SELECT id, status, attempts, run_at FROM jobs ORDER BY id"),
         sql_rows(url, "SELECT COUNT(*) FROM job_events"),
         sql_rows(url, "SELECT COUNT(*) FROM job_attempts"),
+        sql_rows(url, "SELECT queue, reason FROM queue_pauses ORDER BY queue"),
     ]
 
 

@@ -97,6 +97,8 @@ def test_every_form_action_redirects_and_a_reload_changes_nothing(
         "/prune": ("/prune", {}),
         "/jobs/act": ("/jobs/act", {"action": "cancel", "id": str(ids["queued"][1])}),
         "/periodic/run": ("/periodic/run", {"name": "nightly"}),
+        "/queues/pause": ("/queues/pause", {"name": "mail", "reason": "SMTP down"}),
+        "/queues/resume": ("/queues/resume", {"name": "mail"}),
     }
     html_mutations = {e.path for e in ROUTES if e.kind == "mutation" and not e.api}
     assert html_mutations == set(forms), "a new form action needs its Post/Redirect/Get check"

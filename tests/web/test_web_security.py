@@ -45,6 +45,8 @@ PROTECTED = {
     ("/jobs", "GET"),
     ("/find", "GET"),
     ("/queues", "GET"),
+    ("/queues/pause", "POST"),
+    ("/queues/resume", "POST"),
     ("/jobs/{job_id:int}", "GET"),
     ("/jobs/{job_id:int}/payload", "GET"),
     ("/jobs/{job_id:int}/result", "GET"),
@@ -60,13 +62,18 @@ PROTECTED = {
     ("/workers", "GET"),
     ("/prune/confirm", "GET"),
     ("/prune", "POST"),
+    ("/api/admin/queues", "GET"),
+    ("/api/admin/queues/{name}/pause", "POST"),
+    ("/api/admin/queues/{name}/resume", "POST"),
+    ("/api/admin/limits", "GET"),
 }
 PUBLIC_MOUNTS = {"/static"}
 MUTATIONS = {(e.path, e.methods[0]) for e in ROUTES if e.kind == "mutation"}
 
 
 def concrete(path: str, ids: dict[str, Any]) -> str:
-    return path.replace("{job_id:int}", str(ids["failed"][0])).replace("{attempt:int}", "1")
+    path = path.replace("{job_id:int}", str(ids["failed"][0])).replace("{attempt:int}", "1")
+    return path.replace("{name}", "default")
 
 
 def schema(url: str) -> list[Any]:

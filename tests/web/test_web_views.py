@@ -394,3 +394,39 @@ def test_the_week_is_recomputed_at_most_once_a_minute(queue: errands.Queue) -> N
     app.state.dashboard._cache.clear()  # as when WEEK_TTL has passed
     assert finished("7d") == "2"
     assert boards.WEEK_TTL == 60.0
+
+
+def test_pause_and_resume_a_queue_from_its_page(db_url: str, queue: errands.Queue) -> None:
+    from web_helpers import snapshot
+
+    queue.enqueue(XSS, {}, queue=XSS)
+    c = TestClient(create_app(queue), follow_redirects=False)
+    token = _csrf(c, "/queues")
+    form = {"csrf": token, "name": XSS, "reason": XSS}
+    before = snapshot(db_url)  # holds queue_pauses too
+    evil = {"origin": "https://evil.example"}
+    assert c.post("/queues/pause", data=form, headers=evil).status_code == 403
+    assert c.post("/queues/pause", data={"name": XSS}).status_code == 403  # no CSRF token
+    read_only = TestClient(create_app(queue, read_only=True))
+    assert ">Pause</button>" not in read_only.get("/queues").text
+    assert read_only.post("/queues/pause", data=form).status_code == 403
+    assert snapshot(db_url) == before and not any(i.paused for i in queue.queues())
+    r = c.post("/queues/pause", data=form)
+    assert r.status_code == 303 and r.headers["location"].endswith("/queues")
+    (info,) = [i for i in queue.queues() if i.name == XSS]
+    assert info.paused and info.reason == XSS and info.paused_by == "api"
+    page = c.get("/queues").text
+    assert '<span class="badge bad">paused</span>' in page and ">Resume</button>" in page
+    assert "<script>alert" not in page and "<img src=x" not in page
+    before = snapshot(db_url)
+    assert c.post("/queues/resume", data={"name": XSS}, headers=evil).status_code == 403
+    assert snapshot(db_url) == before
+    assert c.post("/queues/resume", data={"csrf": token, "name": XSS}).status_code == 303
+    assert not any(i.paused for i in queue.queues())
+
+
+def test_queues_page_shows_limits(queue: errands.Queue) -> None:
+    queue.set_limit(XSS, running=4)
+    page = TestClient(create_app(queue)).get("/queues").text
+    assert '<table class="limits">' in page and "<script>alert" not in page
+    assert re.search(r'<td class="num">4</td>', page)

@@ -7,6 +7,7 @@ periodic schedules (with "run now") and workers (with the jobs each holds). Rend
 from __future__ import annotations
 
 import json
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from starlette.concurrency import run_in_threadpool
@@ -163,22 +164,44 @@ def _queues_data(dash: Dashboard) -> list[dict[str, Any]]:
     _, windows = reports.windows(backend.window_rows(now - rollup.HOUR))
     for name, w in windows.items():
         entry(name)["hour"] = reports.summarize(w, rollup.HOUR)
-    # FLOW (#23): the pause state and limits, once the flow-control verbs exist (q.queues()
-    # gives name, paused, paused_at, paused_by, reason); until then the column shows a dash.
-    flow = getattr(q, "queues", None)
-    if callable(flow):
-        for info in flow():
-            item = entry(info.name)
-            item["paused"] = bool(info.paused)
-            item["paused_by"] = getattr(info, "paused_by", None)
-            item["paused_at"] = getattr(info, "paused_at", None)
-            item["reason"] = getattr(info, "reason", None)
+    # Flow control (SPEC 4b): every queue's pause state, by whom, since when and why.
+    for name in per:
+        per[name]["paused"] = False
+    for info in q.queues():
+        if info.paused:
+            entry(info.name).update(
+                paused=True, paused_by=info.paused_by, paused_at=info.paused_at, reason=info.reason
+            )
     return [per[name] for name in sorted(per)]
 
 
 async def queues(request: Request, dash: Dashboard) -> Response:
     rows = await run_in_threadpool(_queues_data, dash)
-    return pages.render(request, dash, "queues.html", {"page": "queues", "queues": rows})
+    caps = await run_in_threadpool(dash.queue.limits)
+    context = {"page": "queues", "queues": rows, "limits": caps}
+    return pages.render(request, dash, "queues.html", context)
+
+
+def _queue_name(fields: Any) -> str:
+    name = params.text(fields, "name")
+    if name is None:
+        raise params.BadParameter("name is required: the queue to pause or resume")
+    return name
+
+
+async def pause_queue(request: Request, dash: Dashboard) -> Response:
+    """Pause a queue from its page (the form's reason is kept with the pause); then back."""
+    fields = request.state.form
+    name = _queue_name(fields)
+    reason = params.text(fields, "reason")
+    await run_in_threadpool(partial(dash.queue.pause, name, reason=reason, actor=api.ACTOR))
+    return RedirectResponse(request.url_for("queues"), status_code=303)
+
+
+async def resume_queue(request: Request, dash: Dashboard) -> Response:
+    name = _queue_name(request.state.form)
+    await run_in_threadpool(dash.queue.resume, name)
+    return RedirectResponse(request.url_for("queues"), status_code=303)
 
 
 RUNNING_SHOWN = 500  # running jobs read for /workers (the rest: the running view, paged)
