@@ -430,3 +430,15 @@ def test_queues_page_shows_limits(queue: errands.Queue) -> None:
     page = TestClient(create_app(queue)).get("/queues").text
     assert '<table class="limits">' in page and "<script>alert" not in page
     assert re.search(r'<td class="num">4</td>', page)
+
+
+def test_progress_shows_on_the_job_and_the_running_view(queue: errands.Queue) -> None:
+    now = time.time()
+    job_id = enqueue(queue, "resize", at=now - 5, run_at=now - 5)
+    held = claim(queue, "resize", at=now, worker="w-7")
+    assert queue.backend.record_progress("w-7", job_id, held.attempt, 0.4, XSS, now)
+    c = TestClient(create_app(queue))
+    for page in (f"/jobs/{job_id}", "/jobs?view=running"):
+        html = c.get(page).text
+        assert '<progress max="1" value="0.4">40%</progress> 40%' in html, page
+        assert "&lt;script&gt;" in html and "<script>alert" not in html, page
