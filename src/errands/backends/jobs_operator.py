@@ -127,6 +127,31 @@ class SQLJobOperator(SQLHost):
         with self._read_rows() as conn:
             return [self._job(r) for r in self._dicts(conn.execute(self.q["list_jobs"], params))]
 
+    def newest_job_id(self) -> int | None:
+        rows = self._fetch("newest_job_id")
+        return None if not rows or rows[0]["id"] is None else int(rows[0]["id"])
+
+    def search_jobs(self, flt: JobFilter, text: str, floor_id: int) -> list[Job]:
+        """Jobs with ``floor_id <= id < flt.before_id`` matching the exact filters and ``text``
+        (a prefix of type, queue or error code; or inside the error message or payload),
+        newest first, at most ``flt.limit``. The caller bounds the window."""
+        needle = text.lower()
+        escaped = needle.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        params = {
+            "status": flt.status,
+            "type": flt.type,
+            "queue": flt.queue,
+            "error_code": flt.error_code,
+            "before_id": flt.before_id,
+            "floor_id": floor_id,
+            "prefix": escaped + "%",
+            "needle": needle,
+            "limit": flt.limit,
+        }
+        with self._read_rows() as conn:
+            rows = self._dicts(conn.execute(self.q["search_jobs"], params))
+        return [self._job(r) for r in rows]
+
     def attempts(self, job_id: int) -> list[Attempt]:
         with self._read_rows() as conn:
             rows = self._dicts(conn.execute(self.q["job_attempts"], {"job_id": job_id}))
