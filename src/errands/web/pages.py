@@ -324,6 +324,13 @@ async def job(request: Request, dash: Dashboard) -> Response:
             "can_cancel": j.status in bulk.CANCELLABLE,
             "timeline": timeline(j, d["attempts"], dash.queue.clock()),
             "commands": commands(j),
+            "deps": {
+                **d["deps"],
+                # This job's own rule, the same on each of its upstream edges.
+                "downstream_rule": next(
+                    (u["on_upstream_failure"] for u in d["deps"]["upstream"]), "cancel"
+                ),
+            },
         },
     )
 
