@@ -13,7 +13,7 @@ from ..core.records import Attempt, EventRecord, Job
 from ..core.states import TERMINAL, Event, State
 from . import figures
 from .base import CancelReport, JobFilter
-from .host import F_CANCEL, T_RETRY, SQLHost, event_of, event_row, from_json
+from .host import F_CANCEL, F_CANCEL_WAITING, T_RETRY, SQLHost, event_of, event_row, from_json
 
 RETRIED = event_of("retry")
 
@@ -63,6 +63,8 @@ class SQLJobOperator(SQLHost):
             # does, so "jobs finished" counters (metrics) never go down when a job is retried.
             if left:
                 self._roll_up(conn, left)
+            if done:  # the dependents their outcome cancelled wait for them again
+                self._revive(conn, done, now, actor)
         return done
 
     def cancel(self, job_ids: Sequence[int], actor: str, now: float) -> CancelReport:
@@ -78,7 +80,11 @@ class SQLJobOperator(SQLHost):
                     "error_code": "CANCELLED:BY_USER",
                     "error_detail": f"cancelled by {actor} before it started",
                 }
-                if conn.execute(q["cancel_queued_job"], params).fetchone() is not None:
+                waiting = {**params, **F_CANCEL_WAITING.params}  # enqueued after=[…]
+                if (
+                    conn.execute(q["cancel_queued_job"], params).fetchone() is not None
+                    or conn.execute(q["cancel_queued_job"], waiting).fetchone() is not None
+                ):
                     report.cancelled.append(job_id)
                     if event in self._audit:
                         conn.execute(q["insert_event"], event_row(job_id, now, event, actor, None))
@@ -93,6 +99,7 @@ class SQLJobOperator(SQLHost):
                 # Queued → cancelled; no attempt closed here (figures.py).
                 cancelled = report.cancelled
                 figures.count(conn, q, cancelled, cancelled, with_runs=False)
+                self._release(conn, cancelled, now, actor)  # cancels their dependents
         return report
 
     def match_ids(

@@ -19,6 +19,7 @@ from starlette.responses import JSONResponse, Response
 from ..client import bulk
 from ..client.reports import describe_all
 from ..errors import JobNotFoundError
+from ..pipelines import graph
 from . import params
 
 if TYPE_CHECKING:
@@ -89,6 +90,8 @@ def job_detail(dash: Dashboard, job_id: int) -> dict[str, Any]:
         "job": job,
         "attempts": attempts,
         "events": q.events(job_id),
+        # The jobs around it (docs/pipelines.md): {upstream: [...], downstream: [...]}.
+        "deps": graph(q.backend, job_id),
     }
 
 
@@ -104,6 +107,7 @@ async def job(request: Request, dash: Dashboard) -> Response:
                 {**a.to_dict(), "has_traceback": a.traceback_ref is not None} for a in d["attempts"]
             ],
             "events": [e.to_dict() for e in d["events"]],
+            "deps": d["deps"],
         }
     )
 

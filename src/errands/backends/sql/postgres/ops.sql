@@ -72,6 +72,9 @@ UNION ALL
 SELECT 'running' AS status, queue, type, COUNT(*) FROM jobs
 WHERE status = 'running' GROUP BY queue, type
 UNION ALL
+SELECT 'waiting' AS status, queue, type, COUNT(*) FROM jobs 
+WHERE status = 'waiting' GROUP BY queue, type
+UNION ALL
 SELECT status, queue, type, SUM(n) FROM job_counts
 GROUP BY status, queue, type HAVING SUM(n) <> 0;
 
@@ -192,12 +195,15 @@ ORDER BY id;
 SELECT COUNT(*) AS n FROM jobs WHERE status = :status AND finished_at < to_timestamp(:cutoff);
 
 -- name: prune_ids
--- Up to :limit jobs of one terminal state that finished before :cutoff, oldest first, locked:
+-- Up to :limit jobs of one terminal state that finished before :cutoff, oldest first, but
+-- none a waiting job still depends on (its outcome decides the waiting job's: SPEC §4c), locked:
 -- the batch prune_batch deletes once their figures are taken off (uncount_jobs). SKIP LOCKED:
 -- a row another transaction holds (a manual retry of a failed job, a second pruner) is left
 -- for the next run instead of blocking this one or being deleted under it.
 SELECT id FROM jobs
 WHERE status = :status AND finished_at < to_timestamp(:cutoff)
+  AND NOT EXISTS (SELECT 1 FROM job_deps AS d JOIN jobs AS w ON w.id = d.job_id
+                  WHERE d.upstream_id = jobs.id AND w.status = 'waiting')
 ORDER BY finished_at, id
 LIMIT :limit
 FOR UPDATE SKIP LOCKED;

@@ -71,6 +71,9 @@ UNION ALL
 SELECT 'running' AS status, queue, type, COUNT(*) FROM jobs INDEXED BY jobs_running
 WHERE status = 'running' GROUP BY queue, type
 UNION ALL
+SELECT 'waiting' AS status, queue, type, COUNT(*) FROM jobs INDEXED BY jobs_waiting 
+WHERE status = 'waiting' GROUP BY queue, type
+UNION ALL
 SELECT status, queue, type, SUM(n) FROM job_counts
 GROUP BY status, queue, type HAVING SUM(n) <> 0;
 
@@ -167,9 +170,12 @@ ORDER BY id;
 SELECT COUNT(*) AS n FROM jobs WHERE status = :status AND finished_at < :cutoff;
 
 -- name: prune_ids
--- Up to :limit jobs of one terminal state that finished before :cutoff, oldest first: the
+-- Up to :limit jobs of one terminal state that finished before :cutoff, oldest first, but
+-- none a waiting job still depends on (its outcome decides the waiting job's: SPEC §4c): the
 -- batch prune_batch deletes once their figures are taken off (uncount_jobs).
 SELECT id FROM jobs WHERE status = :status AND finished_at < :cutoff
+  AND NOT EXISTS (SELECT 1 FROM job_deps AS d JOIN jobs AS w ON w.id = d.job_id
+                  WHERE d.upstream_id = jobs.id AND w.status = 'waiting')
 ORDER BY finished_at LIMIT :limit;
 
 -- name: prune_batch
