@@ -52,6 +52,11 @@ class DatabaseReplacedError(DatabaseError):
     worker stops rather than keep writing to a file nobody else can see."""
 
 
+class QueueClosedError(DatabaseError):
+    """The Queue's connections were closed (``q.close()``) while something still used them;
+    a worker stops rather than retry writes that can never succeed."""
+
+
 class JobNotFoundError(ErrandsError, LookupError):
     """No job with that id."""
 

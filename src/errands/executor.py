@@ -206,6 +206,15 @@ class Executor:
                 self._spawn_runner()
         return expired
 
+    def owns_current_thread(self) -> bool:
+        """Whether the calling thread runs handlers here (a runner or an event loop)."""
+        me = threading.current_thread()
+        return (
+            me in self._runners
+            or me is self._loop_thread
+            or any(me is thread for _, thread in self._wedged)
+        )
+
     def close(self) -> None:
         """Stop the runners and the event loop(s). A sync handler still running is left to
         end on its thread; async ones still pending are cancelled as their loop closes (their

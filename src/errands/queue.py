@@ -36,6 +36,7 @@ from .wakeups import KINDS, Wakeups, hubs, listen_for_work
 
 if TYPE_CHECKING:
     from .worker import WorkerSummary
+    from .worker_inputs import LiveWorker
 
 F = TypeVar("F", bound=Callable[..., Any])
 R = TypeVar("R")
@@ -102,6 +103,10 @@ class Queue:
         self._chain: Chain | None = None  # None until q.use(): no cost without middleware
         self._lock = threading.Lock()
         self._offload: ThreadPoolExecutor | None = None  # blocking work of async callers
+        # Workers running on this Queue: close() stops them before closing anything, and a
+        # close asked for while one still runs happens when the last one has stopped.
+        self._workers: list[LiveWorker] = []
+        self._close_pending = False
         self.backend = open_backend(url, self.settings)
         try:
             self.backend.migrate()
@@ -142,7 +147,46 @@ class Queue:
         await self.aclose()
 
     def close(self) -> None:
-        """Close the database connections, listeners and any async pool."""
+        """Close the database connections, listeners and any async pool.
+
+        A worker running on this Queue is stopped gracefully first (its running jobs finish,
+        prefetched ones are handed back): called from another thread, ``close`` waits for it
+        (up to ``shutdown_timeout`` + 5 s); called from inside the worker (a handler's
+        ``q.close()`` or ``with q:``), it returns at once and the Queue closes when the
+        worker has stopped. Connections are never closed under a thread using them."""
+        with self._lock:
+            workers = list(self._workers)
+        if workers:
+            for worker in workers:
+                worker.stop_for_close()
+            if not any(w.owns_current_thread() for w in workers):
+                grace = self.settings.shutdown_timeout + 5.0
+                for worker in workers:
+                    worker.wait_stopped(grace)
+            with self._lock:
+                if self._workers:
+                    self._close_pending = True
+                    return
+        self._close_now()
+
+    def attach_worker(self, worker: LiveWorker) -> Callable[[], None]:
+        """A worker starts on this Queue; returns what it calls once stopped (which performs
+        a close asked for meanwhile)."""
+        with self._lock:
+            self._workers.append(worker)
+
+        def detach() -> None:
+            with self._lock:
+                self._workers.remove(worker)
+                close = self._close_pending and not self._workers
+                if close:
+                    self._close_pending = False
+            if close:
+                self._close_now()
+
+        return detach
+
+    def _close_now(self) -> None:
         for hub in self._hubs.values():
             hub.close()
         with self._lock:

@@ -43,6 +43,7 @@ from .errors import (
     DatabaseReplacedError,
     InvalidTransitionError,
     JobError,
+    QueueClosedError,
 )
 from .executor import BUFFERED, STARTED, Executor, Finished, Slot, SlotState
 from .maintenance import Maintenance
@@ -162,6 +163,10 @@ class Worker:
         self._dirty = True  # something may have been enqueued: try a claim
         self._more = True  # the last claim was full: more is probably waiting
         self._stop = Stop()
+        self._control: threading.Thread | None = None  # the thread in run()
+        # Under the supervisor: its pid, watched in case its death's SIGTERM never comes.
+        self._parent = os.getppid() if supervised else None
+        self._stopped = threading.Event()  # run() has returned
         self._signals = SignalHandlers(self._stop, supervised=supervised)
         self._avg_run = 0.0
         self._last_renewal = monotonic()
@@ -184,7 +189,42 @@ class Worker:
         self._stop.graceful = True
         self._wake.set()
 
+    def stop_for_close(self) -> None:
+        """The application closed the Queue this worker runs on (``Queue.close``): stop
+        gracefully; the Queue closes its connections once this worker has stopped."""
+        if not self.summary.queue_closed:
+            self.summary.queue_closed = True
+            inside = self.owns_current_thread()
+            log.log(
+                logging.WARNING if inside else logging.INFO,
+                "the Queue was closed while this worker runs (%s): stopping gracefully — "
+                "running jobs finish, prefetched ones are handed back — and the Queue closes "
+                "once the worker has stopped",
+                "q.close() or `with q:` in a handler" if inside else "the application shuts down",
+            )
+        self.stop()
+
+    def owns_current_thread(self) -> bool:
+        """Whether the calling thread is this worker's control thread or one running its
+        handlers (so it must not wait for the worker to stop)."""
+        return threading.current_thread() is self._control or self.executor.owns_current_thread()
+
+    def wait_stopped(self, timeout: float) -> bool:
+        return self._stopped.wait(timeout)
+
     def run(self) -> WorkerSummary:
+        self._control = threading.current_thread()
+        detach = self.inputs.attach(self)
+        try:
+            self._run()
+        finally:
+            try:
+                detach()  # performs a Queue.close() asked for while this worker ran
+            finally:
+                self._stopped.set()
+        return self.summary
+
+    def _run(self) -> None:
         if self.handle_signals:
             self._signals.install()
         try:
@@ -195,16 +235,16 @@ class Worker:
                         # Even a zero wait lets the runner threads have the GIL.
                         self._wake.wait(min(pause, MAX_WAIT))
                         self._wake.clear()
-            except DatabaseReplacedError:
-                # Outcomes would go to a file nobody reads: do not wait for running jobs.
-                log.error("the database file is gone; stopping without waiting for running jobs")
+            except (DatabaseReplacedError, QueueClosedError) as exc:
+                # Outcomes cannot be written (or would go to a file nobody reads): do not
+                # wait for running jobs; their leases recover them.
+                log.error("%s; stopping without waiting for running jobs", exc)
                 self._stop.now = True
                 raise
             finally:
                 self.close()
         finally:
             self._signals.restore()
-        return self.summary
 
     def start(self) -> None:
         """Register, recover this host's dead workers' jobs, listen for new work, start the
@@ -277,6 +317,7 @@ class Worker:
                 self._dirty = True
                 claimed_nothing = False
         if mono >= self._next_cancel_check:
+            self._check_parent()
             # Advanced even when nothing is held: a deadline left in the past would make
             # the wait return at once, and an idle worker would spin.
             if self._held:
@@ -491,6 +532,14 @@ class Worker:
             slot = self._held.get(job_id)
             if slot is not None:
                 self.executor.cancel(slot)
+
+    def _check_parent(self) -> None:
+        """A supervised worker whose supervisor died works on unsupervised: stop. The kernel
+        normally says so with SIGTERM (supervisor.py); this covers where it cannot."""
+        if self._parent is not None and os.getppid() != self._parent:
+            log.warning("the supervisor (pid %d) is gone: stopping gracefully", self._parent)
+            self._parent = None
+            self._stop.graceful = True
 
     def _next_deadline(self) -> float:
         if not self._any_timeout:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .backends.base import Backend, Listener
 from .maintenance import Service
@@ -29,6 +29,9 @@ class WorkerInputs:
     # Calls back when work may have become due: this process's enqueues at once, other
     # processes' through the backend's listener.
     listen: Callable[[Callable[[], None]], Listener]
+    # Tells the Queue a worker runs on it (so ``q.close()`` stops it first and never closes
+    # connections under it); returns the call that says it has stopped.
+    attach: Callable[[LiveWorker], Callable[[], None]] = lambda worker: _nothing
 
     @classmethod
     def of(cls, q: Queue) -> WorkerInputs:
@@ -40,4 +43,17 @@ class WorkerInputs:
             services=q.services(),
             hooks=q.execute_hooks,
             listen=q.listen_for_work,
+            attach=q.attach_worker,
         )
+
+
+class LiveWorker(Protocol):
+    """What the Queue may ask of a worker running on it."""
+
+    def stop_for_close(self) -> None: ...
+    def owns_current_thread(self) -> bool: ...
+    def wait_stopped(self, timeout: float) -> bool: ...
+
+
+def _nothing() -> None:
+    return None

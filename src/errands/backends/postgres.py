@@ -26,10 +26,10 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import TransactionStatus
 from psycopg.rows import tuple_row
 from psycopg.types.json import set_json_loads
-from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
+from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolClosed, PoolTimeout
 
 from .. import faults
-from ..errors import ConfigurationError, DatabaseBusyError, DatabaseError
+from ..errors import ConfigurationError, DatabaseBusyError, DatabaseError, QueueClosedError
 from ..settings import Settings
 from ..states import AttemptStatus
 from . import scrub, sql
@@ -111,6 +111,11 @@ def translate(exc: psycopg.Error, where: str) -> DatabaseError:
         )
     if isinstance(exc, pgerr.SerializationFailure | pgerr.DeadlockDetected):
         return DatabaseBusyError(f"{where}: transaction conflict ({msg}); it is safe to retry")
+    if isinstance(exc, PoolClosed):
+        return QueueClosedError(
+            f"{where}: this Queue was closed (q.close()) while still in use ({msg}); close "
+            "the Queue only after its workers and producers are done"
+        )
     if isinstance(exc, PoolTimeout):
         return DatabaseBusyError(
             f"{where}: no pooled connection became free in time ({msg}); the server may be "

@@ -20,7 +20,7 @@ from typing import Any
 
 from .. import worker_log
 from ..backends import redact
-from ..errors import DatabaseReplacedError
+from ..errors import DatabaseReplacedError, QueueClosedError
 from ..queue import ENV_DB, Queue
 from ..supervisor import FATAL_EXIT, RECYCLE_EXIT, SUPERVISED_ENV
 from . import output
@@ -220,8 +220,20 @@ def cmd_worker(args: argparse.Namespace) -> int:
             raise
         output.error(str(exc))
         return FATAL_EXIT  # a restart would only create an empty file where the old one was
+    except QueueClosedError as exc:
+        output.error(str(exc))
+        return 1
     finally:
         queue.close()
+    if summary.queue_closed:
+        # Only the app's own code can close its Queue under this worker: a bug to fix, so
+        # not the clean exit 0 (the supervisor restarts the process, with backoff).
+        output.error(
+            "the application closed its Queue while the worker ran (q.close() or `with q:` "
+            "in a handler?); the worker stopped: running jobs finished, prefetched ones were "
+            "handed back — close the Queue only after run_worker returns"
+        )
+        return 1
     stopped = (
         f"errands worker {summary.worker_id} stopped: {summary.succeeded} succeeded, "
         f"{summary.retried} to retry, {summary.failed} failed, {summary.cancelled} cancelled, "
