@@ -16,15 +16,19 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import enum
 import logging
+import os
 import queue as stdqueue
+import sys
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from . import execution, worker_log
+from .backends import forks
 from .backends.base import ClaimedJob, Outcome, Released
 from .context import JobContext
 from .errors import JobError
@@ -112,6 +116,9 @@ class Executor:
         self._wedged: list[tuple[asyncio.AbstractEventLoop, threading.Thread | None]] = []
         self._async_tasks: set[asyncio.Task[None]] = set()  # asyncio keeps only weak refs
         self._closing = False
+        # The process the runners belong to: a handler's os.fork() leaves a copy of one of
+        # them in the child, which must run nothing more.
+        self._generation = forks.generation
 
     # -- what the control loop asks ---------------------------------------------------------
 
@@ -230,6 +237,8 @@ class Executor:
     # -- running handlers ------------------------------------------------------------------
 
     def _begin(self, slot: Slot) -> bool:
+        if forks.generation != self._generation:
+            return False  # a handler forked: the child starts nothing (see _leave_child)
         with self._lock:
             if slot.state != BUFFERED:
                 return False
@@ -246,6 +255,8 @@ class Executor:
         return True
 
     def _end(self, slot: Slot, outcome: Outcome | None) -> None:
+        if forks.generation != self._generation:
+            _leave_child(slot)
         with self._lock:
             abandoned = slot.state != STARTED
             if not abandoned:
@@ -371,6 +382,23 @@ class Executor:
             # KeyboardInterrupt out of run_forever and kill the loop every async job runs on.
             return execution.failed(task, job, started, self.clock(), exc)
         return self._returned(slot, result)
+
+
+def _leave_child(slot: Slot) -> None:
+    """A handler forked and returned in the child: the child holds a copy of this worker
+    whose jobs, leases and connections are the parent's. It records nothing, starts nothing
+    and does not linger: it exits here, running no cleanup that could touch what it shares
+    with the parent (inherited connections are never closed)."""
+    log.warning(
+        "job %d's handler forked and returned in the child (pid %d): the child runs nothing "
+        "of errands and exits; end forked children yourself with os._exit()",
+        slot.job.id,
+        os.getpid(),
+    )
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(0)
 
 
 def _run_loop(loop: asyncio.AbstractEventLoop) -> None:

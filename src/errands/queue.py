@@ -14,7 +14,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from . import periodic, stats, validate, waiting
-from .backends import open_backend, redact
+from .backends import forks, open_backend, redact
 from .backends.base import CancelReport, JobFilter, Listener, PruneProgress, PruneReport
 from .backoff import Backoff
 from .enqueueing import EnqueueItem as EnqueueItem  # re-exported: enqueue_many's item type
@@ -106,6 +106,7 @@ class Queue:
         # Workers running on this Queue: close() stops them before closing anything, and a
         # close asked for while one still runs happens when the last one has stopped.
         self._workers: list[LiveWorker] = []
+        self._generation = forks.generation  # which process opened it (see close)
         self._close_pending = False
         self.backend = open_backend(url, self.settings)
         try:
@@ -153,7 +154,11 @@ class Queue:
         prefetched ones are handed back): called from another thread, ``close`` waits for it
         (up to ``shutdown_timeout`` + 5 s); called from inside the worker (a handler's
         ``q.close()`` or ``with q:``), it returns at once and the Queue closes when the
-        worker has stopped. Connections are never closed under a thread using them."""
+        worker has stopped. Connections are never closed under a thread using them. In a
+        process forked from the one that opened the Queue, ``close`` closes nothing: the
+        connections and listeners are the parent's."""
+        if forks.generation != self._generation:
+            return
         with self._lock:
             workers = list(self._workers)
         if workers:

@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import execution
+from .backends import forks
 from .backends.base import (
     ClaimedJob,
     ClaimRequest,
@@ -92,9 +93,16 @@ class _JobLease:
         return self._slot.cancel_requested
 
     def heartbeat(self) -> bool:
+        if forks.generation != self._worker.generation:
+            return False  # a forked child holds no lease: it must not renew the parent's
         return self._worker._beat_one(self._slot.job)
 
     def complete(self, connection: Any, result: Any) -> None:
+        if forks.generation != self._worker.generation:
+            raise InvalidTransitionError(
+                f"job {self._slot.job.id} is held by the worker process that forked this one; "
+                "complete it there, not in the child"
+            )
         self._worker._complete_in(self._slot, connection, result)
 
 
@@ -167,6 +175,7 @@ class Worker:
         # Under the supervisor: its pid, watched in case its death's SIGTERM never comes.
         self._parent = os.getppid() if supervised else None
         self._stopped = threading.Event()  # run() has returned
+        self.generation = forks.generation  # see backends/forks.py
         self._signals = SignalHandlers(self._stop, supervised=supervised)
         self._avg_run = 0.0
         self._last_renewal = monotonic()

@@ -23,6 +23,7 @@ from .conftest import (
     Cluster,
     assert_consistent,
     assert_integrity,
+    rows,
     starts,
     status_counts,
     wait_for,
@@ -337,3 +338,38 @@ def _live_pids(db_url: str) -> set[int]:
     from .conftest import worker_pids
 
     return worker_pids(db_url)
+
+
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+def test_a_forked_child_never_uses_the_parents_connections(queue: errands.Queue) -> None:
+    """A Queue used before os.fork(): the child's enqueue and close go through connections
+    of its own; the parent's connections (a PostgreSQL session, an SQLite handle) are left
+    untouched and keep working."""
+    queue.enqueue("x", {"n": 0})  # the parent's connection is open
+    sessions = _sessions(queue.url)
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        code = 1
+        try:
+            queue.enqueue("x", {"n": 1})
+            queue.close()
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    # Closing in the child ended none of the parent's sessions (PostgreSQL shows them).
+    assert sessions <= _sessions(queue.url)
+    queue.enqueue("x", {"n": 2})  # the parent's session is still its own
+    assert sorted(j.payload["n"] for j in queue.jobs(type="x")) == [0, 1, 2]
+
+
+def _sessions(url: str) -> set[int]:
+    """The server pids of errands' sessions on this test's database (none on SQLite)."""
+    if is_sqlite(url):
+        return set()
+    query = (
+        "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+        "AND application_name = 'errands' AND pid <> pg_backend_pid()"
+    )
+    return {int(r[0]) for r in rows(url, query)}

@@ -296,6 +296,8 @@ class SQLiteBackend(SQLBackend):
 
     def close(self) -> None:
         """Close every thread's connection — at once if idle, else when its use ends."""
+        if forks.generation != self._generation:
+            self._after_fork()  # a forked child: the parent's connections are not ours
         with self._lock:
             held, self._all = self._all, []
             self._local = threading.local()
