@@ -157,6 +157,9 @@ class Worker:
         self.recorder = Recorder(self.backend, self.db, self.id, self.summary)
 
         self._held: dict[int, Slot] = {}
+        # A job whose previous attempt was lost, held to run alone (see _take).
+        self._quarantine: Slot | None = None
+        self._quarantine_started = False
         self._wake = threading.Event()
         self.executor = Executor(
             concurrency=concurrency,
@@ -299,11 +302,14 @@ class Worker:
         self._flush(now)
         if self._stop.graceful:
             return None
+        self._run_quarantined()
 
         claimed_nothing = False
         want = self._target_held() - len(self._held)
-        if self._renewal_lost:
-            want = 0  # cannot renew leases: take no new work until the database answers
+        if self._renewal_lost or self._quarantine is not None:
+            # Cannot renew leases: take no new work until the database answers. A job in
+            # quarantine: it runs alone.
+            want = 0
         if want > 0 and (self._more or self._dirty or mono >= self._next_poll):
             self._dirty = False
             jobs = self._claim(want, now)
@@ -336,7 +342,7 @@ class Worker:
 
         if self.burst and claimed_nothing and not self._held and not self._done:
             return None
-        if self._more and self._target_held() > len(self._held):
+        if want > 0 and self._more and self._target_held() > len(self._held):
             return AGAIN
         wake_at = min(
             self._next_poll,
@@ -371,16 +377,46 @@ class Worker:
         return jobs
 
     def _take(self, jobs: list[ClaimedJob]) -> None:
-        """Hold and start just-claimed jobs."""
+        """Hold and start just-claimed jobs — except a suspect (its previous attempt was
+        lost: it may kill its worker), which waits to run alone, and whatever would run
+        beside it, which is handed back unstarted."""
         tasks = self.tasks
+        hand_back: list[Slot] = []
         for job in jobs:
             slot = Slot(job, tasks[job.type])
             if slot.task.wants_ctx:
                 slot.ctx = JobContext(_JobLease(self, slot), job)
             slot.cancel_requested = job.cancel_requested
             self._held[job.id] = slot
-            self.executor.submit(slot)
+            if self._quarantine is not None:
+                hand_back.append(slot)
+            elif job.suspect:
+                self._quarantine, self._quarantine_started = slot, False
+                log.warning(
+                    "job %d attempt %d: its previous attempt was lost (its worker died or froze "
+                    "holding it); running it alone, with no other job held by this worker",
+                    job.id,
+                    job.attempt,
+                )
+                hand_back.extend(s for s in self._held.values() if s is not slot)
+            else:
+                self.executor.submit(slot)
+        if hand_back:
+            self.executor.release_unstarted(hand_back)
         self.summary.claimed += len(jobs)
+
+    def _run_quarantined(self) -> None:
+        """Start the quarantined job once nothing else is held; end the quarantine once its
+        outcome is recorded (or its lease lost), and claim again."""
+        slot = self._quarantine
+        if slot is None:
+            return
+        if self._held.get(slot.job.id) is not slot:
+            self._quarantine = None
+            self._dirty = True
+        elif not self._quarantine_started and len(self._held) == 1 and not self._done:
+            self._quarantine_started = True
+            self.executor.submit(slot)
 
     def _next_due(self) -> float | None:
         try:
@@ -405,7 +441,13 @@ class Worker:
         # Claim the next jobs in the same transaction as these outcomes: one commit per batch.
         want = self._target_held() - (len(self._held) - len(batch))
         request = None
-        if want > 0 and outcomes and not self._renewal_lost and not self._stop.graceful:
+        if (
+            want > 0
+            and outcomes
+            and not self._renewal_lost
+            and self._quarantine is None
+            and not self._stop.graceful
+        ):
             request = ClaimRequest(
                 self.id, self.types, self.queues, want, self.settings.lease_seconds
             )

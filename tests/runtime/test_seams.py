@@ -20,6 +20,7 @@ import errands
 from support import is_sqlite
 
 from .conftest import (
+    KILL_EXIT,
     Cluster,
     assert_consistent,
     assert_integrity,
@@ -222,6 +223,38 @@ def test_the_listener_survives_a_database_it_cannot_open(tmp_path: Path) -> None
 def _exited(pid: int) -> bool:
     """Gone, or a zombie its parent has not reaped yet: not running anything."""
     return _pid_state(pid) in (None, "Z")
+
+
+# -- 3. a job that kills its worker -------------------------------------------------------
+
+
+def test_a_job_that_kills_its_worker_costs_its_neighbours_at_most_one_attempt(
+    cluster: Cluster, queue: errands.Queue
+) -> None:
+    """A poison job (os._exit every attempt, max_attempts 3) beside three healthy one-second
+    jobs, the worker restarted after each death as systemd would: the poison fails alone,
+    each neighbour loses at most the one attempt it shared with the poison's first run."""
+    poison = queue.enqueue("killer_job", {"seq": 0}, max_attempts=3)
+    healthy = [queue.enqueue("slow_job", {"seq": i, "seconds": 1.0}) for i in (1, 2, 3)]
+    deaths = 0
+    for _ in range(12):
+        proc = cluster.worker("--concurrency", "4", "--burst")
+        code = proc.wait(120)
+        if code == 0:
+            break
+        assert code == KILL_EXIT, proc.stderr()
+        deaths += 1
+    else:
+        raise AssertionError("the queue never drained")
+    assert deaths == 3  # one per attempt of the poison, none more
+    job = queue.get(poison)
+    assert job is not None and job.status == "failed" and job.error_code == "LOST:LEASE_EXPIRED"
+    for job_id in healthy:
+        attempts = queue.attempts(job_id)
+        assert queue.get(job_id).status == "succeeded"  # type: ignore[union-attr]
+        lost = [a for a in attempts if a.status == "lost"]
+        assert len(lost) <= 1, attempts
+    assert_consistent(cluster.db_url)
 
 
 # -- 4. os.fork() in a handler --------------------------------------------------------------

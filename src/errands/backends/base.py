@@ -49,6 +49,9 @@ class ClaimedJob:
     created_at: float
     cancel_requested: bool
     headers: str | None = None  # JSON object text, or None
+    # Its previous attempt was lost (LOST:LEASE_EXPIRED: its worker died or froze holding
+    # it): a worker runs it alone, in quarantine (docs/runtime.md).
+    suspect: bool = False
 
 
 # Outcomes a worker records for the attempts it holds. All are fenced on (job_id, attempt).

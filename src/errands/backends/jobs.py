@@ -34,6 +34,7 @@ from .host import (
     F_RELEASE,
     F_RETRY_LATER,
     F_SUCCEED,
+    LOST_CODE,
     MANY,
     RUNNING,
     T_CLAIM,
@@ -221,7 +222,7 @@ class SQLJobs(SQLHost):
         i_id, i_queue, i_type, i_payload = col["id"], col["queue"], col["type"], col["payload"]
         i_prio, i_att, i_max = col["priority"], col["attempts"], col["max_attempts"]
         i_run, i_created, i_cancel = col["run_at"], col["created_at"], col["cancel_requested"]
-        i_headers = col["headers"]
+        i_headers, i_error = col["headers"], col["error_code"]
         jobs = [
             ClaimedJob(
                 r[i_id],
@@ -235,6 +236,7 @@ class SQLJobs(SQLHost):
                 ep(r[i_created]) or 0.0,
                 bool(r[i_cancel]),
                 None if r[i_headers] is None else as_text(r[i_headers]),
+                r[i_error] == LOST_CODE,
             )
             for r in rows
         ]
