@@ -404,6 +404,7 @@ class Worker:
         if hand_back:
             self.executor.release_unstarted(hand_back)
         self.summary.claimed += len(jobs)
+        self._run_quarantined()  # alone already: start it now
 
     def _run_quarantined(self) -> None:
         """Start the quarantined job once nothing else is held; end the quarantine once its

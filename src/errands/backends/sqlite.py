@@ -236,56 +236,64 @@ class SQLiteBackend(SQLBackend):
                 self._all.append(held)
         return held
 
+    # Each use of a connection holds its _Held lock (and counts its depth): close() from
+    # another thread never closes a connection while a statement runs on it (sqlite3 would
+    # crash the process); it leaves it to be closed by its user, as soon as the use ends.
+    # Written out in each context manager rather than nested in one more: this is the path
+    # of every enqueue and claim.
+
     @contextlib.contextmanager
-    def _using(self) -> Iterator[sqlite3.Connection]:
-        """This thread's connection, marked in use: ``close()`` from another thread never
-        closes a connection while a statement runs on it (sqlite3 would crash the process);
-        it leaves it to be closed here, as soon as this use ends."""
+    def _write(self, name: str) -> Iterator[sqlite3.Connection]:
+        """One BEGIN IMMEDIATE … COMMIT; fault points just before and after the commit."""
+        held = self._held()
+        with held.lock:
+            held.depth += 1
+            try:
+                conn = held.conn
+                try:
+                    conn.execute("BEGIN IMMEDIATE")
+                except sqlite3.Error as exc:
+                    raise translate(exc, self.path) from exc
+                try:
+                    yield conn
+                    faults.point(f"{name}.before_commit")
+                    conn.execute("COMMIT")
+                except BaseException as exc:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    if isinstance(exc, sqlite3.Error):
+                        raise translate(exc, self.path) from exc
+                    raise
+            finally:
+                held.depth -= 1
+        if held.doomed and not held.depth:
+            held.close()
+        faults.point(f"{name}.after_commit")
+
+    @contextlib.contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        # Autocommit reads: each statement sees the latest committed snapshot.
         held = self._held()
         with held.lock:
             held.depth += 1
             try:
                 yield held.conn
+            except sqlite3.Error as exc:
+                raise translate(exc, self.path) from exc
             finally:
                 held.depth -= 1
         if held.doomed and not held.depth:
             held.close()
 
     @contextlib.contextmanager
-    def _write(self, name: str) -> Iterator[sqlite3.Connection]:
-        """One BEGIN IMMEDIATE … COMMIT; fault points just before and after the commit."""
-        with self._using() as conn:
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error as exc:
-                raise translate(exc, self.path) from exc
-            try:
-                yield conn
-                faults.point(f"{name}.before_commit")
-                conn.execute("COMMIT")
-            except BaseException as exc:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                if isinstance(exc, sqlite3.Error):
-                    raise translate(exc, self.path) from exc
-                raise
-        faults.point(f"{name}.after_commit")
-
-    @contextlib.contextmanager
-    def _read(self) -> Iterator[sqlite3.Connection]:
-        # Autocommit reads: each statement sees the latest committed snapshot.
-        with self._using() as conn:
-            try:
-                yield conn
-            except sqlite3.Error as exc:
-                raise translate(exc, self.path) from exc
-
-    @contextlib.contextmanager
     def _read_rows(self) -> Iterator[sqlite3.Connection]:
         """Like ``_read``, but text that is not valid UTF-8 (a lone surrogate an older
         errands stored) is decoded with U+FFFD instead of failing the whole listing. Only
         these reads pay for decoding in Python; the worker's never do."""
-        with self._using() as conn:
+        held = self._held()
+        with held.lock:
+            held.depth += 1
+            conn = held.conn
             conn.text_factory = _lenient_text
             try:
                 yield conn
@@ -293,6 +301,9 @@ class SQLiteBackend(SQLBackend):
                 raise translate(exc, self.path) from exc
             finally:
                 conn.text_factory = str
+                held.depth -= 1
+        if held.doomed and not held.depth:
+            held.close()
 
     def close(self) -> None:
         """Close every thread's connection — at once if idle, else when its use ends."""
