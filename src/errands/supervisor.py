@@ -89,7 +89,12 @@ class Supervisor:
         # Nothing else here (no logging, no locks): the main loop acts on the flags.
 
     def run(self) -> int:
-        previous = {s: signal.signal(s, self._on_signal) for s in STOP_SIGNALS}
+        previous = {
+            s: signal.signal(s, self._on_signal)
+            for s in STOP_SIGNALS
+            # Under nohup SIGHUP stays ignored, as the user asked.
+            if not (s == signal.SIGHUP and signal.getsignal(s) == signal.SIG_IGN)
+        }
         # Their default would kill the supervisor and orphan its children: ignored, as the
         # children do (docs/runtime.md, "Signals").
         previous.update({s: signal.signal(s, signal.SIG_IGN) for s in IGNORED_SIGNALS})

@@ -44,6 +44,8 @@ class SignalHandlers:
         if threading.current_thread() is not threading.main_thread():
             return
         for sig in STOP_SIGNALS:
+            if sig == signal.SIGHUP and signal.getsignal(sig) == signal.SIG_IGN:
+                continue  # started under nohup: the user asked for SIGHUP to be ignored
             # Under the supervisor, Ctrl-C's SIGINT reaches the whole process group: the
             # supervisor turns it into one SIGTERM per child, so a child ignores it.
             handler = signal.SIG_IGN if self.supervised and sig == signal.SIGINT else None

@@ -147,7 +147,7 @@ def _app(tmp_path: Path, body: str) -> Path:
 
 
 def _cli_worker(
-    tmp_path: Path, db_url: str, *args: str, name: str = "worker"
+    tmp_path: Path, db_url: str, *args: str, name: str = "worker", nohup: bool = False
 ) -> tuple[subprocess.Popen[bytes], Path]:
     err = tmp_path / f"{name}.err"
     with err.open("wb") as e:
@@ -157,8 +157,13 @@ def _cli_worker(
             env={**os.environ, "APP_DB": db_url, "PYTHONUNBUFFERED": "1"},
             stdout=subprocess.DEVNULL,
             stderr=e,
+            preexec_fn=_ignore_sighup if nohup else None,
         )
     return proc, err
+
+
+def _ignore_sighup() -> None:
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # what nohup does before exec
 
 
 def test_the_cli_worker_exits_1_when_its_app_closes_the_queue(tmp_path: Path, db_url: str) -> None:
@@ -414,3 +419,26 @@ def _sqlite_connections(queue: errands.Queue) -> set[int]:
     """Ids of the sqlite3 connections the SQLite backend holds (none on PostgreSQL)."""
     held = getattr(queue.backend, "_all", [])
     return {id(h.conn) for h in held}
+
+
+def test_a_worker_started_under_nohup_keeps_ignoring_sighup(tmp_path: Path, db_url: str) -> None:
+    """nohup (SIGHUP ignored before exec) is the user's choice: SIGHUP does not stop it."""
+    _app(tmp_path, SLOW_APP)
+    with errands.Queue(db_url) as q:
+        proc, err = _cli_worker(tmp_path, db_url, "--concurrency", "1", nohup=True)
+        try:
+            wait_for(lambda: _live_pids(db_url), 60, "the worker to register")
+            proc.send_signal(signal.SIGHUP)
+            job = q.enqueue("noop", {})
+            wait_for(
+                lambda: (j := q.get(job)) is not None and j.status == "succeeded",
+                30,
+                "the job to run after SIGHUP",
+            )
+            assert proc.poll() is None, err.read_text()
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(60) == 0, err.read_text()
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert "SIGHUP" not in err.read_text()
