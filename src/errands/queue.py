@@ -202,7 +202,14 @@ class Queue:
 
     async def aclose(self) -> None:
         """``close()`` from async code: closes the async pool on this event loop, then the
-        rest without blocking the loop."""
+        rest without blocking the loop. In an async handler of a worker running on this
+        Queue it only asks that worker to stop, as ``close()`` does there (awaiting the
+        worker's stop from inside it would hold the handler until the shutdown timeout)."""
+        with self._lock:
+            inside = any(w.owns_current_thread() for w in self._workers)
+        if inside:
+            self.close()
+            return
         aclose = getattr(self.backend, "aclose", None)
         if aclose is not None:
             await aclose()

@@ -42,7 +42,7 @@ def _drain(cluster: Cluster) -> None:
 # -- 1. the application closes the Queue under its worker ----------------------------------
 
 
-@pytest.mark.parametrize("how", ["close", "with"])
+@pytest.mark.parametrize("how", ["close", "with", "aclose"])
 def test_a_handler_closing_the_queue_stops_its_worker_cleanly(
     cluster: Cluster, queue: errands.Queue, how: str
 ) -> None:
@@ -51,7 +51,10 @@ def test_a_handler_closing_the_queue_stops_its_worker_cleanly(
     running. (Before: SIGSEGV on SQLite, a hot loop of "pool is already closed" on
     PostgreSQL.)"""
     ids = [queue.enqueue("slow_job", {"seq": i, "seconds": 0.5}) for i in range(3)]
-    ids.append(queue.enqueue("closer_job", {"seq": 3, "how": how}))
+    if how == "aclose":  # an async handler: await q.aclose() on the worker's event loop
+        ids.append(queue.enqueue("async_closer_job", {"seq": 3}))
+    else:
+        ids.append(queue.enqueue("closer_job", {"seq": 3, "how": how}))
     ids += [queue.enqueue("slow_job", {"seq": i, "seconds": 0.5}) for i in range(4, 10)]
     proc = cluster.worker("--concurrency", "4", "--max-prefetch", "8")
     code = proc.wait(60)

@@ -203,6 +203,14 @@ def build(args: argparse.Namespace) -> errands.Queue:
         return seq
 
     @q.task(backoff=quick)
+    async def async_closer_job(ctx: JobContext, seq: int) -> int:
+        """``await q.aclose()`` on the worker's own event loop (item 1)."""
+        ledger.record(ctx, seq, "start")
+        await q.aclose()
+        ledger.record(ctx, seq, "end")
+        return seq
+
+    @q.task(backoff=quick)
     def chdir_job(ctx: JobContext, seq: int, to: str) -> int:
         """Changes the process's working directory (item 2)."""
         ledger.record(ctx, seq, "start")
