@@ -40,8 +40,8 @@ from collections.abc import Callable
 from typing import Any
 
 import errands
-from errands import bench_raw
 from errands.backends.base import ClaimRequest, Succeeded
+from errands.cli.bench import raw as bench_raw
 
 BATCH = 500  # the worker's typical outcome batch with max_prefetch 1000 (BENCHMARKS.md)
 

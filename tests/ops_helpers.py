@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 import errands
-from errands import rollup
 from errands.backends.base import ClaimRequest, Failed, NewJob, Retried, Succeeded, WorkerInfo
+from errands.core import rollup
 from support import FixedClock
 from support import is_postgres as is_postgres  # re-exported for the operations tests
 from support import sql_rows as sql_rows

@@ -90,7 +90,7 @@ def errands_(
         finally:
             conn.close()
 
-    cmd = [sys.executable, "-m", "errands", "worker", "--app", "errands.bench_app:q", "--quiet"]
+    cmd = [sys.executable, "-m", "errands", "worker", "--app", "errands.cli.bench.app:q", "--quiet"]
     proc = worker(cmd, env, done, n)
     return {"enqueue": rate(n, enq), "process": rate(n, proc), "how": "errands worker, 8 threads"}
 
@@ -110,7 +110,7 @@ def errands_pg(n: int, a: argparse.Namespace, env: dict[str, str]) -> dict[str, 
             row = conn.execute("SELECT count(*) FROM jobs WHERE status = 'succeeded'").fetchone()
             return int(row[0]) if row else 0
 
-    cmd = [sys.executable, "-m", "errands", "worker", "--app", "errands.bench_app:q", "--quiet"]
+    cmd = [sys.executable, "-m", "errands", "worker", "--app", "errands.cli.bench.app:q", "--quiet"]
     proc = worker(cmd, env, done, n)
     return {"enqueue": rate(n, enq), "process": rate(n, proc), "how": "errands worker, 8 threads"}
 

@@ -10,8 +10,10 @@ send_email.enqueue(to="a@example.com", subject="hi")
 q.run_worker(concurrency=8)
 """
 
-from .backoff import exponential, fixed, linear
 from .context import JobContext
+from .core.backoff import exponential, fixed, linear
+from .core.records import Attempt, EventRecord, Job
+from .core.states import AttemptStatus, Event, State
 from .errors import (
     ConfigurationError,
     DatabaseBusyError,
@@ -30,11 +32,9 @@ from .errors import (
 )
 from .middleware import Enqueuing, Execution, Middleware
 from .queue import Queue
-from .records import Attempt, EventRecord, Job
-from .states import AttemptStatus, Event, State
 from .tasks import Task
 from .wakeups import Wakeups
-from .worker import WorkerSummary
+from .worker.loop import WorkerSummary
 
 __version__ = "0.1.0"
 

@@ -17,16 +17,17 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
-from . import rollup, stats
+from .client import reports as stats
+from .core import rollup
+from .core.schedule import overdue_reason
+from .core.states import State
 from .errors import ConfigurationError
-from .periodic import overdue_reason
-from .states import State
 
 if TYPE_CHECKING:
     from prometheus_client.metrics_core import Metric
 
     from .backends.base import PeriodicRow, StateCount, WindowRow
-    from .queue import Queue
+    from .core.settings import Settings
 
 MAX_SERIES = 200
 OTHER = "__other__"
@@ -195,7 +196,18 @@ class ErrandsCollector:
             )
 
 
-def render_metrics(q: Queue) -> bytes:
+class MetricsSource(Protocol):
+    """What ``render_metrics`` reads of a Queue: typed here so the metrics never import it."""
+
+    @property
+    def backend(self) -> MetricsVerbs: ...
+    @property
+    def clock(self) -> Callable[[], float]: ...
+    @property
+    def settings(self) -> Settings: ...
+
+
+def render_metrics(q: MetricsSource) -> bytes:
     """The Prometheus text exposition of ``q``'s database, read now."""
     prom = _prometheus()
     registry = prom.CollectorRegistry(auto_describe=False)

@@ -13,30 +13,34 @@ from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from . import periodic, stats, validate, waiting
 from .backends import forks, open_backend, redact
-from .backends.base import CancelReport, JobFilter, Listener, PruneProgress, PruneReport
-from .backoff import Backoff
-from .enqueueing import EnqueueItem as EnqueueItem  # re-exported: enqueue_many's item type
-from .enqueueing import Producer
+from .backends.base import Listener
+from .client import waiting
+from .client.admin import MAX_BATCH as MAX_BATCH  # re-exported: the CLI's --batch-size cap
+from .client.admin import Actions, Reads
+from .client.enqueueing import EnqueueItem as EnqueueItem  # re-exported: enqueue_many's item type
+from .client.enqueueing import Producer
+from .core import payload as payload_json
+from .core import schedule, validate
+from .core.backoff import Backoff
+from .core.records import Job
+from .core.schedule import Schedule
+from .core.settings import Duration, Retention, Settings, seconds
+from .core.states import Event
 from .errors import (
     ConfigurationError,
-    InvalidTransitionError,
-    JobNotFoundError,
 )
-from .maintenance import Rescuer, Service
+from .maintenance.pruner import SERVICE_MAX_BATCHES, Pruner
+from .maintenance.rescuer import Rescuer
+from .maintenance.runner import Service
+from .maintenance.scheduler import PeriodicScheduler, schedule_row
 from .middleware import Chain
-from .periodic import PeriodicScheduler, Schedule
-from .records import Attempt, EventRecord, Job
-from .retention import SERVICE_MAX_BATCHES, Pruner
-from .settings import Duration, Retention, Settings, seconds
-from .states import Event, State
 from .tasks import DEFAULT_QUEUE, Task, TaskOptions
 from .wakeups import KINDS, Wakeups, hubs, listen_for_work
 
 if TYPE_CHECKING:
-    from .worker import WorkerSummary
-    from .worker_inputs import LiveWorker
+    from .worker.inputs import LiveWorker
+    from .worker.loop import WorkerSummary
 
 F = TypeVar("F", bound=Callable[..., Any])
 R = TypeVar("R")
@@ -46,11 +50,10 @@ ENV_DB = "ERRANDS_DB"
 DEFAULT_DB = "errands.db"
 
 
-MAX_BATCH = 1_000_000  # prune's rows per transaction
 MAX_CONCURRENCY = 10_000  # runner threads or concurrent async handlers per worker
 
 
-class Queue:
+class Queue(Reads, Actions):
     """A job queue stored in one database.
 
     ``Queue("app.db")`` (or ``sqlite:///app.db``, relative; ``sqlite:////srv/app.db``, absolute)
@@ -343,23 +346,43 @@ class Queue:
         """Register a task that runs on a schedule: ``cron="0 9 * * *"`` (in ``timezone``) or
         ``every=`` seconds/timedelta. Each tick enqueues exactly once however many schedulers
         run; ``catch_up`` ("skip" or "once") says what happens to ticks missed while none ran;
-        a schedule with no success for ``grace`` after a tick is overdue. See errands.periodic.
+        a schedule with no success for ``grace`` after a tick is overdue. See errands.core.schedule.
         """
 
+        if (cron is None) == (every is None):
+            raise ConfigurationError("@q.periodic needs exactly one of cron='…' or every=seconds")
+        if cron is not None:
+            schedule.check_cron(cron)
+        interval = None if every is None else seconds(every, "every")
+        schedule.zone(timezone)
+        if catch_up not in schedule.CATCH_UP:
+            raise ConfigurationError(f"catch_up must be 'skip' or 'once', got {catch_up!r}")
+
         def register(f: F) -> Task[Any, Any]:
-            return periodic.register(
-                self,
-                f,
+            task = self.task(name=name, queue=queue, **task_options)(f)
+            body = {} if payload is None else payload
+            task.check_payload(body)
+            text = payload_json.encode(body, max_bytes=self.settings.max_payload_bytes)
+            now = self.clock()
+            nominal = schedule.nominal_interval(cron, interval, timezone, now)
+            declared = Schedule(
+                name=task.name,
                 cron=cron,
-                every=every,
-                name=name,
-                queue=queue,
-                payload=payload,
+                interval=interval,
                 timezone=timezone,
+                queue=queue,
+                payload=text,
                 catch_up=catch_up,
-                grace=grace,
-                task_options=task_options,
+                grace=(
+                    max(schedule.MIN_GRACE, 0.1 * nominal)
+                    if grace is None
+                    else seconds(grace, "grace")
+                ),
             )
+            self.schedules[task.name] = declared
+            next_run = schedule.next_tick(cron, interval, timezone, now)
+            self.backend.upsert_periodic(schedule_row(declared, next_run))
+            return task
 
         return register(fn) if fn is not None else register
 
@@ -472,161 +495,6 @@ class Queue:
             read = partial(self._off_loop, partial(self.get, job_id))
             return await waiting.wait_async(steps, read, sub)
 
-    # -- reading ---------------------------------------------------------------------------
-
-    def get(self, job_id: int) -> Job | None:
-        """The job with every column as an attribute, or None."""
-        return self.backend.get_job(validate.job_id(job_id))
-
-    def jobs(
-        self,
-        *,
-        status: str | None = None,
-        type: str | None = None,
-        queue: str | None = None,
-        error_code: str | None = None,
-        limit: int = 100,
-        before_id: int | None = None,
-    ) -> list[Job]:
-        """Jobs matching the filters, newest first; page with ``before_id``."""
-        if status is not None and status not in {s.value for s in State}:
-            raise ConfigurationError(
-                f"unknown status {status!r}; use one of {', '.join(s.value for s in State)}"
-            )
-        validate.integer(limit, "limit", 1, validate.INT64_MAX)
-        if before_id is not None:
-            validate.job_id(before_id, "before_id")
-        for label, value in (("type", type), ("queue", queue), ("error_code", error_code)):
-            if value is not None and not isinstance(value, str):
-                raise ConfigurationError(f"{label} must be a string, got {value!r:.60}")
-        return self.backend.list_jobs(
-            JobFilter(
-                status=status,
-                type=type,
-                queue=queue,
-                error_code=error_code,
-                before_id=before_id,
-                limit=limit,
-            )
-        )
-
-    def attempts(self, job_id: int) -> list[Attempt]:
-        return self.backend.attempts(validate.job_id(job_id))
-
-    def events(self, job_id: int) -> list[EventRecord]:
-        return self.backend.events(validate.job_id(job_id))
-
-    def traceback(self, attempt: Attempt) -> str | None:
-        """The full traceback of a failed attempt (kept outside the row)."""
-        return None if attempt.traceback_ref is None else self.backend.blob(attempt.traceback_ref)
-
-    def stats(
-        self,
-        *,
-        window: Duration = 86400.0,
-        top: int = 10,
-        running_limit: int = 10,
-        now: float | None = None,
-    ) -> dict[str, Any]:
-        """The five questions in one JSON-ready object: ``counts`` (every state), counts
-        ``by_queue_type``, ``oldest_running`` (with worker liveness), ``oldest_due``,
-        ``retries`` and ``top_errors`` over ``window``, ``last_hour`` throughput and wait/run
-        p50/p95, ``unhandled_types``, ``periodic_overdue`` and live ``workers``."""
-        return stats.collect(
-            self.backend,
-            self.clock() if now is None else validate.epoch(now, "now"),
-            alive_seconds=self.settings.lease_seconds,
-            window=seconds(window, "window"),
-            top=validate.integer(top, "top", 1, validate.INT32_MAX),
-            running_limit=validate.integer(running_limit, "running_limit", 1, validate.INT32_MAX),
-        )
-
-    def errors(
-        self, *, top: int = 10, since: Duration = 86400.0, now: float | None = None
-    ) -> list[dict[str, Any]]:
-        """The most frequent error codes (with type, count and last seen) over ``since``."""
-        now = self.clock() if now is None else validate.epoch(now, "now")
-        since_s = seconds(since, "since")
-        return self.backend.top_errors(
-            now - since_s, validate.integer(top, "top", 1, validate.INT32_MAX), now
-        )
-
-    def workers(self, *, now: float | None = None) -> list[dict[str, Any]]:
-        """Live workers (seen within ``lease_seconds``, not stopped), newest heartbeat first —
-        the same rows as ``stats()["workers"]``."""
-        return self.backend.live_workers(
-            self.clock() if now is None else now, self.settings.lease_seconds
-        )
-
-    def throughput(self, *, hours: int = 24, now: float | None = None) -> list[dict[str, Any]]:
-        """Finished jobs per hour over the last ``hours`` hours, oldest first, one entry per hour
-        (zeros included): ``{"hour": epoch of its start, "succeeded", "failed", "cancelled"}``.
-        Pruned jobs included: hours the kept minute figures cover come from them,
-        older hours from the rows still in the table plus the hourly rollup of pruned ones."""
-        if type(hours) is not int or not 1 <= hours <= 24 * 31:
-            raise ConfigurationError(f"hours must be a whole number from 1 to 744, got {hours!r}")
-        return stats.hourly_throughput(self.backend, self.clock() if now is None else now, hours)
-
-    def prune(
-        self,
-        now: float | None = None,
-        dry_run: bool = False,
-        batch_size: int = 1000,
-        *,
-        progress: Callable[[PruneProgress], None] | None = None,
-        should_stop: Callable[[], bool] | None = None,
-    ) -> PruneReport:
-        """Delete finished jobs past ``retention`` (rolled up first), ``batch_size`` rows per
-        transaction; rerunnable and interruptible (``should_stop``). See errands.retention."""
-        pruner = Pruner(
-            self.backend,
-            self.settings.retention,
-            batch_size=validate.integer(batch_size, "batch_size", 1, MAX_BATCH),
-            progress=progress,
-            should_stop=should_stop,
-        )
-        return pruner.run_once(
-            self.clock() if now is None else validate.epoch(now, "now"),
-            dry_run=validate.flag(dry_run, "dry_run"),
-        )
-
-    def recount_figures(self) -> None:
-        """Rebuild the figures ``stats`` reads from the rows, after a change made by hand."""
-        self.backend.recount_figures(self.clock())
-
-    def vacuum(self) -> dict[str, int | None]:
-        """Shrink the database file (locks it while it runs: off-peak)."""
-        return self.backend.vacuum()
-
-    # -- operator actions ------------------------------------------------------------------
-
-    def cancel(self, job_id: int, *, actor: str = "api") -> str:
-        """Cancel a queued job (→ ``cancelled``) or ask a running one to stop
-        (→ ``cancel_requested``). Returns which happened."""
-        report: CancelReport = self.backend.cancel([validate.job_id(job_id)], actor, self.clock())
-        if report.cancelled:
-            return "cancelled"
-        if report.requested:
-            return "cancel_requested"
-        job = self._must_get(job_id)
-        raise InvalidTransitionError(
-            f"job {job_id} is {job.status}; only queued or running jobs can be cancelled"
-        )
-
-    def retry(self, job_id: int, *, actor: str = "api") -> None:
-        """Run a failed or cancelled job again now, with at least one more attempt."""
-        if not self.backend.retry([validate.job_id(job_id)], actor, self.clock()):
-            job = self._must_get(job_id)
-            raise InvalidTransitionError(
-                f"job {job_id} is {job.status}; only failed or cancelled jobs can be retried"
-            )
-
-    def _must_get(self, job_id: int) -> Job:
-        job = self.backend.get_job(job_id)
-        if job is None:
-            raise JobNotFoundError(f"no job with id {job_id}; list jobs with `errands jobs`")
-        return job
-
     def services(self) -> list[Service]:
         """The maintenance services a worker's leader runs: rescue, periodic, prune — each
         given only what it uses."""
@@ -658,7 +526,7 @@ class Queue:
         ``recycle_on_timeout`` and ``supervised`` are set by ``errands worker --processes``
         for its children: exit (status 75) after a sync handler overran its timeout; ignore
         SIGINT and repeated SIGTERMs, leaving "stop now" to the supervisor."""
-        from .worker import Worker
+        from .worker.loop import Worker
 
         validate.integer(concurrency, "concurrency", 1, MAX_CONCURRENCY)
         if queues is not None and not isinstance(queues, str):

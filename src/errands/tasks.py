@@ -8,8 +8,8 @@ from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timedelta
 from typing import Any, Generic, ParamSpec, Protocol, TypedDict, TypeVar, Unpack
 
-from . import validate
-from .backoff import DEFAULT_BACKOFF, Backoff
+from .core import validate
+from .core.backoff import DEFAULT_BACKOFF, Backoff
 from .errors import ConfigurationError, PayloadError
 
 P = ParamSpec("P")

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
 from .queue import Queue
-from .worker import Worker, WorkerSummary
+from .worker.loop import Worker, WorkerSummary
 
 __all__ = ["FrozenClock", "drain", "eager"]
 

@@ -28,7 +28,7 @@ from typing import Any
 
 import errands
 from errands.context import JobContext
-from errands.worker import Worker
+from errands.worker.loop import Worker
 
 KILL_EXIT = 87  # a handler that kills its own process exits with this status
 

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..records import Attempt, EventRecord, Job
+from ..core.records import Attempt, EventRecord, Job
 
 
 @dataclass(slots=True)  # hot path (one per enqueued job): see ClaimedJob
@@ -204,7 +204,7 @@ class WindowRow:
 
     ``measure`` is an outcome (``succeeded``/``failed``/``cancelled``: ``bucket`` is the
     attempts used, ``count`` the jobs), ``wait`` or ``run`` (``bucket`` is the histogram bucket
-    of ``errands.rollup.BOUNDS``; ``total`` and ``maximum`` in seconds)."""
+    of ``errands.core.rollup.BOUNDS``; ``total`` and ``maximum`` in seconds)."""
 
     measure: str
     queue: str
@@ -317,7 +317,7 @@ class RetentionVerbs(Protocol):
 
 
 class StatsVerbs(Protocol):
-    """Typed rows for errands.stats, the metrics and the dashboard (backends/stats.py)."""
+    """Typed rows for errands.client.reports, the metrics and the dashboard (backends/stats.py)."""
 
     def state_counts(self) -> list[StateCount]: ...
     def window_rows(self, since: float) -> list[WindowRow]: ...

@@ -14,7 +14,7 @@ statement per figure table whatever the number of jobs:
   each table gets one upsert of a small JSON array of grouped rows (``count_grouped_*``),
   instead of re-reading every job and attempt row and bucketing each value in SQL (on
   SQLite ~5 µs per job, against ~0.5 in SQL and ~0.9 in Python now); the same figures, which
-  tests/test_figures_paths.py compares with a recount on both backends. :func:`count` reads
+  tests/backends/test_figures_paths.py compares with a recount on both backends. :func:`count` reads
   them back from the rows, the reference: a ``finish`` without the claimed jobs,
   ``complete_in``, an operator's cancel of queued jobs
   (``jobs_operator.py``; a running job is only asked to stop: its worker's outcome counts
@@ -39,8 +39,8 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..rollup import BOUNDS
-from ..states import TERMINAL, State
+from ..core.rollup import BOUNDS
+from ..core.states import TERMINAL, State
 from .base import Cancelled, ClaimedJob, Failed, Outcome, Released, Retried, Succeeded
 from .host import F_CANCEL_RUNNING, F_FAIL, F_RETRY_LATER, F_SUCCEED, Conn, dumps
 
@@ -97,14 +97,14 @@ def count_held(
     job it is for (``held``, same order: queue, type, run_at) and the batch's ``now`` — and
     written as grouped rows, one upsert per figure table whatever the number of jobs.
 
-    The same figures as ``count_batch_*`` (tests/test_figures_paths.py compares both with a
+    The same figures as ``count_batch_*`` (tests/backends/test_figures_paths.py compares both with a
     recount): an applied outcome that is not a release closed its attempt at ``now`` with an
     outcome, so its run (``now - started_at``, at least 0) counts; one that made its job final
     (not a retry) counts its state, its attempts used, its wait (``started_at - run_at``, at
     least 0) and, if not a success, its error code, all in ``now``'s minute. ``elapsed(a, b)``
     is ``b - a`` as the database computes it from the stored times (a backend hook:
     PostgreSQL stores microseconds). The bucket of a value is the number of bounds below it,
-    as job_stats_bounds counts them (``rollup.BOUNDS``: tests/test_stats.py proves them
+    as job_stats_bounds counts them (``rollup.BOUNDS``: tests/client/test_stats.py proves them
     equal). Each job is assumed once in ``outcomes`` (the caller checks). False, having
     written nothing, if a claimed job is not its outcome's: the caller then counts from the
     rows."""

@@ -15,10 +15,10 @@ import json
 from collections.abc import Generator, Iterator, Sequence
 from typing import Any, NamedTuple, Protocol, TypeVar
 
-from .. import rollup
-from ..records import to_datetime
-from ..settings import Settings
-from ..states import Event, single_source, transition
+from ..core import rollup
+from ..core.records import to_datetime
+from ..core.settings import Settings
+from ..core.states import Event, single_source, transition
 
 
 class Cursor(Protocol):

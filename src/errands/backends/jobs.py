@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from operator import attrgetter
 from typing import Any
 
-from ..states import AttemptStatus, Event
+from ..core.states import AttemptStatus, Event
 from . import figures
 from .base import (
     Cancelled,

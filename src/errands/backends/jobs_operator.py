@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..records import Attempt, EventRecord, Job
-from ..states import TERMINAL, State
+from ..core.records import Attempt, EventRecord, Job
+from ..core.states import TERMINAL, State
 from . import figures
 from .base import CancelReport, JobFilter
 from .host import F_CANCEL, T_RETRY, SQLHost, event_of, event_row, from_json

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..states import AttemptStatus
+from ..core.states import AttemptStatus
 from . import figures
 from .base import RescueReport
 from .host import F_RECOVER, F_RECOVER_EXHAUSTED, LOST_CODE, Conn, SQLHost, detail, event_row

@@ -11,33 +11,39 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import select
 import threading
-import time
-import weakref
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any, TypeVar
 
 import psycopg
-import psycopg.errors as pgerr
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import TransactionStatus
 from psycopg.rows import tuple_row
-from psycopg.types.json import set_json_loads
-from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolClosed, PoolTimeout
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from .. import faults
-from ..errors import ConfigurationError, DatabaseBusyError, DatabaseError, QueueClosedError
-from ..settings import Settings
-from ..states import AttemptStatus
-from . import forks, scrub, sql
+from ..core import faults
+from ..core.settings import Settings
+from ..core.states import AttemptStatus
+from ..errors import ConfigurationError, DatabaseError
+from . import forks, sql
 from .base import NewJob
 from .host import ALL, COPY, EXEC, MANY, ONE, T_ENQUEUE, Step, Steps, column_index
 from .jobs import CLAIMED, ENQUEUED
+from .pg_connection import (
+    Conn,
+    Freshness,
+    configure,
+    configure_async,
+    describe,
+    first_line,
+    rollback,
+    translate,
+)
 from .pg_listener import NotifyListener
 from .sqlbase import SQLBackend
+from .urls import scrub
 
 log = logging.getLogger("errands.postgres")
 T = TypeVar("T")
@@ -76,12 +82,9 @@ _BATCH_TRANSACTION = (
     "set_config('enable_mergejoin', 'off', true), set_config('jit', 'off', true)"
 )
 # What opens a transaction of errands' own (_write), sent just before its first statement
-# (_Conn): for the batch verbs BEGIN and the planner settings in one round trip.
+# (Conn): for the batch verbs BEGIN and the planner settings in one round trip.
 _BEGIN = b"BEGIN"
 _BEGIN_BATCH = b"BEGIN; " + _BATCH_TRANSACTION.encode()
-# A pooled connection idle for longer than this is pinged on checkout (see _check); one used
-# more recently is handed out without a round trip unless its socket shows the server ended it.
-IDLE_PING_SECONDS = 1.0
 _NEXT_IDS = "SELECT nextval(pg_get_serial_sequence('jobs', 'id')) FROM generate_series(1, %s)"
 _COPY_JOBS = (
     "COPY jobs (id, queue, type, payload, status, priority, max_attempts, run_at, created_at, "
@@ -90,166 +93,8 @@ _COPY_JOBS = (
 _COPY_EVENTS = "COPY job_events (job_id, ts, event, actor, detail) FROM STDIN"
 
 
-def describe(url: str) -> str:
-    """``host:port/dbname`` of a URL, never its password, for messages."""
-    try:
-        info = conninfo_to_dict(url)
-    except psycopg.Error:
-        return "the PostgreSQL server"
-    host = info.get("host") or "localhost"
-    return f"{host}:{info.get('port') or 5432}/{info.get('dbname') or info.get('user') or ''}"
-
-
 # Pools inherited through os.fork(): never closed nor collected in the child (see _pool_here).
 _INHERITED: list[ConnectionPool[Any]] = []
-
-
-def translate(exc: psycopg.Error, where: str) -> DatabaseError:
-    """psycopg's errors as one line that says what to do. Transient ones (lock waits,
-    serialization conflicts, a dropped connection) are DatabaseBusyError: callers retry them."""
-    msg = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-    if isinstance(exc, pgerr.LockNotAvailable | pgerr.QueryCanceled):
-        return DatabaseBusyError(
-            f"{where}: a lock stayed held past lock_timeout ({msg}); a long transaction elsewhere "
-            "holds it — shorten it or raise busy_timeout"
-        )
-    if isinstance(exc, pgerr.SerializationFailure | pgerr.DeadlockDetected):
-        return DatabaseBusyError(f"{where}: transaction conflict ({msg}); it is safe to retry")
-    if isinstance(exc, PoolClosed):
-        return QueueClosedError(
-            f"{where}: this Queue was closed (q.close()) while still in use ({msg}); close "
-            "the Queue only after its workers and producers are done"
-        )
-    if isinstance(exc, PoolTimeout):
-        return DatabaseBusyError(
-            f"{where}: no pooled connection became free in time ({msg}); the server may be "
-            "down or every connection busy — check the server, or lower concurrency"
-        )
-    if isinstance(exc, pgerr.DiskFull):
-        return DatabaseError(
-            f"{where}: the server's disk is full ({msg}); free space and retry — "
-            "nothing was written"
-        )
-    if isinstance(exc, pgerr.ReadOnlySqlTransaction):
-        return DatabaseError(
-            f"{where} is read-only ({msg}); point errands at the primary, not a standby"
-        )
-    if isinstance(exc, pgerr.InsufficientPrivilege):
-        return DatabaseError(
-            f"{where}: permission denied ({msg}); grant the errands user rights on its tables "
-            "(or CREATE on the schema for the first migration)"
-        )
-    if isinstance(exc, pgerr.UndefinedTable):
-        return DatabaseError(
-            f"{where}: a table is missing ({msg}); was the errands schema dropped? Open a Queue "
-            "on it to migrate, or restore it"
-        )
-    if isinstance(exc, psycopg.OperationalError) and "does not exist" in msg and "database" in msg:
-        name = where.rpartition("/")[2] or "NAME"
-        return DatabaseError(
-            f"cannot open PostgreSQL at {where} ({msg}); create the database first, e.g. "
-            f"createdb {name} (or CREATE DATABASE {name}; as a superuser), then run again"
-        )
-    if isinstance(exc, psycopg.OperationalError):
-        return DatabaseBusyError(
-            f"cannot reach PostgreSQL at {where} ({msg}); check the server is running and the "
-            "URL (host, port, user, database) — the operation was not recorded and can be retried"
-        )
-    return DatabaseError(f"PostgreSQL error on {where}: {msg}")
-
-
-def _text_json(data: str | bytes) -> str:
-    # JSON columns come back as text, exactly as on SQLite, so the shared verbs decode them the
-    # same way (a jsonb string "ok" must not arrive already decoded).
-    return data.decode() if isinstance(data, bytes) else data
-
-
-class _Conn:
-    """The shared verbs' view of a connection: execute → a cursor; executemany (pipelined by
-    psycopg). Cursors are plain tuple rows even if the application set another row factory.
-
-    ``begin``: what opens the transaction (BEGIN, with the batch verbs' planner settings), not
-    yet sent: it goes out as one simple query — one round trip — just before the first
-    statement, so a transaction that runs no statement sends nothing at all. Not pipelined
-    with that statement: psycopg ends a pipeline with a flush request after its sync, and a
-    message arriving after the server's ReadyForQuery switches off
-    idle_in_transaction_session_timeout until the next sync — a worker frozen right after
-    would then hold its row locks for good (tests/test_postgres.py)."""
-
-    __slots__ = ("_begin", "_raw")
-
-    def __init__(self, raw: psycopg.Connection[Any], begin: bytes = b"") -> None:
-        self._raw = raw
-        self._begin = begin
-
-    @property
-    def raw(self) -> psycopg.Connection[Any]:
-        if self._begin:
-            begin, self._begin = self._begin, b""
-            self._raw.execute(begin)  # no parameters: several statements in one query
-        return self._raw
-
-    def execute(self, query: str, params: Any = None, /) -> psycopg.Cursor[Any]:
-        cur = self.raw.cursor(row_factory=tuple_row)
-        cur.execute(query, params or None)
-        return cur
-
-    def executemany(self, query: str, params: Any, /) -> psycopg.Cursor[Any]:
-        cur = self.raw.cursor(row_factory=tuple_row)
-        cur.executemany(query, params)
-        return cur
-
-    def copy(self, query: str, rows: Sequence[Sequence[Any]]) -> None:
-        with self.raw.cursor().copy(query) as copy:
-            for row in rows:
-                copy.write_row(row)
-
-
-class _Freshness:
-    """The pool's checkout check, without a round trip for a connection in steady use.
-
-    A pooled connection the server ended (restart, pg_terminate_backend) must be replaced on
-    checkout rather than fail the next transaction. The server says so on the socket as it
-    ends the session (an error message, then end of file), so a socket with something to read
-    is pinged, and fails the ping, and the pool replaces it. A connection idle in the pool for
-    more than IDLE_PING_SECONDS is pinged anyway (a network path may have gone quiet). The
-    rest — a connection returned moments ago with nothing to read — is handed out as is,
-    instead of paying an empty query (a round trip) on every transaction.
-
-    What is left is the race any check has: a session ended between the check and the first
-    statement fails that one transaction with DatabaseBusyError ("cannot reach PostgreSQL …
-    can be retried"); the pool discards the broken connection when it comes back, so the
-    next call gets a working one (tests/test_postgres.py)."""
-
-    def __init__(self) -> None:
-        self._returned: weakref.WeakKeyDictionary[psycopg.Connection[Any], float] = (
-            weakref.WeakKeyDictionary()
-        )
-
-    def returned(self, conn: psycopg.Connection[Any]) -> None:
-        """The pool's ``reset`` callback: runs each time a connection comes back."""
-        self._returned[conn] = time.monotonic()
-
-    def check(self, conn: psycopg.Connection[Any]) -> None:
-        """The pool's ``check`` callback: raises if the connection is unusable."""
-        returned = self._returned.get(conn)
-        if (
-            returned is None
-            or time.monotonic() - returned > IDLE_PING_SECONDS
-            or conn.closed
-            or _readable(conn)
-        ):
-            ConnectionPool.check_connection(conn)
-
-
-def _readable(conn: psycopg.Connection[Any]) -> bool:
-    """Whether an idle connection's socket has something to read: nothing should arrive on
-    an idle pooled connection but the server's goodbye (or a stray notice)."""
-    if not hasattr(select, "poll"):  # Windows: no poll(); ping every time, as before
-        return True
-    poller = select.poll()
-    poller.register(conn.fileno(), select.POLLIN | select.POLLPRI)
-    return bool(poller.poll(0))
 
 
 class PostgresBackend(SQLBackend):
@@ -278,12 +123,12 @@ class PostgresBackend(SQLBackend):
             if "does not exist" in str(exc) and "database" in str(exc):
                 name = self.where.rpartition("/")[2] or "NAME"
                 raise DatabaseError(
-                    f"cannot open PostgreSQL at {self.where} ({_first_line(exc)}); create the "
+                    f"cannot open PostgreSQL at {self.where} ({first_line(exc)}); create the "
                     f"database first, e.g. createdb {name} (or CREATE DATABASE {name}; in psql), "
                     "then run again"
                 ) from exc
             raise DatabaseError(
-                f"cannot connect to PostgreSQL at {self.where} ({scrub(_first_line(exc), url)}); "
+                f"cannot connect to PostgreSQL at {self.where} ({scrub(first_line(exc), url)}); "
                 "check the server is running and the URL's host, port, user, password and "
                 "database"
             ) from exc
@@ -311,15 +156,15 @@ class PostgresBackend(SQLBackend):
         self._pool = self._new_pool()
 
     def _new_pool(self) -> ConnectionPool[psycopg.Connection[Any]]:
-        freshness = _Freshness()
+        freshness = Freshness()
         return ConnectionPool(
             self.url,
             min_size=1,
             max_size=POOL_MAX,
             kwargs=self._conn_kwargs,
-            configure=_configure,
+            configure=configure,
             # A pooled connection the server dropped (restart, pg_terminate_backend) is
-            # replaced on checkout instead of failing the next transaction (_Freshness).
+            # replaced on checkout instead of failing the next transaction (Freshness).
             check=freshness.check,
             reset=freshness.returned,
             timeout=max(self.settings.busy_timeout, 1.0),
@@ -344,16 +189,16 @@ class PostgresBackend(SQLBackend):
     # -- connections -----------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def _write(self, name: str) -> Iterator[_Conn]:
+    def _write(self, name: str) -> Iterator[Conn]:
         """One transaction on a pooled connection; fault points just before and after commit.
-        BEGIN goes out just before the first statement (_Conn), COMMIT only if one was sent."""
+        BEGIN goes out just before the first statement (Conn), COMMIT only if one was sent."""
         try:
             with self._pool_here().connection() as raw:
                 try:
-                    yield _Conn(raw, _BEGIN_BATCH if name in _BATCH_VERBS else _BEGIN)
+                    yield Conn(raw, _BEGIN_BATCH if name in _BATCH_VERBS else _BEGIN)
                     faults.point(f"{name}.before_commit")
                 except BaseException:
-                    _rollback(raw)
+                    rollback(raw)
                     raise
                 raw.commit()  # nothing to send if no statement ran
         except psycopg.Error as exc:
@@ -361,16 +206,16 @@ class PostgresBackend(SQLBackend):
         faults.point(f"{name}.after_commit")
 
     @contextlib.contextmanager
-    def _read(self) -> Iterator[_Conn]:
+    def _read(self) -> Iterator[Conn]:
         # Autocommit: each statement sees the latest committed snapshot.
         try:
             with self._pool_here().connection() as raw:
-                yield _Conn(raw)
+                yield Conn(raw)
         except psycopg.Error as exc:
             raise translate(exc, self.where) from exc
 
     @contextlib.contextmanager
-    def _user_conn(self, connection: Any) -> Iterator[_Conn]:
+    def _user_conn(self, connection: Any) -> Iterator[Conn]:
         """The application's own transaction: we write in it and never commit it."""
         if isinstance(connection, psycopg.AsyncConnection):
             raise ConfigurationError(
@@ -379,7 +224,7 @@ class PostgresBackend(SQLBackend):
             )
         self._check_user_conn(connection, psycopg.Connection)
         try:
-            yield _Conn(connection)
+            yield Conn(connection)
         except psycopg.Error as exc:
             raise translate(exc, self.where) from exc
 
@@ -448,7 +293,7 @@ class PostgresBackend(SQLBackend):
                     min_size=1,
                     max_size=POOL_MAX,
                     kwargs=self._conn_kwargs,
-                    configure=_configure_async,
+                    configure=configure_async,
                     check=AsyncConnectionPool.check_connection,
                     timeout=max(self.settings.busy_timeout, 1.0),
                     name="errands-async",
@@ -599,22 +444,6 @@ class PostgresBackend(SQLBackend):
         raise TypeError(f"not a timestamp: {value!r}")
 
 
-def _rollback(raw: psycopg.Connection[Any]) -> None:
-    """Roll back a failed transaction of our own. A connection too broken to roll back is
-    left to the pool, which discards it when it comes back; the original error is the one
-    that matters."""
-    with contextlib.suppress(psycopg.Error):
-        raw.rollback()
-
-
-def _configure(conn: psycopg.Connection[Any]) -> None:
-    set_json_loads(_text_json, conn)
-
-
-async def _configure_async(conn: psycopg.AsyncConnection[Any]) -> None:
-    set_json_loads(_text_json, conn)
-
-
 async def _drive_async(raw: psycopg.AsyncConnection[Any], steps: Steps[T]) -> T:
     """``host.drive`` for an asyncio connection: the same steps, awaited."""
     result: Any = None
@@ -685,10 +514,6 @@ def _in_loop(loop: asyncio.AbstractEventLoop) -> bool:
 
 def _ts(epoch: float) -> datetime:
     return datetime.fromtimestamp(epoch, UTC)
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 # PostgreSQL's epoch (2000-01-01) in unix seconds: to_timestamp(float8) subtracts it, then

@@ -1,4 +1,4 @@
-"""The retention noun: what the Pruner (``errands.retention``) runs its loop over, and
+"""The retention noun: what the Pruner (``errands.maintenance.pruner``) runs its loop over, and
 storage upkeep.
 
 Queries: ``ops.sql``. Dialect differences are queries and hooks, not branches: SQLite's
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 
-from .. import rollup
+from ..core import rollup
 from . import figures
 from .host import SQLHost
 
@@ -26,7 +26,7 @@ class SQLRetention(SQLHost):
         """Delete up to ``limit`` jobs in ``state`` that finished before ``cutoff``, oldest
         first, rolling them up into ``job_stats_hourly`` in the same transaction (so a crash
         never leaves a batch half-counted); returns how many. The loop — batches, pacing,
-        interruption, checkpoints — is the caller's (errands.retention.Pruner)."""
+        interruption, checkpoints — is the caller's (errands.maintenance.Pruner)."""
         params = {"status": state, "cutoff": cutoff, "limit": limit}
         q = self.q
         with self._write("prune") as conn:

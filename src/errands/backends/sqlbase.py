@@ -1,8 +1,9 @@
 """Every domain verb, written once over named queries, grouped by noun.
 
 Both dialects keep queries of the same names (``sql/<dialect>/*.sql``) with the same result
-columns (tests/test_sql_columns.py), read by column name, so the logic — fencing, which rows
-go with which outcome, audit events — is shared; a dialect (``sqlite.py``, ``postgres.py``)
+columns (tests/backends/test_sql_columns.py), read by column name, so the logic — fencing,
+which rows go with which outcome, audit events — is shared; a dialect (``sqlite.py``,
+``postgres.py``)
 supplies only the hooks of ``host.SQLHost``: connections, transactions, list and time
 parameters, migrations' runner and its wake-ups (as Oban's Lite engine reuses the Postgres one).
 

@@ -18,15 +18,15 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from .. import faults
+from ..core import faults
+from ..core.settings import Settings
 from ..errors import (
     ConfigurationError,
     DatabaseBusyError,
     DatabaseError,
     DatabaseReplacedError,
 )
-from ..settings import Settings
-from . import forks, sql, wakeup
+from . import forks, sql, sqlite_wakeup
 from .base import ClaimedJob, ClaimRequest, NewJob, Outcome, RescueReport
 from .sqlbase import SQLBackend
 
@@ -167,7 +167,7 @@ class SQLiteBackend(SQLBackend):
         self._all: list[_Held] = []
         self._lock = threading.Lock()
         self._generation = forks.generation  # see _after_fork
-        self._notifier = wakeup.Notifier(self.path)
+        self._notifier = sqlite_wakeup.Notifier(self.path)
 
     # -- connections -----------------------------------------------------------------------
 
@@ -331,7 +331,7 @@ class SQLiteBackend(SQLBackend):
             self._all = []
             self._local = threading.local()
             self._generation = forks.generation
-        self._notifier = wakeup.Notifier(self.path)
+        self._notifier = sqlite_wakeup.Notifier(self.path)
 
     # -- schema ----------------------------------------------------------------------------
 
@@ -436,19 +436,19 @@ class SQLiteBackend(SQLBackend):
         except OSError:
             return 0  # no WAL file: nothing waiting to be checkpointed
 
-    # -- wake-up (see wakeup.py): one datagram to the listeners after each commit ---------
+    # -- wake-up (see sqlite_wakeup.py): one datagram to the listeners after each commit ---------
 
     def listen(
         self, on_change: Callable[[], None], *, completions: bool = False
-    ) -> wakeup.DatagramListener | wakeup.PollingListener:
-        return wakeup.listen(self, on_change, completions=completions)
+    ) -> sqlite_wakeup.DatagramListener | sqlite_wakeup.PollingListener:
+        return sqlite_wakeup.listen(self, on_change, completions=completions)
 
     def enqueue(
         self, jobs: Sequence[NewJob], now: float, *, actor: str, connection: Any = None
     ) -> list[int]:
         ids = super().enqueue(jobs, now, actor=actor, connection=connection)
         # Delayed jobs too: an idle worker then recomputes when its next job falls due.
-        self._notifier.send(wakeup.JOBS if connection is None else wakeup.PENDING)
+        self._notifier.send(sqlite_wakeup.JOBS if connection is None else sqlite_wakeup.PENDING)
         return ids
 
     def finish(
@@ -459,7 +459,7 @@ class SQLiteBackend(SQLBackend):
         held: Sequence[ClaimedJob] | None = None,
     ) -> list[bool]:
         applied = super().finish(outcomes, worker_id, now, held)
-        self._notifier.send(wakeup.DONE)
+        self._notifier.send(sqlite_wakeup.DONE)
         return applied
 
     def finish_and_claim(
@@ -471,33 +471,33 @@ class SQLiteBackend(SQLBackend):
         held: Sequence[ClaimedJob] | None = None,
     ) -> tuple[list[bool], list[ClaimedJob]]:
         result = super().finish_and_claim(outcomes, worker_id, request, now, held)
-        self._notifier.send(wakeup.DONE)
+        self._notifier.send(sqlite_wakeup.DONE)
         return result
 
     def retry(self, job_ids: Sequence[int], actor: str, now: float) -> list[int]:
         done = super().retry(job_ids, actor, now)
         if done:
-            self._notifier.send(wakeup.JOBS)
+            self._notifier.send(sqlite_wakeup.JOBS)
         return done
 
     def rescue(self, now: float, *, limit: int = 1000) -> RescueReport:
         report = super().rescue(now, limit=limit)
         if report.recovered or report.exhausted:
-            self._notifier.send(wakeup.JOBS)
+            self._notifier.send(sqlite_wakeup.JOBS)
         return report
 
     def recover_workers(self, worker_ids: Sequence[str], now: float) -> RescueReport:
         report = super().recover_workers(worker_ids, now)
         if report.recovered or report.exhausted:
-            self._notifier.send(wakeup.JOBS)
+            self._notifier.send(sqlite_wakeup.JOBS)
         return report
 
     def listen_finished(
         self, on_finish: Callable[[frozenset[int] | None], None]
-    ) -> wakeup.DatagramListener | wakeup.PollingListener:
+    ) -> sqlite_wakeup.DatagramListener | sqlite_wakeup.PollingListener:
         # Woken by recorded outcomes too (completions); which jobs finished, a data_version
         # change cannot say, so waiters re-read the jobs they wait for.
-        return wakeup.listen(self, lambda: on_finish(None), completions=True)
+        return sqlite_wakeup.listen(self, lambda: on_finish(None), completions=True)
 
 
 class _Held:

@@ -1,5 +1,5 @@
-"""The stats noun: typed rows and small dicts for ``errands.stats`` (which shapes the user's
-``stats``), the metrics and the dashboard. Reads only, each one query.
+"""The stats noun: typed rows and small dicts for ``errands.client.reports`` (which shapes
+the user's ``stats``), the metrics and the dashboard. Reads only, each one query.
 
 Queries: ``ops.sql`` and ``series.sql``. The counts of finished jobs come from kept figures
 (``job_counts``, ``job_stats_minutely``), never from a scan of finished rows, except where a
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import rollup
+from ..core import rollup
 from .base import StateCount, WindowRow
 from .host import SQLHost, iso
 

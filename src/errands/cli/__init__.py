@@ -184,7 +184,7 @@ def _register_tools(sub: Any) -> None:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from ..demo import run_demo
+    from .demo import run_demo
 
     # Only an explicit --db: $ERRANDS_DB may name the user's real database, which the demo
     # would replace.
@@ -197,7 +197,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
-    from ..bench import run_bench
+    from .bench import run_bench
 
     url = getattr(args, "db", None)
     if url and not url.startswith(("postgresql://", "postgres://")):

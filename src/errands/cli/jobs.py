@@ -8,9 +8,9 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from .. import validate
+from ..core import validate
+from ..core.states import State
 from ..errors import ConfigurationError, InvalidTransitionError, JobNotFoundError
-from ..states import State
 from ..tasks import DEFAULT_MAX_ATTEMPTS
 from . import output
 from .common import UsageError, add_db, add_json, open_queue

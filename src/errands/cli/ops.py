@@ -16,11 +16,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .. import bulk, stats, validate
 from ..backends import scrub
 from ..backends.base import PruneProgress
+from ..client import bulk
+from ..client import reports as stats
+from ..client.reports import describe
+from ..core import validate
 from ..errors import ErrandsError
-from ..periodic import describe
 from ..queue import MAX_BATCH, Queue
 from . import jobs
 from .common import add_db, open_queue

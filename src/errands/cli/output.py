@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
-from ..records import Attempt, EventRecord, Job
+from ..core.records import Attempt, EventRecord, Job
 
 PROG = "errands"
 

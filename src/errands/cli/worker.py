@@ -18,11 +18,11 @@ import sys
 import traceback
 from typing import Any
 
-from .. import worker_log
 from ..backends import redact
 from ..errors import DatabaseReplacedError, QueueClosedError
 from ..queue import ENV_DB, Queue
-from ..supervisor import FATAL_EXIT, RECYCLE_EXIT, SUPERVISED_ENV
+from ..worker import log as worker_log
+from ..worker.supervisor import FATAL_EXIT, RECYCLE_EXIT, SUPERVISED_ENV
 from . import output
 from .common import CommandFailed, UsageError, add_db, add_json, is_sqlite
 from .jobs import positive_int
@@ -252,7 +252,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
 def _supervise(args: argparse.Namespace, queue: Queue) -> int:
     """--processes P: the app was imported once here to check it; each child imports it
     afresh (spawned, never forked with an open connection)."""
-    from ..supervisor import Supervisor
+    from ..worker.supervisor import Supervisor
 
     shutdown = queue.settings.shutdown_timeout
     queue.close()

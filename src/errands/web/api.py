@@ -15,13 +15,13 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from .. import bulk
+from ..client import bulk
+from ..client.reports import describe
 from ..errors import JobNotFoundError
-from ..periodic import describe
 from . import params
 
 if TYPE_CHECKING:
-    from .app import Dashboard
+    from .common import Dashboard
 
 ACTOR = "api"
 log = logging.getLogger("errands.web")

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 from urllib.parse import parse_qsl
 
-import jinja2
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
@@ -24,10 +23,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
-from starlette.templating import Jinja2Templates
 
 from ..errors import ConfigurationError, ErrandsError, InvalidTransitionError, JobNotFoundError
 from . import api, pages
+from .common import Dashboard
 from .middleware import MAX_BODY, BodyLimit, SecurityHeaders
 from .params import BadParameter
 from .security import AuthCallable, Guard, non_simple, same_origin
@@ -137,22 +136,6 @@ ROUTES: tuple[Endpoint, ...] = (
 )
 # Mounted sub-apps, classified like routes: the static files hold no data (CSS and the script).
 PUBLIC_MOUNTS = ("/static",)
-
-
-class Dashboard:
-    """What every handler needs: the queue, the guard, the mode and the templates."""
-
-    def __init__(self, queue: Queue, guard: Guard, *, read_only: bool, title: str) -> None:
-        self.queue = queue
-        self.guard = guard
-        self.read_only = read_only
-        self.title = title
-        env = jinja2.Environment(
-            loader=jinja2.FileSystemLoader(HERE / "templates"),
-            autoescape=True,  # every value from a job is escaped; nothing is marked safe
-            undefined=jinja2.StrictUndefined,
-        )
-        self.templates = Jinja2Templates(env=env)
 
 
 async def form_fields(request: Request) -> dict[str, str]:

@@ -16,13 +16,13 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from .. import bulk
+from ..client import bulk
 from ..errors import JobNotFoundError
 from . import api, charts, params
 from .security import SESSION_COOKIE, SESSION_MAX_AGE
 
 if TYPE_CHECKING:
-    from .app import Dashboard
+    from .common import Dashboard
 
 PREVIEW_CHARS = 4000  # payload/result shown inline; the rest is a download away
 FAILURE_WINDOWS = ("1h", "24h", "7d")

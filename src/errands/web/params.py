@@ -7,7 +7,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ..states import State
+from ..core.states import State
 
 STATES = tuple(s.value for s in State)
 DEFAULT_LIMIT = 50

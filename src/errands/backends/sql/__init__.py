@@ -2,8 +2,9 @@
 ``jobs.sql``, ``ops.sql``, ``periodic.sql``…) and its migrations from ``migration_NNNN.sql``.
 
 A query file is a list of blocks, each starting with ``-- name: NAME`` and a one-line comment
-that says what it does. Both dialects define the same names (tests/test_sql_names.py) with the
-same result columns (tests/test_sql_columns.py) — except a dialect's ``own.sql``
+that says what it does. Both dialects define the same names
+(tests/backends/test_sql_names.py) with the same result columns
+(tests/backends/test_sql_columns.py) — except a dialect's ``own.sql``
 (``own_queries``): statements only that dialect has, each standing in for several shared
 ones where that saves round trips, run by a hook on its backend class. Every dialect writes
 parameters as ``:name``; for PostgreSQL they are rewritten once, at load, into psycopg's

@@ -1,7 +1,7 @@
 -- Named queries for the SQLite backend. The PostgreSQL file uses the same names.
 -- Format: "-- name: NAME" then a one-line description, then the statement.
 -- Parameters are :named. Fenced transitions bind :from_state/:to_state from
--- errands.states.TRANSITIONS, so the guard here cannot drift from the state machine.
+-- errands.core.states.TRANSITIONS, so the guard here cannot drift from the state machine.
 
 -- name: insert_job
 -- Insert one job; a unique_key already held by an active job inserts nothing.

@@ -119,7 +119,7 @@ CREATE TABLE periodic (
 );
 
 -- Hourly rollup that outlives pruning. Histograms are JSON arrays of bucket counts over
--- fixed bounds (see errands.rollup), so percentiles can be merged across batches.
+-- fixed bounds (see errands.core.rollup), so percentiles can be merged across batches.
 CREATE TABLE job_stats_hourly (
     hour     REAL    NOT NULL,
     queue    TEXT    NOT NULL,

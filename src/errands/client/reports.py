@@ -1,0 +1,202 @@
+"""The ``stats`` figures, shaped from the backend's typed rows — for ``Queue.stats``, the CLI
+(``errands stats`` and ``check``), ``errands.metrics`` and the dashboard.
+
+Every figure costs a bounded number of rows, however many jobs finished: counts per state come
+from live index ranges (queued, running) and the kept ``job_counts`` (final states);
+the windows (``last_hour``, the retry histogram) sum ``job_stats_minutely`` rows, per minute,
+queue and measure. Windows therefore start at the start of the minute holding ``now - window``
+(up to a minute more than asked). Wait and run percentiles come from histograms with the bounds
+of ``errands.core.rollup.BOUNDS``: each is the upper bound of the bucket holding the exact value
+(never above the largest value seen), as for rolled-up hours.
+
+Definitions (docs/operations.md): *wait* is due → start of a finished job's last attempt; *run*
+is start → outcome of each attempt that ended succeeded, failed or cancelled (a retried job
+counts each attempt; a lost attempt has no outcome and is not counted).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..backends.base import Backend, PeriodicRow, StateCount, WindowRow
+from ..core import rollup
+from ..core.records import to_datetime
+from ..core.schedule import iso, overdue_reason
+from ..core.states import State
+
+OUTCOMES = (State.SUCCEEDED.value, State.FAILED.value, State.CANCELLED.value)
+
+
+@dataclass(slots=True)
+class Measure:
+    """Count, total, maximum and histogram of one kind of duration."""
+
+    count: int = 0
+    total: float = 0.0
+    maximum: float = 0.0
+    hist: list[int] = field(default_factory=rollup.empty)
+
+    def add(self, row: WindowRow) -> None:
+        self.count += row.count
+        self.total += row.total
+        self.maximum = max(self.maximum, row.maximum)
+        if 0 <= row.bucket < len(self.hist):
+            self.hist[row.bucket] += row.count
+
+    def pct(self, p: float) -> float | None:
+        return rollup.percentile((), self.hist, self.maximum, p)
+
+
+@dataclass(slots=True)
+class Window:
+    """What finished in a window, for one queue or all: jobs per outcome and per attempts
+    used, and the wait and run measures."""
+
+    outcomes: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OUTCOMES, 0))
+    attempts: dict[int, int] = field(default_factory=dict)
+    wait: Measure = field(default_factory=Measure)
+    run: Measure = field(default_factory=Measure)
+
+    @property
+    def processed(self) -> int:
+        return sum(self.outcomes.values())
+
+    def add(self, row: WindowRow) -> None:
+        if row.measure == "wait":
+            self.wait.add(row)
+        elif row.measure == "run":
+            self.run.add(row)
+        else:
+            self.outcomes[row.measure] = self.outcomes.get(row.measure, 0) + row.count
+            self.attempts[row.bucket] = self.attempts.get(row.bucket, 0) + row.count
+
+
+def windows(rows: list[WindowRow]) -> tuple[Window, dict[str, Window]]:
+    """The window as a whole and per queue."""
+    total, per_queue = Window(), dict[str, Window]()
+    for row in rows:
+        total.add(row)
+        per_queue.setdefault(row.queue, Window()).add(row)
+    return total, per_queue
+
+
+def summarize(w: Window, seconds: float) -> dict[str, Any]:
+    """Throughput, failure rate and wait/run p50/p95 of a window (``stats.last_hour``)."""
+    n = w.processed
+    failed = w.outcomes.get(State.FAILED.value, 0)
+    return {
+        "window_seconds": seconds,
+        "processed": n,
+        **w.outcomes,
+        "per_minute": round(n / (seconds / 60.0), 3),
+        "failure_rate": round(failed / n, 4) if n else 0.0,
+        "wait_p50": _round(w.wait.pct(0.5)),
+        "wait_p95": _round(w.wait.pct(0.95)),
+        "run_p50": _round(w.run.pct(0.5)),
+        "run_p95": _round(w.run.pct(0.95)),
+    }
+
+
+def last_hour(backend: Backend, now: float) -> dict[str, Any]:
+    total, _ = windows(backend.window_rows(now - rollup.HOUR))
+    return summarize(total, rollup.HOUR)
+
+
+def counts(rows: list[StateCount]) -> dict[str, int]:
+    """Every state (even at 0) → its total."""
+    out = {s.value: 0 for s in State}
+    for r in rows:
+        out[r.status] = out.get(r.status, 0) + r.count
+    return out
+
+
+def collect(
+    backend: Backend,
+    now: float,
+    *,
+    alive_seconds: float,
+    window: float,
+    top: int,
+    running_limit: int,
+) -> dict[str, Any]:
+    """The five questions as one JSON-ready object (see docs/operations.md)."""
+    rows = backend.state_counts()
+    workers = backend.live_workers(now, alive_seconds)
+    unhandled = [  # the queued rows of the counts: no second pass over the queued jobs
+        {"queue": r.queue, "type": r.type, "queued": r.count}
+        for r in sorted(rows, key=lambda r: (r.queue, r.type))
+        if r.status == State.QUEUED.value and not any(handles(w, r.queue, r.type) for w in workers)
+    ]
+    overdue = []
+    for p in backend.list_periodic():
+        reason = overdue_reason(p, now)
+        if reason:
+            overdue.append({"name": p.name, "type": p.type, "reason": reason})
+    dt = to_datetime(now)
+    return {
+        "now": None if dt is None else dt.isoformat(),
+        "counts": counts(rows),
+        "by_queue_type": [
+            {"status": r.status, "queue": r.queue, "type": r.type, "count": r.count}
+            for r in sorted(rows, key=lambda r: (r.status, r.queue, r.type))
+        ],
+        "oldest_running": backend.oldest_running(now, alive_seconds, running_limit),
+        "oldest_due": backend.oldest_due(now),
+        "retries": {
+            "window_seconds": window,
+            "histogram": backend.retry_histogram(now - window, now),
+        },
+        "top_errors": backend.top_errors(now - window, top, now),
+        "last_hour": last_hour(backend, now),
+        "unhandled_types": unhandled,
+        "periodic_overdue": overdue,
+        "workers": workers,
+    }
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
+
+
+def handles(worker: dict[str, Any], queue: str, jtype: str) -> bool:
+    queues, types = worker["queues"], worker["types"]
+    # A worker registered without types (an older errands) may handle anything: no alarm.
+    return (queues is None or queue in queues) and (types is None or jtype in types)
+
+
+def hourly_throughput(backend: Backend, now: float, hours: int) -> list[dict[str, Any]]:
+    """Finished jobs per hour over the ``hours`` hours up to ``now``, oldest first, one entry
+    per hour, zeros included (``Queue.throughput``)."""
+    first = (now // 3600.0 - (hours - 1)) * 3600.0
+    series: dict[float, dict[str, Any]] = {}
+    for i in range(hours):
+        hour = first + 3600.0 * i
+        series[hour] = {"hour": hour, "succeeded": 0, "failed": 0, "cancelled": 0}
+    for hour, outcome, n in backend.hourly_outcomes(first):
+        slot = series.get(float(hour))
+        if slot is not None and outcome in slot:
+            slot[outcome] += n
+    return list(series.values())
+
+
+def describe(row: PeriodicRow, now: float) -> dict[str, Any]:
+    """A schedule as ``errands periodic --json`` prints it."""
+    reason = overdue_reason(row, now)
+    return {
+        "name": row.name,
+        "type": row.type,
+        "queue": row.queue,
+        "cron": row.cron,
+        "every_seconds": row.interval_seconds,
+        "timezone": row.timezone,
+        "catch_up": row.catch_up,
+        "grace_seconds": row.grace_seconds,
+        "next_run_at": None if row.next_run_at is None else iso(row.next_run_at),
+        "last_enqueued_at": None if row.last_enqueued_at is None else iso(row.last_enqueued_at),
+        "last_succeeded_at": (
+            None if row.last_succeeded_at is None else iso(row.last_succeeded_at)
+        ),
+        "overdue": reason is not None,
+        "overdue_reason": reason,
+    }

@@ -1,0 +1,162 @@
+"""Range and type checks for everything a caller passes in, done before anything is written.
+
+Both backends must store every value errands accepts, and every stored value must read back:
+integers fit PostgreSQL's ``integer``/``bigint`` columns, times stay within the years Python's
+``datetime`` can represent (1-9999), durations are finite. Each check raises
+``ConfigurationError`` (an ``ErrandsError`` and a ``ValueError``) naming the argument, what it
+got and what it takes, on one line. They are cheap: they run once per ``enqueue`` call, never
+on the worker's claim/finish path.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from ..errors import ConfigurationError
+
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+INT64_MAX = 2**63 - 1
+# priority is an ``integer`` column on PostgreSQL; max_attempts too, with room for manual retries.
+PRIORITY_RANGE = (INT32_MIN, INT32_MAX)
+MAX_ATTEMPTS_MAX = 1_000_000
+# Stored times must read back as datetimes: 0001-01-01 to 9999-12-31T23:59:59 UTC.
+MIN_EPOCH = datetime(1, 1, 1, tzinfo=UTC).timestamp()
+MAX_EPOCH = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC).timestamp()
+# Any duration: 1000 years. now + any duration stays a representable time for millennia.
+MAX_DURATION = 1000 * 365 * 86400.0
+MAX_NAME_BYTES = 255  # task types, queue names
+MAX_KEY_BYTES = 1024  # unique_key: PostgreSQL's btree index takes about 2.7 kB at most
+
+
+def integer(value: Any, name: str, lo: int, hi: int) -> int:
+    """An int (not a bool, not a float or a string) within [lo, hi]."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ConfigurationError(
+            f"{name} must be a whole number (int) between {lo} and {hi}, got {value!r:.60} "
+            f"({type(value).__name__})"
+        )
+    if not lo <= value <= hi:
+        raise ConfigurationError(f"{name} must be between {lo} and {hi}, got {value!r:.60}")
+    return int(value)
+
+
+def job_id(value: Any, name: str = "job id") -> int:
+    """A job id: ids are positive 64-bit integers on both backends."""
+    return integer(value, name, 1, INT64_MAX)
+
+
+def duration(
+    value: Any, name: str, *, allow_zero: bool = False, maximum: float = MAX_DURATION
+) -> float:
+    """Float seconds or a timedelta: finite, > 0 (or >= 0 with allow_zero), at most maximum."""
+    if isinstance(value, timedelta):
+        s = value.total_seconds()
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        try:
+            s = float(value)
+        except OverflowError:  # an int too large for a float
+            s = math.inf
+    else:
+        raise ConfigurationError(
+            f"{name} must be seconds (int or float) or a timedelta, got {value!r:.60} "
+            f"({type(value).__name__})"
+        )
+    low = s >= 0 if allow_zero else s > 0
+    if not (low and s <= maximum):  # also refuses NaN
+        need = ">= 0" if allow_zero else "> 0"
+        raise ConfigurationError(
+            f"{name} must be {need} and at most {maximum:.0f} seconds, got {value!r:.60}"
+        )
+    return s
+
+
+def epoch(value: Any, name: str) -> float:
+    """An aware datetime or unix seconds, within the years 1-9999 (UTC)."""
+    if isinstance(value, datetime):
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise ConfigurationError(
+                f"{name} {value.isoformat()} is a naive datetime, which is ambiguous; pass an "
+                "aware one (e.g. datetime.now(UTC)) so errands knows which moment you mean"
+            )
+        try:
+            s = value.timestamp()
+        except (OverflowError, ValueError):
+            s = math.inf
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        try:
+            s = float(value)
+        except OverflowError:
+            s = math.inf
+    else:
+        raise ConfigurationError(
+            f"{name} must be an aware datetime or unix seconds, got {value!r:.60} "
+            f"({type(value).__name__})"
+        )
+    if not MIN_EPOCH <= s <= MAX_EPOCH:
+        raise ConfigurationError(
+            f"{name} {value!r:.60} is outside the years 1-9999 that errands can store and "
+            "read back; pass a time before 9999-12-31 UTC"
+        )
+    return s
+
+
+def when(now: float, delay: Any) -> float:
+    """``now + delay`` as a storable time."""
+    at = now + duration(delay, "delay", allow_zero=True)
+    if at > MAX_EPOCH:
+        raise ConfigurationError(
+            f"delay {delay!r:.60} puts the job past 9999-12-31 UTC, which cannot be stored; "
+            "pass a shorter delay"
+        )
+    return at
+
+
+def text(value: Any, name: str, *, max_bytes: int = MAX_NAME_BYTES) -> str:
+    """A non-empty string both backends store as given: no NUL characters, no lone
+    surrogates (not UTF-8), at most ``max_bytes`` bytes."""
+    if not isinstance(value, str) or not value:
+        raise ConfigurationError(f"{name} must be a non-empty string, got {value!r:.60}")
+    if "\x00" in value:
+        raise ConfigurationError(
+            f"{name} {value!r:.60} contains a NUL character, which PostgreSQL cannot store"
+        )
+    try:
+        size = len(value.encode())
+    except UnicodeEncodeError:
+        raise ConfigurationError(
+            f"{name} {value!r:.60} contains a lone surrogate, which is not valid UTF-8"
+        ) from None
+    if size > max_bytes:
+        raise ConfigurationError(f"{name} is {size} bytes; at most {max_bytes} are allowed")
+    return value
+
+
+def flag(value: Any, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigurationError(f"{name} must be True or False, got {value!r:.60}")
+    return value
+
+
+def exception_types(value: Any, name: str) -> tuple[type[BaseException], ...]:
+    """A tuple (or list) of exception classes, as ``except`` takes them."""
+    items = (value,) if isinstance(value, type) else value
+    try:
+        found = tuple(items)
+    except TypeError:
+        found = (value,)
+    for item in found:
+        if not (isinstance(item, type) and issubclass(item, BaseException)):
+            raise ConfigurationError(
+                f"{name} must be exception classes, e.g. (ConnectionError, TimeoutError); "
+                f"got {item!r:.60}"
+            )
+    return found
+
+
+def callable_(value: Any, name: str, what: str) -> Callable[..., Any]:
+    if not callable(value):
+        raise ConfigurationError(f"{name} must be {what}, got {value!r:.60}")
+    return value  # type: ignore[no-any-return]

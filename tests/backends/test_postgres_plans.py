@@ -1,0 +1,119 @@
+"""PostgreSQL only: the worker's batch statements touch only their batch's rows, through
+indexes, even while the table's statistics are stale (right after a bulk enqueue, before
+autovacuum analyzes it). Planner choices are PostgreSQL-specific; SQLite pins its plans in
+its query file (INDEXED BY, unary +) and tests/client/test_stats.py reads its EXPLAIN QUERY PLAN.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import errands
+
+
+def plan(q: errands.Queue, verb: str, name: str, params: dict[str, Any]) -> str:
+    backend: Any = q.backend
+    with backend._write(verb) as conn:
+        rows = conn.raw.execute(("EXPLAIN " + backend.q[name]).encode(), params).fetchall()
+        return "\n".join(r[0] for r in rows)
+
+
+def test_claim_and_successes_use_indexes_with_stale_statistics(pg_url: str) -> None:
+    with errands.Queue(pg_url) as q:
+        ids = q.enqueue_many([("t", {"n": n}) for n in range(3000)])  # no ANALYZE since
+        now = q.clock()
+        claim = plan(
+            q,
+            "claim",
+            "claim",
+            {
+                "to_state": "running",
+                "worker_id": "w",
+                "now": now,
+                "lease_seconds": 60.0,
+                "types": ["t"],
+                "queues": None,
+                "limit": 100,
+            },
+        )
+        assert "jobs_due" in claim, claim
+        assert "Sort" not in claim and "Seq Scan" not in claim, claim
+        # PostgreSQL's own one-statement claim (own.sql) walks the same index the same way.
+        recorded = plan(
+            q,
+            "claim",
+            "claim_recorded",
+            {
+                "to_state": "running",
+                "worker_id": "w",
+                "now": now,
+                "lease_seconds": 60.0,
+                "types": ["t"],
+                "queues": None,
+                "limit": 100,
+                "status": "running",
+                "event": "CLAIMED",
+            },
+        )
+        assert "jobs_due" in recorded, recorded
+        assert "Sort" not in recorded and "Seq Scan" not in recorded, recorded
+
+        batch = json.dumps([[i, 1, now, None] for i in ids[:100]])
+        succeed = plan(
+            q,
+            "finish",
+            "succeed_jobs",
+            {"to_state": "succeeded", "from_state": "running", "now": now, "batch": batch},
+        )
+        assert "jobs_pkey" in succeed, succeed
+        assert "Seq Scan" not in succeed and "Hash" not in succeed, succeed
+
+        opened = plan(
+            q,
+            "claim",
+            "open_attempts",
+            {"job_ids": json.dumps(ids[:100]), "now": now, "status": "running"},
+        )
+        assert "jobs_pkey" in opened and "Seq Scan on jobs" not in opened, opened
+
+        # The figures a write counts (figures.py): its rows by primary key, never a range of
+        # a status index or a scan that grows with the finished rows.
+        # Every path but the worker's runs them without the batch's planner settings.
+        for verb, name in (
+            ("finish", "count_batch_jobs"),
+            ("finish", "count_batch_minutes"),
+            ("finish", "count_batch_errors"),
+            ("cancel", "count_batch_jobs"),
+            ("rescue", "count_batch_minutes"),
+            ("retry", "uncount_jobs"),
+            ("prune", "uncount_job_errors"),
+            ("prune", "prune_batch"),
+        ):
+            params = {"job_ids": json.dumps(ids[:100]), "with_runs": True}
+            counted = plan(q, verb, name, params)
+            # (job_stats_bounds, 21 rows, may be scanned: its size is fixed.)
+            scans = re.findall(r"Seq Scan on (\w+)", counted)
+            assert "jobs_pkey" in counted and set(scans) <= {"job_stats_bounds"}, counted
+            assert "jobs_finished" not in counted and "jobs_status" not in counted, counted
+        # The worker's batch: rows grouped in Python, upserted; no table is read at all.
+        for name, rows in (
+            ("count_grouped_jobs", [["succeeded", "default", "t", 3]]),
+            ("count_grouped_minutes", [["run", "default", 4, 3, 0.25, 0.1]]),
+            ("count_grouped_errors", [["APP:X", "t", 3]]),
+        ):
+            grouped = plan(q, "finish", name, {"rows": json.dumps(rows), "now": now})
+            assert "Scan on job" not in grouped, grouped
+
+
+def test_planner_settings_stay_inside_the_batch_transaction(pg_url: str) -> None:
+    with errands.Queue(pg_url) as q:
+        backend: Any = q.backend
+        for verb in ("claim", "finish"):
+            with backend._write(verb) as conn:
+                assert conn.raw.execute("SHOW enable_seqscan").fetchone()[0] == "off"
+                # Forbidden plans are priced, not refused: JIT must not see those prices.
+                assert conn.raw.execute("SHOW jit").fetchone()[0] == "off"
+        with backend._read() as conn:
+            assert conn.raw.execute("SHOW enable_seqscan").fetchone()[0] == "on"

@@ -1,0 +1,142 @@
+"""``errands.testing`` — FrozenClock, drain, eager — does what docs/testing.md says, on both
+backends; and the doc's own example runs as written."""
+
+from __future__ import annotations
+
+import re
+import signal
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import errands
+from errands.testing import FrozenClock, drain, eager
+from support import get_job
+
+ROOT = Path(__file__).resolve().parents[2]
+T0 = 1_800_000_000.0
+
+
+def test_frozen_clock_moves_only_when_told() -> None:
+    clock = FrozenClock(T0)
+    assert clock() == clock.now == T0
+    assert clock.advance(30) == T0 + 30
+    assert clock.advance(timedelta(minutes=1)) == T0 + 90
+    assert clock() == T0 + 90
+    assert clock.datetime() == datetime.fromtimestamp(T0 + 90, UTC)
+    assert clock.datetime().tzinfo is UTC
+
+
+def test_frozen_clock_starts_at_a_datetime() -> None:
+    start = datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)
+    assert FrozenClock(start).now == start.timestamp()
+    assert FrozenClock(start).datetime() == start
+
+
+@pytest.fixture
+def clock() -> FrozenClock:
+    """This module's clock is the one errands.testing exports (conftest's is FixedClock)."""
+    return FrozenClock(T0)
+
+
+@pytest.fixture
+def tq(make_queue: Callable[..., errands.Queue], clock: FrozenClock) -> errands.Queue:
+    """A Queue on a FrozenClock with a task that fails its first attempt (retried in 60 s)."""
+    q = make_queue(clock=clock)
+
+    @q.task(max_attempts=3, backoff=errands.fixed(60))
+    def flaky(n: int, ctx: errands.JobContext) -> int:
+        if ctx.attempt == 1:
+            raise ConnectionError("first attempt fails")
+        return n * 2
+
+    @q.task(queue="other")
+    def elsewhere() -> str:
+        return "ran"
+
+    return q
+
+
+def test_drain_runs_what_is_due_and_waits_for_the_clock(
+    tq: errands.Queue, clock: FrozenClock
+) -> None:
+    now_id = tq.enqueue("flaky", {"n": 1})
+    later_id = tq.enqueue("flaky", {"n": 2}, delay=3600)
+    summary = drain(tq)
+    assert isinstance(summary, errands.WorkerSummary)
+    assert (summary.retried, summary.succeeded) == (1, 0)
+    assert get_job(tq, now_id).status == "queued" and get_job(tq, now_id).attempts == 1
+    assert get_job(tq, later_id).attempts == 0  # not due
+    clock.advance(60)
+    assert drain(tq).succeeded == 1
+    done = get_job(tq, now_id)
+    assert (done.status, done.attempts, done.result) == ("succeeded", 2, 2)
+    assert get_job(tq, later_id).attempts == 0
+    clock.advance(3600)
+    drain(tq)
+    assert get_job(tq, later_id).attempts == 1
+
+
+def test_drain_limits_itself_to_the_queues_given(tq: errands.Queue) -> None:
+    job_id = tq.enqueue("elsewhere", {}, queue="other")
+    assert drain(tq, queues=["default"]).claimed == 0
+    assert get_job(tq, job_id).status == "queued"
+    assert drain(tq, queues=["other"]).succeeded == 1
+    assert get_job(tq, job_id).result == "ran"
+
+
+def test_drain_leaves_signal_handlers_alone(tq: errands.Queue) -> None:
+    before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    tq.enqueue("elsewhere", {}, queue="other")
+    drain(tq)
+    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
+
+
+def test_eager_runs_each_enqueue_at_once(tq: errands.Queue, clock: FrozenClock) -> None:
+    with eager(tq):
+        one = tq.enqueue("elsewhere", {}, queue="other")
+        assert get_job(tq, one).status == "succeeded"
+        ids = tq.enqueue_many([("elsewhere", {}, {"queue": "other"}), ("flaky", {"n": 3})])
+        assert get_job(tq, ids[0]).status == "succeeded"
+        assert get_job(tq, ids[1]).attempts == 1  # ran once; its retry is not due yet
+        clock.advance(60)
+        tq.enqueue("elsewhere", {}, queue="other")  # any enqueue drains what is due
+        assert get_job(tq, ids[1]).status == "succeeded"
+    after = tq.enqueue("elsewhere", {}, queue="other")
+    assert get_job(tq, after).status == "queued"  # outside the block, nothing runs by itself
+    assert "enqueue" not in vars(tq) and "enqueue_many" not in vars(tq)
+
+
+def test_eager_runs_jobs_enqueued_through_a_task(tq: errands.Queue) -> None:
+    # docs/testing.md: "also through task.enqueue" — a Task enqueues through its Queue as it
+    # is at call time, so eager's wrapped verbs are the ones it reaches.
+    elsewhere = tq.tasks["elsewhere"]
+    with eager(tq):
+        plain = elsewhere.enqueue()
+        with_options = elsewhere.with_options(priority=5).enqueue()
+    assert [get_job(tq, i).status for i in (plain, with_options)] == ["succeeded"] * 2
+    assert get_job(tq, elsewhere.enqueue()).status == "queued"  # after the block: stored only
+
+
+def test_eager_restores_the_queue_after_an_error(tq: errands.Queue) -> None:
+    with pytest.raises(RuntimeError, match="boom"), eager(tq):
+        raise RuntimeError("boom")
+    assert "enqueue" not in vars(tq) and "enqueue_many" not in vars(tq)
+
+
+def test_the_documented_example_runs(tmp_path: Path) -> None:
+    text = (ROOT / "docs" / "testing.md").read_text()
+    (example,) = [
+        block for block in re.findall(r"```python\n(.*?)```", text, re.S) if "def test_" in block
+    ]
+    namespace: dict[str, Any] = {}
+    exec(compile(example, "docs/testing.md", "exec"), namespace)  # the doc's own code
+    tests = sorted(name for name in namespace if name.startswith("test_"))
+    assert tests == ["test_eager", "test_send_email_is_retried"]
+    for i, name in enumerate(tests):
+        path = tmp_path / str(i)
+        path.mkdir()
+        namespace[name](path)

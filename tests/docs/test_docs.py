@@ -1,0 +1,34 @@
+"""The newcomer docs say what the code does."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from errands.core.states import TRANSITIONS
+
+ROOT = Path(__file__).resolve().parents[2]
+ARROW = re.compile(r"^\s*(\[\*\]|\w+) --> (\w+|\[\*\])(?:: (\w+) / (\w+))?\s*$")
+
+
+def test_state_diagram_draws_exactly_the_transitions_table() -> None:
+    text = (ROOT / "docs" / "states.md").read_text()
+    drawn = set()
+    for line in text.splitlines():
+        m = ARROW.match(line)
+        if m and m.group(3):
+            drawn.add((m.group(1), m.group(2), m.group(3), m.group(4)))
+    defined = set()
+    for t in TRANSITIONS.values():
+        event = t.event.value if t.event else ""
+        for source in t.source or {"[*]"}:
+            defined.add((str(source), t.target.value, t.name, event))
+    assert drawn == defined
+
+
+def test_readme_opens_with_the_two_newcomer_commands() -> None:
+    text = (ROOT / "README.md").read_text()
+    first_block = re.search(r"```(?:sh|bash|console)?\n(.*?)```", text, re.S)
+    assert first_block is not None
+    assert first_block.group(1).split("\n")[:2] == ["make demo", "make test"]
+    assert text.index("make demo") < text.index("##")
