@@ -27,9 +27,11 @@ from .errors import (
     PayloadTooLargeError,
     SchemaConflictError,
     SchemaVersionError,
+    Snooze,
     UnknownTaskError,
     WaitTimeout,
 )
+from .limits import Limit, LimitInfo, QueueInfo
 from .middleware import Enqueuing, Execution, Middleware
 from .queue import Queue
 from .tasks import Task
@@ -55,12 +57,16 @@ __all__ = [
     "JobContext",
     "JobError",
     "JobNotFoundError",
+    "Limit",
+    "LimitInfo",
     "Middleware",
     "PayloadError",
     "PayloadTooLargeError",
     "Queue",
+    "QueueInfo",
     "SchemaConflictError",
     "SchemaVersionError",
+    "Snooze",
     "State",
     "Task",
     "UnknownTaskError",

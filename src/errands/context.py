@@ -19,6 +19,8 @@ class Lease(Protocol):
 
     def complete(self, connection: Any, result: Any) -> None: ...
 
+    def progress(self, fraction: float, message: str | None) -> None: ...
+
 
 class JobContext:
     """``ctx``: the running job's id and attempt, cancellation, heartbeats and
@@ -56,6 +58,21 @@ class JobContext:
         """Extend this attempt's lease now. False means the lease was lost (the job was
         recovered and may run elsewhere): stop and do not write results."""
         return self._lease.heartbeat()
+
+    def progress(self, fraction: float, message: str | None = None) -> None:
+        """Store this attempt's progress on the job (``fraction`` from 0 to 1, and a short
+        message), shown by ``errands show``, ``errands jobs`` and the API. Cheap to call
+        often: at most one write a second, the latest value written with the next heartbeat
+        (or before the attempt's outcome), and no event row."""
+        if (
+            isinstance(fraction, bool)
+            or not isinstance(fraction, int | float)
+            or not 0.0 <= fraction <= 1.0
+        ):
+            raise ValueError(f"progress takes a fraction from 0 to 1, got {fraction!r:.40}")
+        if message is not None and not isinstance(message, str):
+            raise ValueError(f"progress message must be text, got {type(message).__name__}")
+        self._lease.progress(float(fraction), None if message is None else message[:200])
 
     def complete(self, *, connection: Any, result: Any = None) -> None:
         """Mark this job succeeded inside ``connection``'s open transaction (same database),

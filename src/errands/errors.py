@@ -69,6 +69,23 @@ class WaitTimeout(ErrandsError, TimeoutError):
     """``Queue.wait`` gave up: the job was not final within the timeout (it is left as it is)."""
 
 
+class Snooze(Exception):
+    """Raise from a handler to come back later: the attempt ends ``snoozed``, the job is
+    queued again ``seconds`` from now, and ``max_attempts`` grows by one so a snooze never
+    uses up the job's attempts (a rate-limited API answering 429 with Retry-After)."""
+
+    def __init__(self, seconds: float) -> None:
+        if (
+            isinstance(seconds, bool)
+            or not isinstance(seconds, int | float)
+            or not seconds >= 0
+            or seconds == float("inf")
+        ):
+            raise ValueError(f"Snooze takes seconds >= 0 (a finite number), got {seconds!r:.40}")
+        super().__init__(f"snoozed for {seconds}s")
+        self.seconds = float(seconds)
+
+
 class JobError(Exception):
     """Raise from a handler to fail the attempt with your own aggregatable error code.
 

@@ -17,6 +17,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
+from . import limits
 from .client import reports as stats
 from .core import rollup
 from .core.schedule import overdue_reason
@@ -71,6 +72,11 @@ class MetricsVerbs(Protocol):
     def live_workers(self, now: float, alive_seconds: float) -> list[dict[str, Any]]: ...
     def list_periodic(self) -> list[PeriodicRow]: ...
     def storage(self) -> dict[str, int | None]: ...
+    # flow control (limits.queues / limits.limits read these)
+    def paused_queues(self) -> list[dict[str, Any]]: ...
+    def active_queue_counts(self) -> list[dict[str, Any]]: ...
+    def limit_caps(self) -> list[dict[str, Any]]: ...
+    def limit_usage(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]: ...
 
 
 class ErrandsCollector:
@@ -184,6 +190,8 @@ class ErrandsCollector:
             overdue.add_metric([row.name], 1.0 if overdue_reason(row, now) else 0.0)
         yield overdue
 
+        yield from _flow(core, b, now)
+
         storage = b.storage()
         yield core.GaugeMetricFamily(
             "errands_database_bytes", "Size of the database.", value=storage["bytes"] or 0
@@ -194,6 +202,44 @@ class ErrandsCollector:
                 "Size of the SQLite write-ahead log (large: a checkpoint is being held off).",
                 value=storage["wal_bytes"],
             )
+
+
+def _flow(core: Any, b: MetricsVerbs, now: float) -> Iterator[Metric]:
+    """Paused queues and limits (SPEC §4b)."""
+    paused = core.GaugeMetricFamily(
+        "errands_queue_paused", "1 when a queue is paused ('*': every queue).", labels=["queue"]
+    )
+    paused_for = core.GaugeMetricFamily(
+        "errands_queue_paused_seconds", "How long a queue has been paused.", labels=["queue"]
+    )
+    for queue in limits.queues(b):
+        paused.add_metric([queue.name], 1.0 if queue.paused else 0.0)
+        if queue.paused_at is not None:
+            paused_for.add_metric([queue.name], max(0.0, now - queue.paused_at))
+    yield paused
+    yield paused_for
+    infos = limits.limits(b)
+    cap = core.GaugeMetricFamily(
+        "errands_limit_max_running", "A limit's running cap (absent: none).", labels=["key"]
+    )
+    rate = core.GaugeMetricFamily(
+        "errands_limit_rate_per_second", "A limit's rate cap, starts per second.", labels=["key"]
+    )
+    running = core.GaugeMetricFamily(
+        "errands_limit_running", "Jobs of a limit key and group running.", labels=["key", "group"]
+    )
+    waiting = core.GaugeMetricFamily(
+        "errands_limit_waiting", "Jobs of a limit key and group queued.", labels=["key", "group"]
+    )
+    for info in infos:
+        if info.running is not None:
+            cap.add_metric([info.key], float(info.running))
+        if info.rate is not None:
+            rate.add_metric([info.key], info.rate[0] / info.rate[1])
+        for group, c in info.groups.items():
+            running.add_metric([info.key, group], float(c["running"]))
+            waiting.add_metric([info.key, group], float(c["waiting"]))
+    yield from (cap, rate, running, waiting)
 
 
 class MetricsSource(Protocol):

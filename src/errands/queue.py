@@ -20,6 +20,7 @@ from .client.admin import MAX_BATCH as MAX_BATCH  # re-exported: the CLI's --bat
 from .client.admin import Actions, Reads
 from .client.enqueueing import EnqueueItem as EnqueueItem  # re-exported: enqueue_many's item type
 from .client.enqueueing import Producer
+from .client.flow import FlowControl
 from .core import payload as payload_json
 from .core import schedule, validate
 from .core.backoff import Backoff
@@ -30,6 +31,7 @@ from .core.states import Event
 from .errors import (
     ConfigurationError,
 )
+from .limits import Limit
 from .maintenance.pruner import SERVICE_MAX_BATCHES, Pruner
 from .maintenance.rescuer import Rescuer
 from .maintenance.runner import Service
@@ -53,7 +55,7 @@ DEFAULT_DB = "errands.db"
 MAX_CONCURRENCY = 10_000  # runner threads or concurrent async handlers per worker
 
 
-class Queue(Reads, Actions):
+class Queue(Reads, Actions, FlowControl):
     """A job queue stored in one database.
 
     ``Queue("app.db")`` (or ``sqlite:///app.db``, relative; ``sqlite:////srv/app.db``, absolute)
@@ -264,6 +266,7 @@ class Queue(Reads, Actions):
         timeout: Duration | None = None,
         retry_on: Sequence[type[BaseException]] = (),
         discard_on: Sequence[type[BaseException]] = (),
+        limit: Limit | None = None,
     ) -> Callable[[F], Task[Any, Any]]: ...
 
     def task(
@@ -279,6 +282,7 @@ class Queue(Reads, Actions):
         timeout: Duration | None = None,
         retry_on: Sequence[type[BaseException]] = (),
         discard_on: Sequence[type[BaseException]] = (),
+        limit: Limit | None = None,
     ) -> Task[Any, Any] | Callable[[F], Task[Any, Any]]:
         """Register a handler (sync or ``async def``). Its type is ``name`` or its
         ``__name__``. Use as ``@q.task`` or ``@q.task(queue=…, max_attempts=…)``."""
@@ -293,6 +297,7 @@ class Queue(Reads, Actions):
             timeout=None if timeout is None else seconds(timeout, "timeout"),
             retry_on=validate.exception_types(retry_on, "retry_on"),
             discard_on=validate.exception_types(discard_on, "discard_on"),
+            limit=limit,
         )
 
         def register(f: F) -> Task[Any, Any]:

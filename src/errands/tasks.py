@@ -11,6 +11,7 @@ from typing import Any, Generic, ParamSpec, Protocol, TypedDict, TypeVar, Unpack
 from .core import validate
 from .core.backoff import DEFAULT_BACKOFF, Backoff
 from .errors import ConfigurationError, PayloadError
+from .limits import Limit
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -29,9 +30,14 @@ class TaskOptions:
     timeout: float | None = None
     retry_on: tuple[type[BaseException], ...] = ()
     discard_on: tuple[type[BaseException], ...] = ()
+    limit: Limit | None = None  # flow control (errands.Limit): its jobs carry its key/group
 
     def __post_init__(self) -> None:
         validate.text(self.queue, "queue")
+        if self.limit is not None and not isinstance(self.limit, Limit):
+            raise ConfigurationError(
+                f"limit must be an errands.Limit, got {type(self.limit).__name__}"
+            )
         validate.integer(self.priority, "priority", *validate.PRIORITY_RANGE)
         validate.integer(self.max_attempts, "max_attempts", 1, validate.MAX_ATTEMPTS_MAX)
         if self.timeout is not None:

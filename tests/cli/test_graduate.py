@@ -60,6 +60,8 @@ def build_source(path: str) -> FixedClock:
         for n in range(40):
             q.enqueue("ok", {"n": 100 + n}, priority=n % 3)  # queued, due
         q.enqueue("ok", {"n": 500}, delay=3600)  # queued, scheduled
+        q.pause("held", reason="flow control graduates too", actor="ops")  # queue_pauses
+        q.set_limit("api", running=3, rate=(10, 60.0), actor="ops")  # flow_limits
         q.enqueue("ok", {"n": 600}, unique_key="only-one")
         running = q.enqueue("ok", {"n": 700}, priority=100)
         held = q.backend.claim(ClaimRequest("dead-host:1:x", ["ok"], None, 1, 10), clock.now)
@@ -281,3 +283,25 @@ def test_a_bookkeeping_table_from_an_older_graduate_is_kept(pg_url: str) -> None
             ("/old/app.db",)
         ]
         assert conn.execute("SELECT max(version) FROM errands_migrations").fetchone() == (version,)
+
+
+def test_pauses_limits_and_limited_jobs_graduate(tmp_path: Path, pg_url: str) -> None:
+    """Flow control carries over: a paused queue stays paused, a stored limit stays in force,
+    and a limited job keeps its key and group (docs/flow-control.md)."""
+    path = str(tmp_path / "app.db")
+    with errands.Queue(path) as q:
+
+        @q.task(limit=errands.Limit("t", running=1, group="tenant"))
+        def sync(tenant: str) -> None: ...
+
+        job_id = sync.enqueue(tenant="acme")
+        q.pause("emails", reason="smtp down", actor="ops")
+        q.set_limit("t", running=4, actor="ops")
+    graduate(path, pg_url)
+    with errands.Queue(pg_url) as pg:
+        (queue,) = [i for i in pg.queues() if i.name == "emails"]
+        assert queue.paused and (queue.reason, queue.paused_by) == ("smtp down", "ops")
+        (limit,) = pg.limits()
+        assert (limit.key, limit.running, limit.source) == ("t", 4, "set")
+        job = pg.get(job_id)
+        assert job is not None and (job.limit_key, job.limit_group) == ("t", "acme")

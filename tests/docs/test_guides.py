@@ -1,4 +1,5 @@
-"""The guides' examples run: every ```python block of docs/async.md and docs/observing.md is
+"""The guides' examples run: every ```python block of docs/async.md, docs/observing.md and
+docs/flow-control.md is
 executed in order, in one namespace, on each backend (``"app.db"`` and the example PostgreSQL
 URL become the test's database). A block after ``<!-- guide: postgres only -->`` runs only on
 PostgreSQL. What the examples claim is asserted in them; this file checks the rest (the trace,
@@ -21,6 +22,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind
 from sentry_sdk.envelope import Envelope
 from sentry_sdk.transport import Transport
+
+import errands
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 BLOCK = re.compile(r"(?:<!-- guide: ([^>]*?) -->\n)?```python\n(.*?)```", re.S)
@@ -62,6 +65,14 @@ def test_async_guide_runs(db_url: str, is_sqlite: bool) -> None:
     _, ran = run_guide("async.md", db_url, is_sqlite)
     total = len(blocks("async.md"))
     assert ran == (total - 1 if is_sqlite else total)
+
+
+def test_flow_control_guide_runs(db_url: str, is_sqlite: bool) -> None:
+    _, ran = run_guide("flow-control.md", db_url, is_sqlite)
+    assert ran == len(blocks("flow-control.md"))
+    # What the blocks do not assert themselves: everything the guide enqueued ran.
+    with errands.Queue(db_url) as q:
+        assert {j.status for j in q.jobs(limit=1000)} == {"succeeded"}
 
 
 class CapturingTransport(Transport):

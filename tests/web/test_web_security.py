@@ -56,13 +56,18 @@ PROTECTED = {
     ("/workers", "GET"),
     ("/prune/confirm", "GET"),
     ("/prune", "POST"),
+    ("/api/admin/queues", "GET"),
+    ("/api/admin/queues/{name}/pause", "POST"),
+    ("/api/admin/queues/{name}/resume", "POST"),
+    ("/api/admin/limits", "GET"),
 }
 PUBLIC_MOUNTS = {"/static"}
 MUTATIONS = {(e.path, e.methods[0]) for e in ROUTES if e.kind == "mutation"}
 
 
 def concrete(path: str, ids: dict[str, Any]) -> str:
-    return path.replace("{job_id:int}", str(ids["failed"][0])).replace("{attempt:int}", "1")
+    path = path.replace("{job_id:int}", str(ids["failed"][0])).replace("{attempt:int}", "1")
+    return path.replace("{name}", "default")
 
 
 def snapshot(url: str) -> list[Any]:
@@ -72,6 +77,7 @@ def snapshot(url: str) -> list[Any]:
         sql_rows(url, "SELECT id, status, attempts, run_at FROM jobs ORDER BY id"),
         sql_rows(url, "SELECT COUNT(*) FROM job_events"),
         sql_rows(url, "SELECT COUNT(*) FROM job_attempts"),
+        sql_rows(url, "SELECT queue, reason FROM queue_pauses ORDER BY queue"),
     ]
 
 

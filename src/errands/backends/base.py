@@ -23,6 +23,8 @@ class NewJob:
     max_attempts: int
     unique_key: str | None = None
     headers: str | None = None  # JSON object text written by enqueue middleware, or None
+    limit_key: str | None = None  # the task's errands.Limit key, fixed at enqueue
+    limit_group: str = ""  # its group for this payload ('' when the limit has none)
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +34,9 @@ class ClaimRequest:
     queues: Sequence[str] | None  # None: every queue
     limit: int
     lease_seconds: float
+    # Whether any of ``types`` has a limit (errands.Limit): then the claim also takes limited
+    # jobs, within their limits (backends/flow.py); otherwise it reads unlimited jobs only.
+    limited: bool = False
 
 
 # Not frozen: a frozen dataclass's __init__ costs ~4x a plain one (object.__setattr__ per
@@ -49,6 +54,9 @@ class ClaimedJob:
     created_at: float
     cancel_requested: bool
     headers: str | None = None  # JSON object text, or None
+    # Set for a job a rate limit counted at its claim: its attempt's start is the claim, the
+    # moment the limit's window saw it (not when a runner got to it).
+    claimed_at: float | None = None
     # Its previous attempt was lost (LOST:LEASE_EXPIRED: its worker died or froze holding
     # it): a worker runs it alone, in quarantine (docs/runtime.md).
     suspect: bool = False
@@ -102,12 +110,24 @@ class Cancelled:
 
 
 @dataclass(frozen=True, slots=True)
+class Snoozed:
+    """The handler raised ``errands.Snooze``: the job is queued again at ``run_at`` with one
+    more attempt allowed."""
+
+    job_id: int
+    attempt: int
+    started_at: float
+    run_at: float
+    delay: float
+
+
+@dataclass(frozen=True, slots=True)
 class Released:
     job_id: int
     attempt: int
 
 
-Outcome = Succeeded | Failed | Retried | Cancelled | Released
+Outcome = Succeeded | Failed | Retried | Cancelled | Snoozed | Released
 
 
 @dataclass(frozen=True, slots=True)
@@ -335,6 +355,40 @@ class StatsVerbs(Protocol):
     ) -> list[dict[str, Any]]: ...
 
 
+@dataclass(frozen=True, slots=True)
+class LimitSpec:
+    """A limit's caps: at most ``running`` holding a lease, at most ``rate_count`` starts in
+    any ``rate_seconds`` (None: no cap of that kind)."""
+
+    key: str
+    running: int | None = None
+    rate_count: int | None = None
+    rate_seconds: float | None = None
+
+
+class FlowVerbs(Protocol):
+    """Flow control (backends/flow.py): paused queues, limits, progress."""
+
+    def pause_queue(self, queue: str, reason: str | None, actor: str, now: float) -> None: ...
+    def resume_queue(self, queue: str) -> list[str]: ...
+    def paused_queues(self) -> list[dict[str, Any]]: ...
+    def active_queue_counts(self) -> list[dict[str, Any]]: ...
+    def register_limits(self, limits: Sequence[LimitSpec], now: float) -> None: ...
+    def set_limit(self, spec: LimitSpec, actor: str, now: float) -> None: ...
+    def clear_limit(self, key: str) -> bool: ...
+    def limit_caps(self) -> list[dict[str, Any]]: ...
+    def limit_usage(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]: ...
+    def record_progress(
+        self,
+        worker_id: str,
+        job_id: int,
+        attempt: int,
+        progress: float,
+        message: str | None,
+        now: float,
+    ) -> bool: ...
+
+
 class SchemaVerbs(Protocol):
     """The schema and the connections (backends/schema.py and the dialect)."""
 
@@ -351,6 +405,7 @@ class Backend(
     PeriodicVerbs,
     RetentionVerbs,
     StatsVerbs,
+    FlowVerbs,
     SchemaVerbs,
     Protocol,
 ):

@@ -41,7 +41,16 @@ from typing import Any
 
 from ..core.rollup import BOUNDS
 from ..core.states import TERMINAL, State
-from .base import Cancelled, ClaimedJob, Failed, Outcome, Released, Retried, Succeeded
+from .base import (
+    Cancelled,
+    ClaimedJob,
+    Failed,
+    Outcome,
+    Released,
+    Retried,
+    Snoozed,
+    Succeeded,
+)
 from .host import F_CANCEL_RUNNING, F_FAIL, F_RETRY_LATER, F_SUCCEED, Conn, dumps
 
 
@@ -115,7 +124,9 @@ def count_held(
     errors: dict[tuple[str, str], int] = {}
     ends, bounds = ENDS, BOUNDS
     for o, ok, job in zip(outcomes, applied, held, strict=True):
-        if not ok or isinstance(o, Released):  # refused, or handed back unstarted
+        # Refused, handed back unstarted, or snoozed (count_batch_minutes counts no run of a
+        # snoozed attempt either: the job is queued again, as after a release).
+        if not ok or isinstance(o, Released | Snoozed):
             continue
         if job.id != o.job_id:  # not the job's own claim: nothing to group from
             return False

@@ -58,6 +58,7 @@ F_FAIL = _fence("fail")
 F_RETRY_LATER = _fence("retry_later")
 F_CANCEL_RUNNING = _fence("cancel_running")
 F_RELEASE = _fence("release")
+F_SNOOZE = _fence("snooze")
 F_RECOVER = _fence("recover")
 F_RECOVER_EXHAUSTED = _fence("recover_exhausted")
 F_CANCEL = _fence("cancel")
@@ -132,6 +133,18 @@ class SQLHost:
         raise NotImplementedError
 
     def _read(self) -> contextlib.AbstractContextManager[Conn]:
+        raise NotImplementedError
+
+    def _claim_rows(
+        self, conn: Conn, params: dict[str, Any], now: float
+    ) -> tuple[list[Any], dict[str, int]]:
+        """The plain claim of unlimited jobs (jobs.py; PostgreSQL: one statement)."""
+        raise NotImplementedError
+
+    def _claim_limited(
+        self, conn: Conn, request: Any, params: dict[str, Any], now: float
+    ) -> tuple[list[Any], dict[str, int]]:
+        """The claim of a worker with limited types (flow.py); ``request``: a ClaimRequest."""
         raise NotImplementedError
 
     def _read_rows(self) -> contextlib.AbstractContextManager[Conn]:

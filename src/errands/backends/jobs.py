@@ -24,6 +24,7 @@ from .base import (
     Outcome,
     Released,
     Retried,
+    Snoozed,
     Succeeded,
 )
 from .host import (
@@ -33,6 +34,7 @@ from .host import (
     F_FAIL,
     F_RELEASE,
     F_RETRY_LATER,
+    F_SNOOZE,
     F_SUCCEED,
     LOST_CODE,
     MANY,
@@ -75,7 +77,21 @@ class SQLJobs(SQLHost):
             return self._insert(conn, jobs, now, actor)
 
     def _insert(self, conn: Conn, jobs: Sequence[NewJob], now: float, actor: str) -> list[int]:
-        return drive(conn, self._insert_steps(jobs, now, actor))
+        return drive(conn, self._enqueue_steps(jobs, now, actor))
+
+    def _enqueue_steps(self, jobs: Sequence[NewJob], now: float, actor: str) -> Steps[list[int]]:
+        """The whole enqueue write: the jobs (``_insert_steps``, which a dialect may
+        override), then the limit of the limited ones (flow control) in the same
+        transaction, so a limited job is never claimable without its limit."""
+        ids = yield from self._insert_steps(jobs, now, actor)
+        limited = [
+            [job_id, j.limit_key, j.limit_group]
+            for job_id, j in zip(ids, jobs, strict=True)
+            if j.limit_key is not None
+        ]
+        if limited:
+            yield Step(self.q["set_job_limits"], {"rows": dumps(limited)}, EXEC)
+        return ids
 
     def _insert_steps(self, jobs: Sequence[NewJob], now: float, actor: str) -> Steps[list[int]]:
         """The enqueue write as steps, so the same code runs on a blocking connection
@@ -192,6 +208,8 @@ class SQLJobs(SQLHost):
             "queues": None if request.queues is None else self._list(list(request.queues)),
             "limit": request.limit,
         }
+        if request.limited:  # limits are counted in this transaction (flow.py)
+            return self._claim_limited(conn, request, params, now)
         return self._claim_rows(conn, params, now)
 
     def _claim_rows(
@@ -223,6 +241,7 @@ class SQLJobs(SQLHost):
         i_prio, i_att, i_max = col["priority"], col["attempts"], col["max_attempts"]
         i_run, i_created, i_cancel = col["run_at"], col["created_at"], col["cancel_requested"]
         i_headers, i_error = col["headers"], col["error_code"]
+        i_claimed = col.get("claimed_at")  # the limited claim's rate-counted starts
         jobs = [
             ClaimedJob(
                 r[i_id],
@@ -236,6 +255,7 @@ class SQLJobs(SQLHost):
                 ep(r[i_created]) or 0.0,
                 bool(r[i_cancel]),
                 None if r[i_headers] is None else as_text(r[i_headers]),
+                None if i_claimed is None else r[i_claimed],
                 r[i_error] == LOST_CODE,
             )
             for r in rows
@@ -317,7 +337,7 @@ class SQLJobs(SQLHost):
         final = [
             o.job_id
             for o, ok in zip(outcomes, applied, strict=True)
-            if ok and not isinstance(o, (Released, Retried))
+            if ok and not isinstance(o, (Released, Retried, Snoozed))
         ]
         if final:
             self._finished(conn, final)
@@ -410,6 +430,15 @@ class SQLJobs(SQLHost):
             status = AttemptStatus.SUCCEEDED.value
             attempts.append([o.job_id, o.attempt, status, o.started_at, None, None, None])
             events.append([o.job_id, now, F_SUCCEED.event, actor, attempt_detail(o.attempt)])
+            return True
+        if isinstance(o, Snoozed):  # queued again later; max_attempts grows by one
+            params = {**key, **F_SNOOZE.params, "started_at": o.started_at, "run_at": o.run_at}
+            if conn.execute(q["snooze_job"], params).rowcount != 1:
+                return False
+            status = AttemptStatus.SNOOZED.value
+            attempts.append([o.job_id, o.attempt, status, o.started_at, None, None, None])
+            info = detail(attempt=o.attempt, delay=round(o.delay, 3))
+            events.append([o.job_id, now, F_SNOOZE.event, actor, info])
             return True
         base = {
             **key,

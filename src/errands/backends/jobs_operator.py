@@ -184,4 +184,9 @@ class SQLJobOperator(SQLHost):
             result_ref=r["result_ref"],
             cancel_requested=bool(r["cancel_requested"]),
             headers=from_json(r.get("headers")),
+            limit_key=r.get("limit_key"),
+            limit_group=r.get("limit_group"),
+            progress=r.get("progress"),
+            progress_message=r.get("progress_message"),
+            progress_at=dt(r.get("progress_at")),
         )

@@ -267,7 +267,7 @@ class PostgresBackend(SQLBackend):
     ) -> list[int]:
         """``enqueue`` on an asyncio connection: the same steps (``_insert_steps``) driven
         with ``await``, in a transaction of our own or in the application's."""
-        steps = self._insert_steps(jobs, now, actor)
+        steps = self._enqueue_steps(jobs, now, actor)
         try:
             if connection is None:
                 pool = await self._async_pool()
@@ -392,6 +392,11 @@ class PostgresBackend(SQLBackend):
             events = [(job_id, created, event.value, actor, None) for job_id in ids]
             yield Step(_COPY_EVENTS, events, COPY)
         return ids
+
+    def _work_appeared(self) -> None:
+        # A resume or a raised limit: wake idle workers (delivered at this commit).
+        with self._write("wake") as conn:
+            conn.execute(_NOTIFY)
 
     def _claim_rows(
         self, conn: Any, params: dict[str, Any], now: float

@@ -15,6 +15,7 @@ Mixins rather than composed objects, so every caller keeps speaking to one backe
 
 from __future__ import annotations
 
+from .flow import SQLFlow
 from .jobs import SQLJobs
 from .jobs_operator import SQLJobOperator
 from .leader import SQLLeader
@@ -34,5 +35,6 @@ class SQLBackend(
     SQLPeriodic,
     SQLRetention,
     SQLStats,
+    SQLFlow,
 ):
     """The nouns together; a dialect subclasses this and fills in ``SQLHost``'s hooks."""

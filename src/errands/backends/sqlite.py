@@ -492,6 +492,9 @@ class SQLiteBackend(SQLBackend):
             self._notifier.send(sqlite_wakeup.JOBS)
         return report
 
+    def _work_appeared(self) -> None:
+        self._notifier.send(sqlite_wakeup.JOBS)  # a resume or a raised limit: claim again now
+
     def listen_finished(
         self, on_finish: Callable[[frozenset[int] | None], None]
     ) -> sqlite_wakeup.DatagramListener | sqlite_wakeup.PollingListener:

@@ -18,7 +18,7 @@ from typing import Any
 from .. import __version__
 from ..backends import scrub
 from ..errors import ErrandsError
-from . import dashboard, graduate, jobs, ops, output, worker
+from . import dashboard, flow, graduate, jobs, ops, output, worker
 from .common import UsageError, add_db, add_json
 from .jobs import int_between, positive_int
 
@@ -60,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     worker.register(sub)
     jobs.register(sub)
     ops.register(sub)
+    flow.register(sub)
     graduate.register(sub)
     dashboard.register(sub)
     _register_tools(sub)
@@ -179,6 +180,12 @@ def _register_tools(sub: Any) -> None:
         metavar="PATH",
         help="where to put the temporary SQLite files (default: the system temp dir)",
     )
+    p.add_argument(
+        "--limits",
+        action="store_true",
+        help="run only the flow-control phase: unlimited jobs beside 10,000 waiting on a "
+        "saturated limit, against the same run without them, and a capped key's rate",
+    )
     add_json(p)
     p.set_defaults(func=_cmd_bench)
 
@@ -205,6 +212,22 @@ def _cmd_bench(args: argparse.Namespace) -> int:
             f"--db {url!r} is not a postgresql:// URL; the SQLite bench uses fresh temporary "
             "files (choose where with --dir)"
         )
+    if args.limits:
+        from .bench.limits import measure_limits, report_limits
+
+        result = measure_limits(
+            url=url,
+            jobs=args.jobs,
+            rounds=args.rounds,
+            concurrency=args.concurrency,
+            durability=args.durability,
+            directory=args.dir,
+        )
+        if args.json:
+            output.emit_json(result)
+        else:
+            report_limits(result)
+        return EXIT_OK
     return run_bench(
         url=url,
         jobs=args.jobs,

@@ -147,6 +147,9 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--lease-grace", type=duration, default=30.0, help="how far past its lease a job may be"
     )
+    p.add_argument(
+        "--max-pause", type=duration, default=3600.0, help="how long a queue may stay paused"
+    )
     p.add_argument("--json", action="store_true")
 
     _add(subparsers, "metrics", "Prometheus metrics in the text format, to stdout", _metrics)
@@ -196,6 +199,12 @@ def render_stats(st: dict[str, Any], url: str) -> str:
                 f"          #{r['id']} {r['type']} attempt {r['attempt']} on {r['worker_id']} "
                 f"({alive}) quiet {_age(r['age_seconds'])}{late}"
             )
+    for p in st.get("paused_queues", []):
+        lines.append(
+            f"paused    {p['name']} by {p['paused_by'] or '?'}, "
+            f"{_age(time.time() - p['paused_at'])} ago"
+            + (f": {p['reason']}" if p["reason"] else "")
+        )
     due = st["oldest_due"]
     lines.append(
         "due       nothing waiting"
@@ -416,6 +425,14 @@ def check_problems(q: Queue, args: argparse.Namespace) -> list[str]:
             f"({hour['failed']:,} of {hour['processed']:,}) is over "
             f"--max-failure-rate {args.max_failure_rate:.1%}"
         )
+    for info in q.queues():
+        if info.paused and info.paused_at is not None and now - info.paused_at > args.max_pause:
+            problems.append(
+                f"queue {info.name!r} paused for {_age(now - info.paused_at)} (over --max-pause "
+                f"{_age(args.max_pause)}) by {info.paused_by or '?'}"
+                + (f": {info.reason}" if info.reason else "")
+                + "; `errands resume` it when its reason is gone"
+            )
     return problems
 
 

@@ -90,15 +90,38 @@ def jobs_table(jobs: Sequence[Job], out: TextIO | None = None) -> None:
             f"{j.attempts}/{j.max_attempts}",
             when(j.run_at),
             when(j.finished_at),
+            progress(j),
             clip(j.error_code, 30),
         )
         for j in jobs
     ]
     table(
-        ["ID", "STATUS", "QUEUE", "TYPE", "ATTEMPTS", "RUN AT (UTC)", "FINISHED (UTC)", "ERROR"],
+        [
+            "ID",
+            "STATUS",
+            "QUEUE",
+            "TYPE",
+            "ATTEMPTS",
+            "RUN AT (UTC)",
+            "FINISHED (UTC)",
+            "PROGRESS",
+            "ERROR",
+        ],
         rows,
         out,
     )
+
+
+def progress(job: Job, *, message: bool = False) -> str:
+    """A job's latest ctx.progress() as "40%" (with its message and when, for ``show``)."""
+    if job.progress is None:
+        return "-"
+    text = f"{job.progress:.0%}"
+    if message and job.progress_message:
+        text += f" {job.progress_message}"
+    if message and job.progress_at is not None:
+        text += f" (at {when(job.progress_at)})"
+    return text
 
 
 def job_detail(job: Job, out: TextIO | None = None) -> None:
@@ -119,6 +142,13 @@ def job_detail(job: Job, out: TextIO | None = None) -> None:
         ("worker", job.worker_id or "-"),
         ("error", f"{job.error_code}: {job.error_detail or ''}" if job.error_code else "-"),
         ("result", "-" if job.result is None else json.dumps(job.result)),
+        ("progress", progress(job, message=True)),
+        (
+            "limit",
+            job.limit_key + (f" [{job.limit_group}]" if job.limit_group else "")
+            if job.limit_key
+            else "-",
+        ),
     ]
     width = max(len(k) for k, _ in fields)
     print(f"Job {job.id}", file=stream)

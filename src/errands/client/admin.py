@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from .. import limits
 from ..backends.base import Backend, CancelReport, JobFilter, PruneProgress, PruneReport
 from ..core import validate
 from ..core.records import Attempt, EventRecord, Job
@@ -87,8 +88,9 @@ class Reads(_Parts):
         """The five questions in one JSON-ready object: ``counts`` (every state), counts
         ``by_queue_type``, ``oldest_running`` (with worker liveness), ``oldest_due``,
         ``retries`` and ``top_errors`` over ``window``, ``last_hour`` throughput and wait/run
-        p50/p95, ``unhandled_types``, ``periodic_overdue`` and live ``workers``."""
-        return stats.collect(
+        p50/p95, ``unhandled_types``, ``periodic_overdue``, live ``workers``,
+        ``paused_queues`` and ``limits`` (flow control)."""
+        out = stats.collect(
             self.backend,
             self.clock() if now is None else validate.epoch(now, "now"),
             alive_seconds=self.settings.lease_seconds,
@@ -96,6 +98,10 @@ class Reads(_Parts):
             top=validate.integer(top, "top", 1, validate.INT32_MAX),
             running_limit=validate.integer(running_limit, "running_limit", 1, validate.INT32_MAX),
         )
+        # Flow control: the paused queues (by whom, since when, why) and the limits.
+        out["paused_queues"] = [i.to_dict() for i in limits.queues(self.backend) if i.paused]
+        out["limits"] = [i.to_dict() for i in limits.limits(self.backend)]
+        return out
 
     def errors(
         self, *, top: int = 10, since: Duration = 86400.0, now: float | None = None

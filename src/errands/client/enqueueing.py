@@ -130,9 +130,11 @@ class Producer:
                     if task is not None:
                         task.check_payload(payload)
                     text = encode(payload, max_bytes=limit)
-                    append(
-                        NewJob(job_type, text, opts.queue, opts.priority, now, opts.max_attempts)
-                    )
+                    job = NewJob(job_type, text, opts.queue, opts.priority, now, opts.max_attempts)
+                    if opts.limit is not None:
+                        job.limit_key = opts.limit.key
+                        job.limit_group = opts.limit.group_of(payload)
+                    append(job)
                 else:
                     append(self.job(now, item[0], item[1], **item_options(item[2])))
             except ErrandsError as exc:
@@ -202,7 +204,7 @@ class Producer:
             validate.text(unique_key, "unique_key", max_bytes=validate.MAX_KEY_BYTES)
         if queue is not None:
             validate.text(queue, "queue")
-        return NewJob(
+        job = NewJob(
             job_type,
             payload_json.encode(payload, max_bytes=self.max_payload_bytes),
             opts.queue if queue is None else queue,
@@ -211,6 +213,10 @@ class Producer:
             attempts,
             unique_key,
         )
+        if opts.limit is not None:  # the task's limit: its key, and this payload's group
+            job.limit_key = opts.limit.key
+            job.limit_group = opts.limit.group_of(payload)
+        return job
 
     # -- writing: checks and middleware run the same way for the blocking and the async
     # producers; only the write itself differs.

@@ -63,6 +63,13 @@ class Job:
     result_ref: str | None
     cancel_requested: bool
     headers: dict[str, Any] | None = None  # written by enqueue middleware (e.g. traceparent)
+    # Flow control (SPEC §4b): the limit the job counts against, fixed at enqueue ('' group:
+    # the key's only group), and the latest ctx.progress() of its attempt.
+    limit_key: str | None = None
+    limit_group: str | None = None
+    progress: float | None = None
+    progress_message: str | None = None
+    progress_at: datetime | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Every column as a JSON-ready value (datetimes as ISO 8601 UTC)."""

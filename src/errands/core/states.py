@@ -29,6 +29,7 @@ class AttemptStatus(StrEnum):
     FAILED = "failed"
     LOST = "lost"
     CANCELLED = "cancelled"
+    SNOOZED = "snoozed"  # raise errands.Snooze: the job comes back later, no attempt used up
 
 
 class Event(StrEnum):
@@ -43,6 +44,7 @@ class Event(StrEnum):
     RECOVERED = "RECOVERED"
     RETRIED = "RETRIED"
     RELEASED = "RELEASED"
+    SNOOZED = "SNOOZED"
 
 
 # HEARTBEAT would write a row per running job per beat; STARTED is recorded with the outcome
@@ -72,6 +74,7 @@ TRANSITIONS: dict[str, Transition] = {
         _t("retry_later", {State.RUNNING}, State.QUEUED, Event.RETRY_SCHEDULED),
         _t("cancel_running", {State.RUNNING}, State.CANCELLED, Event.CANCELLED),
         _t("release", {State.RUNNING}, State.QUEUED, Event.RELEASED),
+        _t("snooze", {State.RUNNING}, State.QUEUED, Event.SNOOZED),
         _t("recover", {State.RUNNING}, State.QUEUED, Event.RECOVERED),
         _t("recover_exhausted", {State.RUNNING}, State.FAILED, Event.RECOVERED),
         _t("cancel", {State.QUEUED}, State.CANCELLED, Event.CANCELLED),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from starlette.concurrency import run_in_threadpool
@@ -229,6 +230,35 @@ async def throughput(request: Request, dash: Dashboard) -> Response:
     hours = params.integer(request.query_params, "hours", default=24, low=1, high=24 * 31)
     rows = await run_in_threadpool(dash.queue.throughput, hours=hours or 24)
     return JSONResponse({"hours": rows})
+
+
+# -- flow control (SPEC §4b) -------------------------------------------------------------------
+
+
+async def queues(request: Request, dash: Dashboard) -> Response:
+    infos = await run_in_threadpool(dash.queue.queues)
+    return JSONResponse({"queues": [i.to_dict() for i in infos]})
+
+
+async def pause_queue(request: Request, dash: Dashboard) -> Response:
+    name = request.path_params["name"]
+    body = await json_body(request)
+    reason = body.get("reason")
+    if reason is not None and not isinstance(reason, str):
+        raise params.BadParameter("reason must be a string")
+    await run_in_threadpool(partial(dash.queue.pause, name, reason=reason, actor=ACTOR))
+    return JSONResponse({"queue": name, "result": "paused"})
+
+
+async def resume_queue(request: Request, dash: Dashboard) -> Response:
+    name = request.path_params["name"]
+    resumed = await run_in_threadpool(dash.queue.resume, name)
+    return JSONResponse({"queue": name, "result": "resumed" if resumed else "not_paused"})
+
+
+async def limits(request: Request, dash: Dashboard) -> Response:
+    infos = await run_in_threadpool(dash.queue.limits)
+    return JSONResponse({"limits": [i.to_dict() for i in infos]})
 
 
 async def metrics(request: Request, dash: Dashboard) -> Response:

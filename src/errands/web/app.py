@@ -109,6 +109,27 @@ ROUTES: tuple[Endpoint, ...] = (
     _e("/api/admin/workers", api.workers, "GET", "api_workers", "protected", "read", True),
     _e("/api/admin/periodic", api.periodic, "GET", "api_periodic", "protected", "read", True),
     _e("/api/admin/throughput", api.throughput, "GET", "api_throughput", "protected", "read", True),
+    # Flow control (SPEC §4b); the dashboard's HTML for it is the pages' (branch dash)
+    _e("/api/admin/queues", api.queues, "GET", "api_queues", "protected", "read", True),
+    _e(
+        "/api/admin/queues/{name}/pause",
+        api.pause_queue,
+        "POST",
+        "api_pause_queue",
+        "protected",
+        "mutation",
+        True,
+    ),
+    _e(
+        "/api/admin/queues/{name}/resume",
+        api.resume_queue,
+        "POST",
+        "api_resume_queue",
+        "protected",
+        "mutation",
+        True,
+    ),
+    _e("/api/admin/limits", api.limits, "GET", "api_limits", "protected", "read", True),
     # HTML pages
     _e("/", pages.overview, "GET", "overview", "protected", "read", False),
     _e("/jobs", pages.jobs, "GET", "jobs", "protected", "read", False),

@@ -10,11 +10,11 @@ import json
 import traceback
 from typing import Any
 
-from ..backends.base import Cancelled, ClaimedJob, Failed, Outcome, Retried, Succeeded
+from ..backends.base import Cancelled, ClaimedJob, Failed, Outcome, Retried, Snoozed, Succeeded
 from ..context import JobContext
 from ..core import payload as payload_json
 from ..core.backoff import delay_for
-from ..errors import JobError, PayloadError
+from ..errors import JobError, PayloadError, Snooze
 from ..tasks import CTX_PARAM, Task
 
 DETAIL_LIMIT = 500  # SPEC: error_detail is a summary of at most 500 characters
@@ -105,6 +105,8 @@ def failed(
     """Classify an exception into a retry (``Retried``) or a final failure (``Failed``), per
     the task's rules. Every text it produces is storable (see ``payload.storable_text``)
     before it reaches a batch."""
+    if isinstance(exc, Snooze):  # not a failure: the job comes back later (SPEC §4b)
+        return Snoozed(job.id, job.attempt, started, now + exc.seconds, exc.seconds)
     tb = format_traceback(exc)
     opts = task.options
     if isinstance(exc, JobError):

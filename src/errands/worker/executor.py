@@ -77,6 +77,8 @@ class Slot:
     async_task: asyncio.Task[Any] | None = None
     hooks: Any = None  # execute middleware resumed when the attempt ends (errands.middleware)
     timed_out: Outcome | None = None  # what was recorded for an abandoned attempt
+    progress: tuple[float, str | None] | None = None  # ctx.progress() not yet written
+    progress_written: float = -1e9  # monotonic: when this attempt's progress was last written
 
 
 # (slot, its outcome — None when completed in the handler's transaction or shut down hard —,
@@ -244,7 +246,9 @@ class Executor:
             if slot.state != BUFFERED:
                 return False
             slot.state = STARTED
-        slot.started_at = self.clock()
+        # A rate-limited job's attempt started at its claim (the moment its window counted it).
+        claimed = slot.job.claimed_at
+        slot.started_at = self.clock() if claimed is None else claimed
         slot.begun = self.monotonic()
         if log.isEnabledFor(logging.DEBUG):  # --verbose: one line per job started
             worker_log.started(slot.job, self.worker_id)

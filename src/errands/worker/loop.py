@@ -23,7 +23,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ..backends import forks
@@ -33,6 +33,7 @@ from ..backends.base import (
     Failed,
     Listener,
     Retried,
+    Snoozed,
     Succeeded,
     WorkerInfo,
 )
@@ -45,6 +46,7 @@ from ..errors import (
     JobError,
     QueueClosedError,
 )
+from ..limits import limit_specs
 from ..maintenance.runner import Maintenance
 from . import execution
 from .db import WorkerDatabase
@@ -67,6 +69,7 @@ PREFETCH_HORIZON = 0.02
 # ~500 and the worker uses 15-40 % less CPU per no-op job (BENCHMARKS.md, issue #12).
 DEFAULT_MAX_PREFETCH = 1000
 CANCEL_CHECK_INTERVAL = 1.0
+PROGRESS_INTERVAL = 1.0  # ctx.progress(): at most one write a second per job
 # The longest sleep between steps: signal handlers only set flags (worker_signals.py), so the
 # loop must look at them at least this often.
 MAX_WAIT = 1.0
@@ -101,6 +104,9 @@ class _JobLease:
                 "complete it there, not in the child"
             )
         self._worker._complete_in(self._slot, connection, result)
+
+    def progress(self, fraction: float, message: str | None) -> None:
+        self._worker._progress(self._slot, fraction, message)
 
 
 class Worker:
@@ -157,6 +163,7 @@ class Worker:
         # A job whose previous attempt was lost, held to run alone (see _take).
         self._quarantine: Slot | None = None
         self._quarantine_started = False
+        self._progress_lock = threading.Lock()  # ctx.progress() on handler threads
         self._wake = threading.Event()
         self.executor = Executor(
             concurrency=concurrency,
@@ -190,6 +197,10 @@ class Worker:
         # With no task timeout, the per-step scans of held jobs for deadlines are skipped
         # (they were a tenth of a no-op job's cost with hundreds held).
         self._any_timeout = any(t.options.timeout is not None for t in inputs.tasks.values())
+        # Flow control: the code's limits (registered at start; tasks sharing a key must
+        # agree), and whether claims must also take limited jobs (backends/flow.py).
+        self._limits = limit_specs([t.options.limit for t in inputs.tasks.values()])
+        self._limited = bool(self._limits)
 
     # -- public ----------------------------------------------------------------------------
 
@@ -268,6 +279,8 @@ class Worker:
             types=self.types,
         )
         self.db.call(self.backend.register_worker, info, now)
+        if self._limits:
+            self.db.call(self.backend.register_limits, self._limits, now)
         self._startup_cleanup(now)
         self._listener = self.inputs.listen(self._on_change)
         self.executor.start(sync=any(not t.is_async for t in self.tasks.values()))
@@ -364,7 +377,9 @@ class Worker:
         return self.concurrency + max(0, min(prefetch, self.max_prefetch))
 
     def _claim(self, want: int, now: float) -> list[ClaimedJob]:
-        request = ClaimRequest(self.id, self.types, self.queues, want, self.settings.lease_seconds)
+        request = ClaimRequest(
+            self.id, self.types, self.queues, want, self.settings.lease_seconds, self._limited
+        )
         try:
             jobs = self.db.call(self.backend.claim, request, now)
         except DatabaseError as exc:
@@ -435,6 +450,7 @@ class Worker:
             batch.append(self._done.popleft())
         for _, _, ran in batch:
             self._avg_run = ran if self._avg_run <= 0 else 0.9 * self._avg_run + 0.1 * ran
+        self._flush_progress([slot for slot, _, _ in batch])
         outcomes = [(slot, o) for slot, o, _ in batch if o is not None]
         # Claim the next jobs in the same transaction as these outcomes: one commit per batch.
         want = self._target_held() - (len(self._held) - len(batch))
@@ -447,7 +463,7 @@ class Worker:
             and not self._stop.graceful
         ):
             request = ClaimRequest(
-                self.id, self.types, self.queues, want, self.settings.lease_seconds
+                self.id, self.types, self.queues, want, self.settings.lease_seconds, self._limited
             )
             self._dirty = False  # cleared before the claim looks, as in the loop: no lost wake-up
         rec = self.recorder.write(batch, outcomes, request, now)
@@ -462,7 +478,7 @@ class Worker:
         # A retry may already be due, and a burst decides when to return by claiming: look
         # again now instead of relying on a wake-up (PostgreSQL only NOTIFYs for enqueues).
         full = rec.claimed and request is not None and len(rec.jobs) == request.limit
-        if (self.burst and not full) or any(type(o) is Retried for _, o in rec.written):
+        if (self.burst and not full) or any(type(o) in (Retried, Snoozed) for _, o in rec.written):
             self._dirty = True
         for slot, _, _ in batch:
             self._held.pop(slot.job.id, None)
@@ -476,6 +492,7 @@ class Worker:
         """Renew the leases of every held job in one write. If renewing keeps failing for a
         whole lease, those leases are gone: stop taking work and never start buffered jobs
         (another worker may already run them)."""
+        self._flush_progress(list(self._held.values()))
         held = [
             (s.job.id, s.job.attempt) for s in self._held.values() if s.state in (BUFFERED, STARTED)
         ]
@@ -545,6 +562,37 @@ class Worker:
         if not ok:
             self._lose(job.id)
         return ok
+
+    def _progress(self, slot: Slot, fraction: float, message: str | None) -> None:
+        """ctx.progress(): written now from the handler's thread if this slot wrote none in
+        the last PROGRESS_INTERVAL, else kept for the next heartbeat (the latest wins)."""
+        mono = self._mono()
+        with self._progress_lock:
+            if mono - slot.progress_written < PROGRESS_INTERVAL:
+                slot.progress = (fraction, message)
+                return
+            slot.progress, slot.progress_written = None, mono
+        self._write_progress(slot, fraction, message)
+
+    def _write_progress(self, slot: Slot, fraction: float, message: str | None) -> None:
+        job = slot.job
+        args = (self.id, job.id, job.attempt, fraction, message, self.clock())
+        try:
+            self.db.call(self.backend.record_progress, *args)
+        except DatabaseError as exc:  # progress is advisory: never fail the job for it
+            log.warning("ctx.progress() for job %d not stored: %s", job.id, exc)
+
+    def _flush_progress(self, slots: Iterable[Slot]) -> None:
+        """The latest progress each of ``slots`` reported since its last write: at each
+        heartbeat, and before a batch's outcomes (the fence needs the attempt running)."""
+        pending = []
+        with self._progress_lock:
+            for slot in slots:
+                if slot.progress is not None:
+                    pending.append((slot, *slot.progress))
+                    slot.progress, slot.progress_written = None, self._mono()
+        for slot, fraction, message in pending:
+            self._write_progress(slot, fraction, message)
 
     def _complete_in(self, slot: Slot, connection: Any, result: Any) -> None:
         """ctx.complete(): the success, written in the application's own transaction."""

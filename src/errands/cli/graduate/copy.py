@@ -48,6 +48,10 @@ TABLES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("workers", ("id",)),
     ("periodic", ("name",)),
     ("job_stats_hourly", ("hour", "queue", "type", "outcome")),
+    # Flow control: a paused queue stays paused and a stored limit stays in force on the new
+    # database (the rate windows' starts are not copied: graduate with the workers stopped).
+    ("queue_pauses", ("queue",)),
+    ("flow_limits", ("key",)),
 )
 IDENTITY_TABLES = ("jobs", "job_attempts", "job_events", "job_blobs")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

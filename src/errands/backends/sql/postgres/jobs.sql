@@ -53,16 +53,19 @@ VALUES (:job_id, to_timestamp(:ts), :event, :actor, :detail);
 
 -- name: claim
 -- Claim up to :limit due jobs of the worker's types and queues, highest priority first.
+-- Unlimited jobs only (limited ones: flow.sql, claim_limited_*), none of a paused queue.
 -- error_code is the previous attempt's (a claim does not clear it): LOST:LEASE_EXPIRED puts
--- the job in quarantine (worker.py).
+-- the job in quarantine (worker/loop.py).
 -- SKIP LOCKED: concurrent claimers pass over rows another transaction is claiming instead of
 -- waiting for it, so many workers never claim the same attempt and never queue up on a lock.
 WITH due AS (
     SELECT id FROM jobs
-    WHERE status = 'queued'
+    WHERE status = 'queued' AND limit_key IS NULL
       AND run_at <= to_timestamp(:now)
       AND type = ANY(CAST(:types AS text[]))
       AND (CAST(:queues AS text[]) IS NULL OR queue = ANY(CAST(:queues AS text[])))
+      AND queue NOT IN (SELECT queue FROM queue_pauses)
+      AND NOT EXISTS (SELECT 1 FROM queue_pauses WHERE queue = '*')
     ORDER BY priority DESC, run_at, id
     LIMIT :limit
     FOR UPDATE SKIP LOCKED
@@ -253,11 +256,13 @@ SELECT id FROM jobs
 WHERE id = ANY(CAST(:job_ids AS bigint[])) AND cancel_requested = 1 AND status = 'running';
 
 -- name: next_due
--- When the next queued job this worker could run falls due.
+-- When the next queued job this worker could run falls due (a paused queue has none).
 SELECT MIN(run_at) AS next_run_at FROM jobs
 WHERE status = 'queued'
   AND type = ANY(CAST(:types AS text[]))
-  AND (CAST(:queues AS text[]) IS NULL OR queue = ANY(CAST(:queues AS text[])));
+  AND (CAST(:queues AS text[]) IS NULL OR queue = ANY(CAST(:queues AS text[])))
+  AND queue NOT IN (SELECT queue FROM queue_pauses)
+  AND NOT EXISTS (SELECT 1 FROM queue_pauses WHERE queue = '*');
 
 -- name: get_job
 -- One job by id.

@@ -11,10 +11,12 @@
 -- claim chooses them (same index, same SKIP LOCKED).
 WITH due AS (
     SELECT id FROM jobs
-    WHERE status = 'queued'
+    WHERE status = 'queued' AND limit_key IS NULL
       AND run_at <= to_timestamp(:now)
       AND type = ANY(CAST(:types AS text[]))
       AND (CAST(:queues AS text[]) IS NULL OR queue = ANY(CAST(:queues AS text[])))
+      AND queue NOT IN (SELECT queue FROM queue_pauses)
+      AND NOT EXISTS (SELECT 1 FROM queue_pauses WHERE queue = '*')
     ORDER BY priority DESC, run_at, id
     LIMIT :limit
     FOR UPDATE SKIP LOCKED

@@ -56,8 +56,9 @@ FROM json_each(:rows);
 
 -- name: claim
 -- Claim up to :limit due jobs of the worker's types and queues, highest priority first.
+-- Unlimited jobs only (limited ones: flow.sql, claim_limited_*), none of a paused queue.
 -- error_code is the previous attempt's (a claim does not clear it): LOST:LEASE_EXPIRED puts
--- the job in quarantine (worker.py).
+-- the job in quarantine (worker/loop.py).
 -- status = 'queued' is a literal (not bound) so SQLite can use the partial index jobs_due;
 -- INDEXED BY pins it: left to itself the planner may take another index over the queued rows
 -- and sort them all on each claim (measured with jobs_status_queue_type, dropped by migration
@@ -72,10 +73,12 @@ SET status = :to_state,
     finished_at = NULL
 WHERE id IN (
     SELECT id FROM jobs INDEXED BY jobs_due
-    WHERE status = 'queued'
+    WHERE status = 'queued' AND limit_key IS NULL
       AND run_at <= :now
       AND type IN (SELECT value FROM json_each(:types))
       AND (:queues IS NULL OR queue IN (SELECT value FROM json_each(:queues)))
+      AND queue NOT IN (SELECT queue FROM queue_pauses)
+      AND NOT EXISTS (SELECT 1 FROM queue_pauses WHERE queue = '*')
     ORDER BY priority DESC, run_at, id
     LIMIT :limit
 )
@@ -237,11 +240,13 @@ SELECT id FROM jobs
 WHERE id IN (SELECT value FROM json_each(:job_ids)) AND cancel_requested = 1 AND status = 'running';
 
 -- name: next_due
--- When the next queued job this worker could run falls due.
+-- When the next queued job this worker could run falls due (a paused queue has none).
 SELECT MIN(run_at) AS next_run_at FROM jobs
 WHERE status = 'queued'
   AND type IN (SELECT value FROM json_each(:types))
-  AND (:queues IS NULL OR queue IN (SELECT value FROM json_each(:queues)));
+  AND (:queues IS NULL OR queue IN (SELECT value FROM json_each(:queues)))
+  AND queue NOT IN (SELECT queue FROM queue_pauses)
+  AND NOT EXISTS (SELECT 1 FROM queue_pauses WHERE queue = '*');
 
 -- name: get_job
 -- One job by id.

@@ -1,0 +1,233 @@
+"""The flow-control noun: paused queues, limits and the limited claim, progress (SPEC §4b).
+
+Queries: ``flow.sql``. The limited claim (``_claim_limited``) runs inside the claim's own
+write transaction, which is what makes a limit exact:
+
+* SQLite: every write is ``BEGIN IMMEDIATE``, so no other claim of the database runs between
+  this claim's counts and its commit (``limited_groups`` returns every group it finds).
+* PostgreSQL: ``limited_groups`` takes a transaction-level advisory lock per key and group
+  (try-lock: a group another claim holds is passed over this time, never waited for, so no
+  deadlock), in a statement before the counts; each later statement of this transaction takes a new
+  snapshot under READ COMMITTED, so the counts see every claim of that group that committed
+  before the lock was granted, and no claim of it can commit until this one does.
+
+What is counted is the jobs table itself (``status = 'running'`` with that key and group): only
+a claim makes a limited job running, and a finish, a cancel, a release or a lease recovery
+makes it stop — each a fenced transition, so a stale worker's refused outcome changes no row
+and can free nothing, twice or once. A killed worker's jobs keep counting until the rescuer
+recovers their leases. Rate windows count ``limit_starts`` rows, written by the claim with the
+claim's time (which is also the attempt's ``started_at``: ClaimedJob.claimed_at).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..core.states import AttemptStatus
+from .base import ClaimRequest, LimitSpec
+from .host import RUNNING, T_CLAIM, Conn, SQLHost, column_index, dumps, event_of
+
+# Groups visited per claim: bounds a claim's work when many groups wait (each visit is a few
+# index probes); the skip scan takes them in key order, so past this many the later ones
+# wait for a claim that finds the earlier ones empty. Generous for keyed tenants.
+MAX_GROUPS = 1000
+CLAIMED = event_of("claim")
+TRIM_MARGIN = 300.0  # seconds of starts kept beyond a rate's window: see _headroom
+
+
+class SQLFlow(SQLHost):
+    """Pauses, limits, progress; and the limited half of the claim."""
+
+    # -- pause / resume --------------------------------------------------------------------
+
+    def pause_queue(self, queue: str, reason: str | None, actor: str, now: float) -> None:
+        params = {"queue": queue, "reason": reason, "actor": actor, "now": now}
+        with self._write("pause") as conn:
+            conn.execute(self.q["pause_queue"], params).fetchall()
+
+    def resume_queue(self, queue: str) -> list[str]:
+        """Resume ``queue`` ('*': every queue); the queues whose pause was lifted."""
+        with self._write("resume") as conn:
+            if queue == "*":
+                cur = conn.execute(self.q["resume_all_queues"], {})
+            else:
+                cur = conn.execute(self.q["resume_queue"], {"queue": queue})
+            resumed = [r[0] for r in cur.fetchall()]
+        if resumed:
+            self._work_appeared()
+        return resumed
+
+    def paused_queues(self) -> list[dict[str, Any]]:
+        rows = self._fetch("paused_queues")
+        for r in rows:
+            r["paused_at"] = self._epoch(r["paused_at"])
+        return rows
+
+    def active_queue_counts(self) -> list[dict[str, Any]]:
+        return self._fetch("active_queue_counts")
+
+    def _work_appeared(self) -> None:
+        """Wake idle workers after a commit that may have made jobs claimable (a resume, a
+        raised limit). The dialect sends its wake-up (sqlite.py, postgres.py)."""
+
+    # -- limits ----------------------------------------------------------------------------
+
+    def register_limits(self, limits: Sequence[LimitSpec], now: float) -> None:
+        if not limits:
+            return
+        with self._write("register_limits") as conn:
+            for spec in limits:
+                conn.execute(self.q["register_code_limit"], {**_caps(spec), "now": now})
+
+    def set_limit(self, spec: LimitSpec, actor: str, now: float) -> None:
+        with self._write("set_limit") as conn:
+            conn.execute(self.q["set_limit"], {**_caps(spec), "now": now, "actor": actor})
+        self._work_appeared()
+
+    def clear_limit(self, key: str) -> bool:
+        with self._write("clear_limit") as conn:
+            cleared = bool(conn.execute(self.q["clear_limit"], {"key": key}).fetchall())
+        if cleared:
+            self._work_appeared()
+        return cleared
+
+    def limit_caps(self) -> list[dict[str, Any]]:
+        rows = self._fetch("limit_caps")
+        for r in rows:
+            r["code_seen_at"] = self._epoch(r["code_seen_at"])
+            r["set_at"] = self._epoch(r["set_at"])
+        return rows
+
+    def limit_usage(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """(running, queued) counts per key and group."""
+        with self._read() as conn:
+            running = self._dicts(conn.execute(self.q["limit_running_counts"], {}))
+            queued = self._dicts(conn.execute(self.q["limit_queued_counts"], {}))
+        return running, queued
+
+    # -- progress --------------------------------------------------------------------------
+
+    def record_progress(
+        self,
+        worker_id: str,
+        job_id: int,
+        attempt: int,
+        progress: float,
+        message: str | None,
+        now: float,
+    ) -> bool:
+        params = {
+            "job_id": job_id,
+            "attempt": attempt,
+            "from_state": RUNNING,
+            "worker_id": worker_id,
+            "progress": progress,
+            "message": message,
+            "now": now,
+        }
+        with self._write("progress") as conn:
+            return bool(conn.execute(self.q["record_progress"], params).rowcount == 1)
+
+    # -- the limited claim -----------------------------------------------------------------
+
+    def _claim_limited(
+        self, conn: Conn, request: ClaimRequest, params: dict[str, Any], now: float
+    ) -> tuple[list[Any], dict[str, int]]:
+        """The claim of a worker some of whose types are limited, in the caller's write
+        transaction: per key and group with headroom, that group's best due jobs up to it,
+        weighed with the best unlimited jobs; then the best ``limit`` of them all by
+        priority, run_at, id. A saturated group costs one index probe and reads none of its
+        jobs; with no limited job claimable the plain claim runs (one statement more than a
+        worker without limits: the groups' probe)."""
+        q = self.q
+        limit = request.limit
+        groups = [
+            (r[0], r[1])
+            for r in conn.execute(q["limited_groups"], {"max_groups": MAX_GROUPS}).fetchall()
+        ]
+        headroom = self._headroom(conn, groups, now) if groups else {}
+        base = {"now": now, "types": params["types"], "queues": params["queues"]}
+        limited: list[tuple[int, int, Any]] = []
+        rated: set[tuple[str, str]] = set()
+        for (key, grp), (room, has_rate) in headroom.items():
+            if room <= 0:
+                continue
+            due = conn.execute(
+                q["limited_due"], {**base, "key": key, "grp": grp, "n": min(room, limit)}
+            ).fetchall()
+            if due and has_rate:
+                rated.add((key, grp))
+            limited.extend((r[0], r[1], r[2]) for r in due)
+        if not limited:  # nothing limited may start: the plain claim of unlimited jobs
+            return self._claim_rows(conn, params, now)
+        candidates = limited + [
+            (r[0], r[1], r[2])
+            for r in conn.execute(q["unlimited_due"], {**base, "n": limit}).fetchall()
+        ]
+        ep = self._epoch
+        candidates.sort(key=lambda c: (-c[1], ep(c[2]) or 0.0, c[0]))
+        claim = {
+            "to_state": T_CLAIM.target.value,
+            "worker_id": request.worker_id,
+            "now": now,
+            "lease_seconds": request.lease_seconds,
+            "job_ids": dumps([c[0] for c in candidates[:limit]]),
+        }
+        cur = conn.execute(q["claim_ids"], claim)
+        rows: list[Any] = cur.fetchall()
+        if not rows:
+            return [], {}
+        col = column_index(cur)
+        i_id, i_key, i_grp = col["id"], col["limit_key"], col["limit_group"]
+        ids = dumps([r[i_id] for r in rows])
+        running = AttemptStatus.RUNNING.value
+        conn.execute(q["open_attempts"], {"job_ids": ids, "now": now, "status": running})
+        if CLAIMED in self._audit:
+            event = {"job_ids": ids, "now": now, "event": CLAIMED.value}
+            conn.execute(q["insert_claimed_events"], event)
+        starts = [[r[i_key], r[i_grp], r[i_id]] for r in rows if (r[i_key], r[i_grp]) in rated]
+        if starts:
+            conn.execute(q["record_limit_starts"], {"rows": dumps(starts), "now": now})
+            # The attempt's start is this claim (ClaimedJob.claimed_at, read by _claimed).
+            rated_ids = {s[2] for s in starts}
+            rows = [(*r, now if r[i_id] in rated_ids else None) for r in rows]
+            col = {**col, "claimed_at": len(rows[0]) - 1}
+        return rows, col
+
+    def _headroom(
+        self, conn: Conn, groups: list[tuple[str, str]], now: float
+    ) -> dict[tuple[str, str], tuple[int, bool]]:
+        """Per locked group: how many more may start now (a large number: no cap), and
+        whether a rate counts its starts. One statement, plus two per rate-limited key."""
+        q = self.q
+        rows = conn.execute(q["limit_headroom"], {"groups": dumps(groups)}).fetchall()
+        started: dict[tuple[str, str], int] = {}
+        windows = {r[0]: float(r[5]) for r in rows if r[4] is not None and r[5] is not None}
+        for key, seconds in windows.items():
+            since = now - seconds
+            # Trimmed well behind the window: another claim's ``now`` may be older than this
+            # one's (read before it waited for the write lock, or another host's clock), and
+            # must still count every start its own window holds.
+            conn.execute(q["trim_limit_starts"], {"key": key, "since": since - TRIM_MARGIN})
+            for r in conn.execute(q["limit_starts_counts"], {"key": key, "since": since}):
+                started[(key, r[0])] = int(r[1])
+        out: dict[tuple[str, str], tuple[int, bool]] = {}
+        for key, grp, running, cap, rate_count, _ in rows:
+            room = 1 << 30  # no limit known for this key (no worker declared it): no cap
+            if cap is not None:
+                room = min(room, int(cap) - int(running))
+            has_rate = key in windows
+            if has_rate:
+                room = min(room, int(rate_count) - started.get((key, grp), 0))
+            out[(key, grp)] = (room, has_rate)
+        return out
+
+
+def _caps(spec: LimitSpec) -> dict[str, Any]:
+    return {
+        "key": spec.key,
+        "running": spec.running,
+        "rate_count": spec.rate_count,
+        "rate_seconds": spec.rate_seconds,
+    }

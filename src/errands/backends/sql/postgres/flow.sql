@@ -1,0 +1,195 @@
+-- Flow control (SPEC §4b): paused queues, limits, the limited claim, snooze, progress.
+-- Same names as sql/sqlite/flow.sql. The limited claim runs in the claim's transaction
+-- (READ COMMITTED): limited_groups takes a transaction-level advisory lock per key and group,
+-- so every later statement of the claim (the counts, the update) sees each claim of that
+-- group that committed before it; another claim of the same group cannot run between this
+-- one's count and its commit.
+
+-- name: pause_queue
+-- Pause a queue ('*': every queue); pausing a paused queue keeps its first paused_at.
+INSERT INTO queue_pauses (queue, paused_at, paused_by, reason)
+VALUES (:queue, to_timestamp(:now), :actor, :reason)
+ON CONFLICT (queue) DO UPDATE SET paused_by = excluded.paused_by, reason = excluded.reason
+RETURNING queue;
+
+-- name: resume_queue
+-- Resume one queue (a '*' pause still holds it).
+DELETE FROM queue_pauses WHERE queue = :queue RETURNING queue;
+
+-- name: resume_all_queues
+-- Resume every queue: the '*' pause and each queue's own.
+DELETE FROM queue_pauses RETURNING queue;
+
+-- name: paused_queues
+-- Every pause, by queue name.
+SELECT queue, paused_at, paused_by, reason FROM queue_pauses ORDER BY queue;
+
+-- name: active_queue_counts
+-- Queued and running jobs per queue (the active partial indexes answer it).
+SELECT queue, 'queued' AS status, COUNT(*) AS n FROM jobs WHERE status = 'queued' GROUP BY queue
+UNION ALL
+SELECT queue, 'running' AS status, COUNT(*) AS n FROM jobs WHERE status = 'running'
+GROUP BY queue;
+
+-- name: register_code_limit
+-- A worker's task declares a limit: its values as code says them (an operator's stay).
+INSERT INTO flow_limits (key, code_running, code_rate_count, code_rate_seconds, code_seen_at)
+VALUES (:key, :running, :rate_count, :rate_seconds, to_timestamp(:now))
+ON CONFLICT (key) DO UPDATE SET code_running = excluded.code_running,
+    code_rate_count = excluded.code_rate_count, code_rate_seconds = excluded.code_rate_seconds,
+    code_seen_at = excluded.code_seen_at;
+
+-- name: set_limit
+-- An operator's limit for a key: wins over the code's until clear_limit.
+INSERT INTO flow_limits (key, running, rate_count, rate_seconds, set_at, set_by)
+VALUES (:key, :running, :rate_count, :rate_seconds, to_timestamp(:now), :actor)
+ON CONFLICT (key) DO UPDATE SET running = excluded.running, rate_count = excluded.rate_count,
+    rate_seconds = excluded.rate_seconds, set_at = excluded.set_at, set_by = excluded.set_by;
+
+-- name: clear_limit
+-- Drop an operator's limit: the code's applies again.
+UPDATE flow_limits SET running = NULL, rate_count = NULL, rate_seconds = NULL, set_at = NULL,
+    set_by = NULL
+WHERE key = :key AND set_at IS NOT NULL
+RETURNING key;
+
+-- name: limit_caps
+-- Every key's limit in force (an operator's, else the code's), with both sources.
+SELECT key,
+       CASE WHEN set_at IS NULL THEN code_running ELSE running END AS running,
+       CASE WHEN set_at IS NULL THEN code_rate_count ELSE rate_count END AS rate_count,
+       CASE WHEN set_at IS NULL THEN code_rate_seconds ELSE rate_seconds END AS rate_seconds,
+       code_running, code_rate_count, code_rate_seconds, code_seen_at, set_at, set_by
+FROM flow_limits ORDER BY key;
+
+-- name: limit_running_counts
+-- Live holders per key and group: limited jobs running (a lease not yet recovered counts).
+SELECT limit_key, limit_group, COUNT(*) AS n FROM jobs
+WHERE status = 'running' AND limit_key IS NOT NULL
+GROUP BY limit_key, limit_group;
+
+-- name: limit_queued_counts
+-- Waiting jobs per key and group (due or not).
+SELECT limit_key, limit_group, COUNT(*) AS n FROM jobs
+WHERE status = 'queued' AND limit_key IS NOT NULL
+GROUP BY limit_key, limit_group;
+
+-- name: limited_groups
+-- The keys and groups with queued jobs, by a skip scan of jobs_limited_due (one index probe
+-- per group, however many jobs each holds), each with a transaction-level advisory lock:
+-- only those whose lock this claim gets (try-lock: a group another claim holds is passed
+-- over, never waited for, so claims cannot deadlock on these locks).
+WITH RECURSIVE g (limit_key, limit_group) AS (
+    (SELECT limit_key, limit_group FROM jobs
+     WHERE status = 'queued' AND limit_key IS NOT NULL
+     ORDER BY limit_key, limit_group LIMIT 1)
+    UNION ALL
+    SELECT n.limit_key, n.limit_group FROM g, LATERAL (
+        SELECT limit_key, limit_group FROM jobs
+        WHERE status = 'queued' AND limit_key IS NOT NULL
+          AND (limit_key, limit_group) > (g.limit_key, g.limit_group)
+        ORDER BY limit_key, limit_group LIMIT 1) AS n
+)
+SELECT limit_key, limit_group FROM g
+WHERE pg_try_advisory_xact_lock(hashtextextended(limit_key || chr(31) || limit_group, 23))
+LIMIT :max_groups;
+
+-- name: limit_headroom
+-- Per locked group (:groups is a JSON array of [key, group]): its live holders (limited jobs
+-- running: a lease not yet recovered counts) and its key's caps in force (an operator's, else
+-- the code's; NULL when no cap of that kind, or no limit known for the key). Run after
+-- limited_groups, in a statement of its own: its snapshot sees every claim of these groups
+-- that committed before their locks were granted.
+WITH g AS (
+    SELECT e->>0 AS k, e->>1 AS grp FROM jsonb_array_elements(CAST(:groups AS jsonb)) AS e
+)
+SELECT g.k AS limit_key, g.grp AS limit_group,
+       (SELECT COUNT(*) FROM jobs
+        WHERE status = 'running' AND limit_key IS NOT NULL
+          AND limit_key = g.k AND limit_group = g.grp) AS running,
+       CASE WHEN f.set_at IS NULL THEN f.code_running ELSE f.running END AS cap_running,
+       CASE WHEN f.set_at IS NULL THEN f.code_rate_count ELSE f.rate_count END AS rate_count,
+       CASE WHEN f.set_at IS NULL THEN f.code_rate_seconds ELSE f.rate_seconds END
+           AS rate_seconds
+FROM g LEFT JOIN flow_limits AS f ON f.key = g.k;
+
+-- name: trim_limit_starts
+-- Forget the starts of a key from before :since (the caller keeps a margin past its window).
+DELETE FROM limit_starts WHERE key = :key AND started_at <= to_timestamp(:since);
+
+-- name: limit_starts_counts
+-- Attempt starts of a key per group inside its window (later ones included: another host's
+-- clock may run ahead, and counting them only makes the check stricter).
+SELECT grp AS limit_group, COUNT(*) AS n FROM limit_starts
+WHERE key = :key AND started_at > to_timestamp(:since)
+GROUP BY grp;
+
+-- name: limited_due
+-- One group's best due jobs of the worker's types and queues, up to its headroom (:n).
+SELECT id, priority, run_at FROM jobs
+WHERE status = 'queued' AND limit_key IS NOT NULL
+  AND limit_key = :key AND limit_group = :grp
+  AND run_at <= to_timestamp(:now)
+  AND type = ANY(CAST(:types AS text[]))
+  AND (CAST(:queues AS text[]) IS NULL OR queue = ANY(CAST(:queues AS text[])))
+  AND queue NOT IN (SELECT queue FROM queue_pauses)
+  AND NOT EXISTS (SELECT 1 FROM queue_pauses WHERE queue = '*')
+ORDER BY priority DESC, run_at, id
+LIMIT :n
+FOR UPDATE SKIP LOCKED;
+
+-- name: unlimited_due
+-- The best due unlimited jobs, as claim chooses them, to weigh against limited ones.
+SELECT id, priority, run_at FROM jobs
+WHERE status = 'queued' AND limit_key IS NULL
+  AND run_at <= to_timestamp(:now)
+  AND type = ANY(CAST(:types AS text[]))
+  AND (CAST(:queues AS text[]) IS NULL OR queue = ANY(CAST(:queues AS text[])))
+  AND queue NOT IN (SELECT queue FROM queue_pauses)
+  AND NOT EXISTS (SELECT 1 FROM queue_pauses WHERE queue = '*')
+ORDER BY priority DESC, run_at, id
+LIMIT :n
+FOR UPDATE SKIP LOCKED;
+
+-- name: claim_ids
+-- Claim the chosen jobs (:job_ids is a JSON array) still queued; claim's columns, and the
+-- limit each counts against.
+UPDATE jobs
+SET status = :to_state,
+    attempts = attempts + 1,
+    worker_id = :worker_id,
+    started_at = to_timestamp(:now),
+    heartbeat_at = NULL,
+    lease_expires_at = to_timestamp(:now + :lease_seconds),
+    finished_at = NULL
+WHERE id IN (SELECT value::bigint FROM jsonb_array_elements_text(CAST(:job_ids AS jsonb)))
+  AND status = 'queued'
+RETURNING id, queue, type, payload, priority, attempts, max_attempts, run_at, created_at,
+          cancel_requested, headers, error_code, limit_key, limit_group;
+
+-- name: record_limit_starts
+-- The starts of just-claimed rate-limited jobs: :rows is a JSON array of [key, group, job_id].
+INSERT INTO limit_starts (key, grp, started_at, job_id)
+SELECT e->>0, e->>1, to_timestamp(:now), (e->>2)::bigint
+FROM jsonb_array_elements(CAST(:rows AS jsonb)) AS e;
+
+-- name: set_job_limits
+-- The limit of just-enqueued jobs: :rows is a JSON array of [job_id, key, group]. A job that
+-- already had one (a unique_key returned an older job) keeps it.
+UPDATE jobs SET limit_key = b.k, limit_group = b.g
+FROM (SELECT (e->>0)::bigint AS id, e->>1 AS k, e->>2 AS g
+      FROM jsonb_array_elements(CAST(:rows AS jsonb)) AS e) AS b
+WHERE jobs.id = b.id AND jobs.limit_key IS NULL;
+
+-- name: snooze_job
+-- Fenced: a snoozed attempt gives its job back, due at :run_at, with one more attempt allowed
+-- (a snooze never uses up the job's attempts).
+UPDATE jobs
+SET status = :to_state, started_at = to_timestamp(:started_at), run_at = to_timestamp(:run_at),
+    max_attempts = max_attempts + 1, lease_expires_at = NULL
+WHERE id = :job_id AND attempts = :attempt AND status = :from_state;
+
+-- name: record_progress
+-- Fenced like a heartbeat: the latest progress of an attempt this worker still holds.
+UPDATE jobs SET progress = :progress, progress_message = :message, progress_at = to_timestamp(:now)
+WHERE id = :job_id AND attempts = :attempt AND status = :from_state AND worker_id = :worker_id;

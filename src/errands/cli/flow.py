@@ -1,0 +1,128 @@
+"""Flow-control commands (SPEC §4b): pause, resume, queues, limits, limit set|clear."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from typing import Any
+
+from ..limits import parse_rate
+from . import jobs, output
+from .ops import OK, _add, _open
+
+ACTOR = "cli"
+
+
+def register(subparsers: Any) -> None:
+    p = _add(subparsers, "pause", "stop every worker claiming from a queue ('*': all)", _pause)
+    p.add_argument("queue", metavar="QUEUE")
+    p.add_argument("--reason", help="why (shown by queues, stats and the dashboard)")
+
+    p = _add(subparsers, "resume", "let workers claim from a paused queue again", _resume)
+    p.add_argument("queue", metavar="QUEUE")
+
+    p = _add(subparsers, "queues", "queues: paused or not (by whom, since, why), counts", _queues)
+    p.add_argument("--json", action="store_true", help="print a JSON array")
+
+    p = _add(subparsers, "limits", "limits: caps in force, running and waiting per group", _limits)
+    p.add_argument("--json", action="store_true", help="print a JSON array")
+
+    p = subparsers.add_parser(
+        "limit",
+        help="set or clear a stored limit (wins over the code's until cleared)",
+        description="set or clear a stored limit (wins over the code's until cleared)",
+    )
+    verbs = p.add_subparsers(dest="limit_command", metavar="set|clear", required=True)
+    s = _add(verbs, "set", "store a limit for KEY", _limit_set)
+    s.add_argument("key", metavar="KEY")
+    s.add_argument(
+        "--running", type=jobs.int_between(0, 1_000_000), help="at most N holding a lease"
+    )
+    s.add_argument("--rate", type=_rate, help="at most N starts in any SECONDS (N/SECONDS)")
+    c = _add(verbs, "clear", "drop the stored limit of KEY: the code's applies again", _clear)
+    c.add_argument("key", metavar="KEY")
+
+
+def _rate(text: str) -> tuple[int, float]:
+    try:
+        return parse_rate(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _pause(args: argparse.Namespace) -> int:
+    with _open(args) as q:
+        q.pause(args.queue, reason=args.reason, actor=ACTOR)
+    what = "every queue" if args.queue == "*" else f"queue {args.queue!r}"
+    print(f"paused {what}: workers stop claiming from it at their next claim")
+    return OK
+
+
+def _resume(args: argparse.Namespace) -> int:
+    with _open(args) as q:
+        resumed = q.resume(args.queue)
+    what = "every queue" if args.queue == "*" else f"queue {args.queue!r}"
+    print(f"resumed {what}" if resumed else f"{what} was not paused")
+    return OK
+
+
+def _queues(args: argparse.Namespace) -> int:
+    with _open(args) as q:
+        infos = q.queues()
+    if args.json:
+        output.emit_json([i.to_dict() for i in infos])
+        return OK
+    now = time.time()
+    rows = [
+        (
+            i.name,
+            "paused" if i.paused else "active",
+            i.counts.get("queued", 0),
+            i.counts.get("running", 0),
+            "-" if i.paused_at is None else f"{_age(now - i.paused_at)} ago",
+            i.paused_by or "-",
+            output.clip(i.reason, 60),
+        )
+        for i in infos
+    ]
+    output.table(["QUEUE", "STATE", "QUEUED", "RUNNING", "PAUSED", "BY", "REASON"], rows)
+    return OK
+
+
+def _limits(args: argparse.Namespace) -> int:
+    with _open(args) as q:
+        infos = q.limits()
+    if args.json:
+        output.emit_json([i.to_dict() for i in infos])
+        return OK
+    rows = []
+    for i in infos:
+        rate = "-" if i.rate is None else f"{i.rate[0]}/{i.rate[1]:g}s"
+        cap = "-" if i.running is None else str(i.running)
+        for group, c in sorted(i.groups.items()) or [("", {"running": 0, "waiting": 0})]:
+            rows.append((i.key, group or "-", c["running"], cap, c["waiting"], rate, i.source))
+    output.table(["KEY", "GROUP", "RUNNING", "MAX", "WAITING", "RATE", "SOURCE"], rows)
+    return OK
+
+
+def _limit_set(args: argparse.Namespace) -> int:
+    with _open(args) as q:
+        q.set_limit(args.key, running=args.running, rate=args.rate, actor=ACTOR)
+    print(json.dumps({"key": args.key, "running": args.running, "rate": args.rate}))
+    return OK
+
+
+def _clear(args: argparse.Namespace) -> int:
+    with _open(args) as q:
+        cleared = q.clear_limit(args.key)
+    print(f"cleared the stored limit of {args.key!r}" if cleared else f"{args.key!r} had none")
+    return OK
+
+
+def _age(seconds: float) -> str:
+    seconds = max(0.0, seconds)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.0f}{unit}"
+    return f"{seconds:.0f}s"

@@ -1,0 +1,55 @@
+"""The Queue's flow-control verbs (SPEC §4b), a mixin ``errands.Queue`` inherits: pause and
+resume queues, store and clear limits, and read both back. The promises live in the claim
+(backends/flow.py); ``errands.limits`` shapes input and output."""
+
+from __future__ import annotations
+
+from .. import limits
+from ..core import validate
+from ..limits import Limit, LimitInfo, QueueInfo
+from .admin import _Parts
+
+
+class FlowControl(_Parts):
+    """Pauses and limits, stored in the database so they bind every worker."""
+
+    def pause(self, queue: str, *, reason: str | None = None, actor: str = "api") -> None:
+        """Stop claims from ``queue`` ('*': every queue) on every worker, until ``resume``:
+        stored, so it binds workers started later too. Enqueue, running jobs and the rest
+        go on."""
+        validate.text(queue, "queue")
+        if reason is not None:
+            validate.text(reason, "reason", max_bytes=500)
+        self.backend.pause_queue(queue, reason, actor, self.clock())
+
+    def resume(self, queue: str) -> bool:
+        """Lift the pause of ``queue`` ('*': every pause) and wake workers; False if it was
+        not paused. A queue stays paused while a '*' pause holds."""
+        validate.text(queue, "queue")
+        return bool(self.backend.resume_queue(queue))
+
+    def queues(self) -> list[QueueInfo]:
+        """Queues with active jobs or a pause: paused, by whom, since when, why; counts."""
+        return limits.queues(self.backend)
+
+    def set_limit(
+        self,
+        key: str,
+        *,
+        running: int | None = None,
+        rate: tuple[int, float] | None = None,
+        actor: str = "api",
+    ) -> None:
+        """Store a limit for ``key`` that wins over the code's until ``clear_limit``; raising
+        it lets waiting jobs go at once, lowering it never stops running ones."""
+        spec = Limit(key, running=running, rate=rate).spec()
+        self.backend.set_limit(spec, actor, self.clock())
+
+    def clear_limit(self, key: str) -> bool:
+        """Drop the stored limit of ``key``: the code's applies again. False if none."""
+        validate.text(key, "limit key")
+        return self.backend.clear_limit(key)
+
+    def limits(self) -> list[LimitInfo]:
+        """Every limit: its caps in force and where from, and per group running/waiting."""
+        return limits.limits(self.backend)
