@@ -49,9 +49,11 @@ from ..errors import (
 from ..limits import limit_specs
 from ..maintenance.runner import Maintenance
 from . import execution
+from .attached import Attached
 from .db import WorkerDatabase
 from .executor import BUFFERED, STARTED, Executor, Finished, Slot, SlotState
 from .inputs import WorkerInputs, WorkerSource
+from .quarantine import Quarantine
 from .recorder import Recorder, WorkerSummary
 from .signals import SignalHandlers, Stop
 
@@ -109,7 +111,7 @@ class _JobLease:
         self._worker._progress(self._slot, fraction, message)
 
 
-class Worker:
+class Worker(Attached):
     """Runs a Queue's jobs: ``run()`` until stopped (or, with ``burst``, until nothing is
     left), or ``start()``, ``tick(now)`` step by step, ``close()``. Takes a Queue or just
     the ``WorkerInputs`` it needs; ``monotonic`` is the clock of every local deadline."""
@@ -160,9 +162,7 @@ class Worker:
         self.recorder = Recorder(self.backend, self.db, self.id, self.summary)
 
         self._held: dict[int, Slot] = {}
-        # A job whose previous attempt was lost, held to run alone (see _take).
-        self._quarantine: Slot | None = None
-        self._quarantine_started = False
+        self._quarantine = Quarantine()  # a job whose previous attempt was lost runs alone
         self._progress_lock = threading.Lock()  # ctx.progress() on handler threads
         self._wake = threading.Event()
         self.executor = Executor(
@@ -178,10 +178,10 @@ class Worker:
         self._dirty = True  # something may have been enqueued: try a claim
         self._more = True  # the last claim was full: more is probably waiting
         self._stop = Stop()
-        self._control: threading.Thread | None = None  # the thread in run()
-        # Under the supervisor: its pid, watched in case its death's SIGTERM never comes.
+        # What its Queue may ask of it (attached.py); the supervisor's pid, watched.
+        self._control: threading.Thread | None = None
         self._parent = os.getppid() if supervised else None
-        self._stopped = threading.Event()  # run() has returned
+        self._stopped = threading.Event()
         self.generation = forks.generation  # see backends/forks.py
         self._signals = SignalHandlers(self._stop, supervised=supervised)
         self._avg_run = 0.0
@@ -208,41 +208,6 @@ class Worker:
         """Ask the worker to shut down gracefully (what SIGTERM does)."""
         self._stop.graceful = True
         self._wake.set()
-
-    def stop_for_close(self) -> None:
-        """The application closed the Queue this worker runs on (``Queue.close``): stop
-        gracefully; the Queue closes its connections once this worker has stopped."""
-        if not self.summary.queue_closed:
-            self.summary.queue_closed = True
-            inside = self.owns_current_thread()
-            log.log(
-                logging.WARNING if inside else logging.INFO,
-                "the Queue was closed while this worker runs (%s): stopping gracefully — "
-                "running jobs finish, prefetched ones are handed back — and the Queue closes "
-                "once the worker has stopped",
-                "q.close() or `with q:` in a handler" if inside else "the application shuts down",
-            )
-        self.stop()
-
-    def owns_current_thread(self) -> bool:
-        """Whether the calling thread is this worker's control thread or one running its
-        handlers (so it must not wait for the worker to stop)."""
-        return threading.current_thread() is self._control or self.executor.owns_current_thread()
-
-    def wait_stopped(self, timeout: float) -> bool:
-        return self._stopped.wait(timeout)
-
-    def run(self) -> WorkerSummary:
-        self._control = threading.current_thread()
-        detach = self.inputs.attach(self)
-        try:
-            self._run()
-        finally:
-            try:
-                detach()  # performs a Queue.close() asked for while this worker ran
-            finally:
-                self._stopped.set()
-        return self.summary
 
     def _run(self) -> None:
         if self.handle_signals:
@@ -316,7 +281,7 @@ class Worker:
 
         claimed_nothing = False
         want = self._target_held() - len(self._held)
-        if self._renewal_lost or self._quarantine is not None:
+        if self._renewal_lost or self._quarantine.active:
             # Cannot renew leases: take no new work until the database answers. A job in
             # quarantine: it runs alone.
             want = 0
@@ -389,9 +354,7 @@ class Worker:
         return jobs
 
     def _take(self, jobs: list[ClaimedJob]) -> None:
-        """Hold and start just-claimed jobs — except a suspect (its previous attempt was
-        lost: it may kill its worker), which waits to run alone, and whatever would run
-        beside it, which is handed back unstarted."""
+        """Hold and start just-claimed jobs — a suspect waits to run alone (quarantine.py)."""
         tasks = self.tasks
         hand_back: list[Slot] = []
         for job in jobs:
@@ -400,36 +363,22 @@ class Worker:
                 slot.ctx = JobContext(_JobLease(self, slot), job)
             slot.cancel_requested = job.cancel_requested
             self._held[job.id] = slot
-            if self._quarantine is not None:
-                hand_back.append(slot)
-            elif job.suspect:
-                self._quarantine, self._quarantine_started = slot, False
-                log.warning(
-                    "job %d attempt %d: its previous attempt was lost (its worker died or froze "
-                    "holding it); running it alone, with no other job held by this worker",
-                    job.id,
-                    job.attempt,
-                )
-                hand_back.extend(s for s in self._held.values() if s is not slot)
-            else:
+            back = self._quarantine.take(slot, self._held)
+            if back is None:
                 self.executor.submit(slot)
+            else:
+                hand_back.extend(back)
         if hand_back:
             self.executor.release_unstarted(hand_back)
         self.summary.claimed += len(jobs)
         self._run_quarantined()  # alone already: start it now
 
     def _run_quarantined(self) -> None:
-        """Start the quarantined job once nothing else is held; end the quarantine once its
-        outcome is recorded (or its lease lost), and claim again."""
-        slot = self._quarantine
-        if slot is None:
-            return
-        if self._held.get(slot.job.id) is not slot:
-            self._quarantine = None
-            self._dirty = True
-        elif not self._quarantine_started and len(self._held) == 1 and not self._done:
-            self._quarantine_started = True
-            self.executor.submit(slot)
+        ended, start = self._quarantine.step(self._held, bool(self._done))
+        if ended:
+            self._dirty = True  # claim again
+        if start is not None:
+            self.executor.submit(start)
 
     def _next_due(self) -> float | None:
         try:
@@ -459,7 +408,7 @@ class Worker:
             want > 0
             and outcomes
             and not self._renewal_lost
-            and self._quarantine is None
+            and not self._quarantine.active
             and not self._stop.graceful
         ):
             request = ClaimRequest(
@@ -629,14 +578,6 @@ class Worker:
             slot = self._held.get(job_id)
             if slot is not None:
                 self.executor.cancel(slot)
-
-    def _check_parent(self) -> None:
-        """A supervised worker whose supervisor died works on unsupervised: stop. The kernel
-        normally says so with SIGTERM (supervisor.py); this covers where it cannot."""
-        if self._parent is not None and os.getppid() != self._parent:
-            log.warning("the supervisor (pid %d) is gone: stopping gracefully", self._parent)
-            self._parent = None
-            self._stop.graceful = True
 
     def _next_deadline(self) -> float:
         if not self._any_timeout:
