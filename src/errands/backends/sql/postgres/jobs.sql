@@ -55,7 +55,7 @@ VALUES (:job_id, to_timestamp(:ts), :event, :actor, :detail);
 -- Claim up to :limit due jobs of the worker's types and queues, highest priority first.
 -- Unlimited jobs only (limited ones: flow.sql, claim_limited_*), none of a paused queue.
 -- error_code is the previous attempt's (a claim does not clear it): LOST:LEASE_EXPIRED puts
--- the job in quarantine (worker/loop.py).
+-- the job in quarantine (worker/quarantine.py).
 -- SKIP LOCKED: concurrent claimers pass over rows another transaction is claiming instead of
 -- waiting for it, so many workers never claim the same attempt and never queue up on a lock.
 WITH due AS (
