@@ -3,7 +3,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint typecheck unit unit-fast bench bench-record bench-peers clean
+.PHONY: demo test lint typecheck unit unit-fast bench bench-record bench-peers dist clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -42,5 +42,11 @@ bench-record: $(STAMP)
 bench-peers: $(STAMP)
 	$(PY) bench/peers/run.py
 
+# The sdist and wheel (dist/errands-VERSION*) to install errands into your own project:
+# pip install 'dist/errands-VERSION-py3-none-any.whl[postgres]' (see README, "In your project").
+dist: $(STAMP)
+	rm -rf dist
+	$(PY) -m build --outdir dist .
+
 clean:
-	rm -rf $(VENV) build *.egg-info src/*.egg-info
+	rm -rf $(VENV) build dist *.egg-info src/*.egg-info

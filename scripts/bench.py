@@ -89,7 +89,12 @@ def record(r: dict[str, Any]) -> str:
         ("enqueue", "insert", "`enqueue` one by one / raw insert, 1 tx per row"),
         ("enqueue_many", "bulk_insert", "`enqueue_many` / raw bulk insert, 1 tx"),
         ("process_1", "process", "processing, 1 `errands worker` / raw claims of 50"),
-        ("process_p", "process", f"processing, {r['processes']} `errands worker` / raw"),
+        (
+            "process_p",
+            "process_p",
+            f"processing, {r['processes']} `errands worker` / raw claims of 50 by "
+            f"{r['processes']} processes",
+        ),
     ):
         lines.append(
             f"| {label} | {ours[key]['per_second']:,.0f} | {spread(ours[key])} | "
@@ -101,7 +106,9 @@ def record(r: dict[str, Any]) -> str:
         "",
         f"jobs/s: the best of {r['rounds']} rounds; min-max: the slowest and fastest rounds; "
         f"ratio: median of {r['rounds']} paired rounds (errands / raw measured in the same "
-        "round); best/best: best errands / best raw.",
+        "round, with as many processes); best/best: best errands / best raw. Scaling, "
+        f"{r['processes']} processes / 1 (median of paired rounds): errands "
+        f"{r['scaling']['errands']:.2f}x, raw {r['scaling']['raw']:.2f}x.",
         "",
         f"Pickup, producer process → idle worker process ({p['samples']} jobs): "
         f"p50 {p['p50_ms']} ms, p95 {p['p95_ms']} ms, p99 {p['p99_ms']} ms, max {p['max_ms']} ms. "

@@ -57,6 +57,20 @@ class QueueClosedError(DatabaseError):
     a worker stops rather than retry writes that can never succeed."""
 
 
+class GraduatedError(ErrandsError):
+    """This SQLite file's queue was moved to PostgreSQL by ``errands graduate``: it takes no
+    new work (no worker, no enqueue) until reopened deliberately."""
+
+    @classmethod
+    def of(cls, where: str, target: str, when: str) -> GraduatedError:
+        return cls(
+            f"{where} was graduated to {target} on {when}: its queue lives there now, so this "
+            f"file takes no new jobs and runs no worker; point ERRANDS_DB/--db at {target}, or "
+            f"reopen this file deliberately with `errands reopen --db {where}` "
+            "(or Queue(..., allow_graduated=True))"
+        )
+
+
 class JobNotFoundError(ErrandsError, LookupError):
     """No job with that id."""
 

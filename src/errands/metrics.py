@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from . import limits
 from .client import reports as stats
+from .client.reports import describe_all
 from .core import rollup
-from .core.schedule import overdue_reason
 from .core.states import State
 from .errors import ConfigurationError
 
@@ -186,8 +186,8 @@ class ErrandsCollector:
             "1 when a periodic schedule has had no success within its interval plus grace.",
             labels=["name"],
         )
-        for row in b.list_periodic():
-            overdue.add_metric([row.name], 1.0 if overdue_reason(row, now) else 0.0)
+        for p in describe_all(b.list_periodic(), b.live_workers(now, self.lease_seconds), now):
+            overdue.add_metric([p["name"]], 1.0 if p["overdue"] else 0.0)
         yield overdue
 
         yield from _flow(core, b, now)

@@ -14,28 +14,31 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from .backends import forks, open_backend, redact
-from .backends.base import Listener
+from .backends.base import Graduation, Listener
 from .client import waiting
 from .client.admin import MAX_BATCH as MAX_BATCH  # re-exported: the CLI's --batch-size cap
 from .client.admin import Actions, Reads
+from .client.declared import DeclaredOptions, GraduationWatch
 from .client.enqueueing import EnqueueItem as EnqueueItem  # re-exported: enqueue_many's item type
 from .client.enqueueing import Producer
 from .client.flow import FlowControl
 from .core import payload as payload_json
 from .core import schedule, validate
 from .core.backoff import Backoff
-from .core.records import Job
+from .core.records import Job, to_datetime
 from .core.schedule import Schedule
 from .core.settings import Duration, Retention, Settings, seconds
 from .core.states import Event
 from .errors import (
     ConfigurationError,
+    GraduatedError,
 )
 from .limits import Limit
 from .maintenance.pruner import SERVICE_MAX_BATCHES, Pruner
 from .maintenance.rescuer import Rescuer
 from .maintenance.runner import Service
 from .maintenance.scheduler import PeriodicScheduler, schedule_row
+from .maintenance.wal import WalKeeper
 from .middleware import Chain
 from .tasks import DEFAULT_QUEUE, Task, TaskOptions
 from .wakeups import KINDS, Wakeups, hubs, listen_for_work
@@ -81,6 +84,7 @@ class Queue(Reads, Actions, FlowControl):
         retention: Retention | Mapping[str, Duration] | None = None,
         audit: Iterable[Event | str] | None = None,
         allow_network_filesystem: bool = False,
+        allow_graduated: bool = False,
         clock: Callable[[], float] = time.time,
     ) -> None:
         if url is None:
@@ -122,6 +126,15 @@ class Queue(Reads, Actions, FlowControl):
             self.backend.close()
             raise
         self._hubs = hubs(self.backend, self._wakers)
+        # A SQLite file `errands graduate` moved away takes no new work: read here, then by
+        # enqueue at most every 30 s, by run_worker at start. allow_graduated: open anyway.
+        self.allow_graduated = validate.flag(allow_graduated, "allow_graduated")
+        watch = None
+        if not allow_graduated:
+            graduated = self.backend.graduation()
+            watch = GraduationWatch(
+                self.backend.graduation, self.refuse_if_graduated, initial=graduated
+            )
         self._producer = Producer(
             self.backend,
             self.tasks,
@@ -130,7 +143,20 @@ class Queue(Reads, Actions, FlowControl):
             chain=lambda: self._chain,
             wake=self._wake,
             off_loop=self._off_loop,
+            declared=DeclaredOptions(self.backend.task_types),
+            refuse=watch,
         )
+
+    def refuse_if_graduated(self, graduated: Graduation | None = None) -> None:
+        """Raise GraduatedError if ``errands graduate`` moved this database's queue away (and
+        it was not opened with ``allow_graduated``); ``graduated``: the mark read at open,
+        else it is read now. ``run_worker`` and ``errands worker`` call it before starting."""
+        if self.allow_graduated:
+            return
+        g = graduated or self.backend.graduation()
+        if g is not None:
+            when = to_datetime(g.at)
+            raise GraduatedError.of(self.display_url, g.target, str(when and when.isoformat()))
 
     def __repr__(self) -> str:
         return f"<errands.Queue {self.display_url!r} tasks={sorted(self.tasks)}>"
@@ -287,7 +313,7 @@ class Queue(Reads, Actions, FlowControl):
         """Register a handler (sync or ``async def``). Its type is ``name`` or its
         ``__name__``. Use as ``@q.task`` or ``@q.task(queue=…, max_attempts=…)``."""
         if name is not None:
-            validate.text(name, "task name")
+            validate.name(name, "task name")
         defaults = TaskOptions()
         options = TaskOptions(
             queue=queue,
@@ -302,7 +328,7 @@ class Queue(Reads, Actions, FlowControl):
 
         def register(f: F) -> Task[Any, Any]:
             validate.callable_(f, "a task", "a function (sync or async def)")
-            task_name = name or f.__name__
+            task_name = validate.name(name or f.__name__, "task name")
             if task_name in self.tasks and self.tasks[task_name].fn is not f:
                 raise ConfigurationError(
                     f"a task named {task_name!r} is already registered on this Queue; "
@@ -501,8 +527,8 @@ class Queue(Reads, Actions, FlowControl):
             return await waiting.wait_async(steps, read, sub)
 
     def services(self) -> list[Service]:
-        """The maintenance services a worker's leader runs: rescue, periodic, prune — each
-        given only what it uses."""
+        """The maintenance services a worker's leader runs: rescue, periodic, prune, the
+        WAL — each given only what it uses."""
         services: list[Service] = [Rescuer(self.backend, self.settings.lease_seconds)]
         if self.schedules:
             services.append(
@@ -511,6 +537,7 @@ class Queue(Reads, Actions, FlowControl):
         services.append(
             Pruner(self.backend, self.settings.retention, max_batches=SERVICE_MAX_BATCHES)
         )
+        services.append(WalKeeper(self.backend))
         return services
 
     # -- running ---------------------------------------------------------------------------
@@ -537,8 +564,9 @@ class Queue(Reads, Actions, FlowControl):
         if queues is not None and not isinstance(queues, str):
             if not isinstance(queues, Iterable):
                 raise ConfigurationError(f"queues must be a list of names, got {queues!r:.60}")
-            queues = [validate.text(name, "queue") for name in queues]
+            queues = [validate.name(name, "queue") for name in queues]
         validate.flag(burst, "burst")
+        self.refuse_if_graduated()
         return Worker(
             self,
             concurrency=concurrency,

@@ -33,7 +33,7 @@ class TaskOptions:
     limit: Limit | None = None  # flow control (errands.Limit): its jobs carry its key/group
 
     def __post_init__(self) -> None:
-        validate.text(self.queue, "queue")
+        validate.name(self.queue, "queue")
         if self.limit is not None and not isinstance(self.limit, Limit):
             raise ConfigurationError(
                 f"limit must be an errands.Limit, got {type(self.limit).__name__}"
@@ -60,7 +60,7 @@ class EnqueueOptions:
 
     def __post_init__(self) -> None:
         if self.queue is not None:
-            validate.text(self.queue, "queue")
+            validate.name(self.queue, "queue")
         if self.priority is not None:
             validate.integer(self.priority, "priority", *validate.PRIORITY_RANGE)
         if self.max_attempts is not None:
@@ -154,6 +154,8 @@ class Task(Generic[P, R]):
                 f"task {self.name!r} takes keyword arguments, so its payload must be a JSON "
                 f"object (dict), got {type(payload).__name__}"
             )
+        if self.wants_ctx and CTX_PARAM in payload:
+            raise self.ctx_clash()
         keys = frozenset(payload)
         if keys in self._fitting_keys:
             return
@@ -163,6 +165,16 @@ class Task(Generic[P, R]):
             raise PayloadError(f"payload does not fit {self.name}{self.signature}: {exc}") from None
         if len(self._fitting_keys) < 256:
             self._fitting_keys.add(keys)
+
+    def ctx_clash(self) -> PayloadError:
+        """A payload key named ``ctx`` for a handler that takes ``ctx``: one rule wherever it
+        is seen — refused at enqueue by a producer that knows the task, failed with
+        INVALID_INPUT:PAYLOAD by the worker when it was enqueued by name (never silently
+        replaced by the job context)."""
+        return PayloadError(
+            f"payload key {CTX_PARAM!r} is reserved: task {self.name!r} takes {CTX_PARAM} (the "
+            "job context the worker passes); rename that key"
+        )
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> int:
         """Enqueue a job with these keyword arguments; returns its id."""

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
+from .core import validate
 from .queue import Queue
 from .worker.loop import Worker, WorkerSummary
 
@@ -29,12 +30,13 @@ __all__ = ["FrozenClock", "drain", "eager"]
 
 
 class FrozenClock:
-    """A clock for ``Queue(clock=…)`` that moves only when told to."""
+    """A clock for ``Queue(clock=…)`` that moves only when told to. ``start``: unix seconds
+    or an aware datetime (a naive one raises ``ConfigurationError``, as ``run_at`` does)."""
 
     def __init__(self, start: float | datetime | None = None) -> None:
-        if isinstance(start, datetime):
-            start = start.timestamp()
-        self.now = time.time() if start is None else float(start)
+        # The rule run_at follows: an aware datetime or unix seconds; a naive datetime is
+        # refused rather than read as this machine's local time.
+        self.now = time.time() if start is None else validate.epoch(start, "FrozenClock start")
 
     def __call__(self) -> float:
         return self.now

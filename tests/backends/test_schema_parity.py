@@ -21,7 +21,7 @@ FAMILY = {
     "TEXT": {"text", "jsonb"},
 }
 TIMESTAMPS = re.compile(r"^(ts|hour|minute|.*_at)$")
-JSON_COLUMNS = {"payload", "result", "detail", "wait_hist", "run_hist", "headers"}
+JSON_COLUMNS = {"payload", "result", "detail", "wait_hist", "run_hist", "headers", "options"}
 
 
 def sqlite_schema(path: str) -> dict[str, Any]:

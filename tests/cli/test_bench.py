@@ -31,12 +31,14 @@ BASELINES = {
     "enqueue": "insert",
     "enqueue_many": "bulk_insert",
     "process_1": "process",
-    "process_p": "process",
+    "process_p": "process_p",  # like with like: raw processing by as many processes
 }
 
 
-def bench(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "ERRANDS_DB"}
+def bench(
+    tmp_path: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = {**{k: v for k, v in os.environ.items() if k != "ERRANDS_DB"}, **(env or {})}
     return subprocess.run(
         [sys.executable, "-W", "error", "-m", "errands", "bench", *args],
         cwd=tmp_path,
@@ -63,6 +65,8 @@ def test_bench_json_reports_every_phase_and_completes_every_job(
         tmp_path,
         *("--jobs", str(JOBS), "--rounds", str(ROUNDS), "--idle-seconds", str(IDLE_SECONDS)),
         *("--json", *where),
+        # ignored, as --help says: the bench's workers must not check it against its app
+        env={"ERRANDS_DB": str(tmp_path / "the-users-own.db")},
     )
     assert r.returncode == 0, r.stderr
     result = json.loads(r.stdout)
@@ -74,13 +78,14 @@ def test_bench_json_reports_every_phase_and_completes_every_job(
     assert result["jobs"] == JOBS and result["processes"] == 2
     assert result["rounds"] == ROUNDS
     assert result["durability"] == "full"
-    for phase in ("insert", "bulk_insert", "process"):
+    for phase in ("insert", "bulk_insert", "process", "process_p"):
         assert_best_of_rounds(result["raw"][phase])
     for phase in ("enqueue", "enqueue_many", "process_1", "process_p"):
         assert_best_of_rounds(result["errands"][phase])
     assert result["errands"]["process_1"]["completed"] == JOBS
     assert result["errands"]["process_p"]["completed"] == JOBS
     assert_ratios_are_paired(result)
+    assert_scaling_is_paired(result)
 
     pickup = result["pickup"]
     assert pickup["completed"] == pickup["samples"] == 200
@@ -118,6 +123,17 @@ def assert_ratios_are_paired(result: dict[str, Any]) -> None:
         assert result["ratios_best"][phase] == round(best, 3), phase
 
 
+def assert_scaling_is_paired(result: dict[str, Any]) -> None:
+    """``scaling``: P processes / 1, errands and raw, each the median of in-round pairs."""
+    raw, ours = result["raw"], result["errands"]
+    for side, figures, p, one in (
+        ("errands", ours, "process_p", "process_1"),
+        ("raw", raw, "process_p", "process"),
+    ):
+        pairs = [a / b for a, b in zip(figures[p]["rounds"], figures[one]["rounds"], strict=True)]
+        assert result["scaling"][side] == round(statistics.median(pairs), 3), side
+
+
 def bench_script() -> ModuleType:
     spec = importlib.util.spec_from_file_location("bench_script", ROOT / "scripts" / "bench.py")
     assert spec is not None and spec.loader is not None
@@ -146,6 +162,7 @@ def canned_result() -> dict[str, Any]:
             "insert": phase(5000.0, 2500.0, 4000.0),
             "bulk_insert": phase(300000.0, 250000.0, 200000.0),
             "process": phase(40000.0, 20000.0, 30000.0),
+            "process_p": phase(36000.0, 18000.0, 30000.0),
         },
         "errands": {
             "enqueue": phase(3500.0, 2000.0, 2400.0),
@@ -154,7 +171,8 @@ def canned_result() -> dict[str, Any]:
             "process_p": phase(28000.0, 15000.0, 24000.0, completed=3000),
         },
         "ratios": {"enqueue": 0.7, "enqueue_many": 0.25, "process_1": 0.8, "process_p": 0.75},
-        "ratios_best": {"enqueue": 0.7, "enqueue_many": 0.25, "process_1": 0.75, "process_p": 0.7},
+        "ratios_best": {"enqueue": 0.7, "enqueue_many": 0.25, "process_1": 0.75, "process_p": 0.78},
+        "scaling": {"errands": 0.9, "raw": 0.9},
         "pickup": {
             "samples": 200,
             "completed": 200,
@@ -179,6 +197,10 @@ def test_the_benchmarks_record_shows_the_rounds_and_how_the_ratio_is_taken() -> 
         "2,500-5,000 | **0.70x** | 0.70x |"
     ]
     assert "2,000-3,500" in text and "15,000-28,000" in text
+    # the P-process row is divided by raw processing by as many processes, not by one
+    (row,) = [line for line in text.splitlines() if line.startswith("| processing, 2 ")]
+    assert "by 2 processes | 28,000 | 15,000-28,000 | 36,000 | 18,000-36,000 |" in row
+    assert "Scaling, 2 processes / 1 (median of paired rounds): errands 0.90x, raw 0.90x" in text
 
 
 def test_bench_refuses_a_db_that_is_not_postgresql(tmp_path: Path) -> None:
@@ -212,4 +234,10 @@ def test_the_report_shows_best_spread_and_median_ratio_within_100_columns(
     # best errands jobs/s, its rounds' spread, best raw jobs/s, its spread, the median ratio
     figures = row.removeprefix("enqueue one by one").split()
     assert figures == ["3,500", "2,000-3,500", "5,000", "2,500-5,000", "0.70x"]
-    assert "the best of 3 rounds" in out and "median over rounds" in out
+    flat = " ".join(out.split())
+    assert "the best of 3 rounds" in flat and "median over rounds" in flat
+    # the P-process row compares like with like: raw processing by as many processes
+    row = next(line for line in out.splitlines() if line.startswith("process, 2 worker"))
+    assert row.split()[-4:] == ["15,000-28,000", "36,000", "18,000-36,000", "0.75x"]
+    assert "RATIO: errands / raw doing the same work with as many processes" in flat
+    assert "SCALING, 2 processes / 1: errands 0.90x, raw 0.90x" in flat

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+import errands
 from errands import Job
 from errands.core.states import State
 
@@ -263,6 +264,7 @@ def test_worker_app_errors(tmp_path: Path) -> None:
     assert_one_line_error(run(tmp_path, "worker", "--app", "one:add"), 1, "not an errands.Queue")
     r = run(tmp_path, "worker", "--app", "broken")
     assert r.returncode == 1 and "bad config in my app" in r.stderr
+    errands.Queue(str(tmp_path / "other.db")).close()  # a missing one is refused before
     r = run(tmp_path, "worker", "--app", "one", "--burst", "--db", str(tmp_path / "other.db"))
     assert_one_line_error(r, 2, "differs")
     assert run(tmp_path, "worker", "--app", "one:", "--burst").returncode == 2

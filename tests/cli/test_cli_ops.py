@@ -14,7 +14,7 @@ import pytest
 
 import errands
 from errands.cli import main
-from errands.cli.ops import duration
+from errands.cli.common import duration
 from ops_helpers import DAY, Clock, enqueue, register_worker, run_job
 from support import get_job
 

@@ -14,6 +14,7 @@ import pytest
 
 import errands
 from errands.testing import FrozenClock, drain, eager
+from errands.worker import Worker
 from support import get_job
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,6 +35,24 @@ def test_frozen_clock_starts_at_a_datetime() -> None:
     start = datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)
     assert FrozenClock(start).now == start.timestamp()
     assert FrozenClock(start).datetime() == start
+
+
+def test_frozen_clock_refuses_a_naive_datetime_as_run_at_does(
+    make_queue: Callable[..., errands.Queue],
+) -> None:
+    naive = datetime(2030, 1, 2, 3, 4, 5)
+    with pytest.raises(errands.ConfigurationError, match="naive datetime") as clock_error:
+        FrozenClock(naive)
+    q = make_queue()
+
+    @q.task
+    def later() -> None:
+        pass
+
+    with pytest.raises(errands.ConfigurationError, match="naive datetime") as run_at_error:
+        q.enqueue("later", {}, run_at=naive)
+    # One rule, one message: only the argument's name differs.
+    assert str(clock_error.value).replace("FrozenClock start", "run_at") == str(run_at_error.value)
 
 
 @pytest.fixture
@@ -78,6 +97,41 @@ def test_drain_runs_what_is_due_and_waits_for_the_clock(
     clock.advance(3600)
     drain(tq)
     assert get_job(tq, later_id).attempts == 1
+
+
+def steps_of(monkeypatch: pytest.MonkeyPatch) -> list[float | None]:
+    """What each step of every worker returns from now on: a number is a wait the loop
+    sleeps (cut short only by a wake-up), None the end of a burst."""
+    seen: list[float | None] = []
+    step = Worker.tick
+
+    def counted(self: Worker, now: float) -> float | None:
+        seen.append(step(self, now))
+        return seen[-1]
+
+    monkeypatch.setattr(Worker, "tick", counted)
+    return seen
+
+
+def test_drain_with_a_schedule_never_sleeps_out_its_timer(
+    tq: errands.Queue, clock: FrozenClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The scheduler runs every second: a burst that looked again after each of its passes
+    # kept stepping until a claim fell between two passes (15 s per drain on PostgreSQL).
+    @tq.periodic(every=60)
+    def minutely() -> str:
+        return "tick"
+
+    steps = steps_of(monkeypatch)
+    assert drain(tq).claimed == 0
+    assert steps == [None]  # one step, no wait: nothing was due
+    steps.clear()
+    clock.advance(60)  # the schedule's tick falls due: the same step enqueues and claims it
+    summary = drain(tq)
+    assert summary.succeeded == 1 and tq.jobs(type="minutely")[0].result == "tick"
+    assert steps[0] is not None and steps[-1] is None  # waited for the handler, then done
+    steps.clear()
+    assert drain(tq).claimed == 0 and steps == [None]
 
 
 def test_drain_limits_itself_to_the_queues_given(tq: errands.Queue) -> None:

@@ -110,7 +110,7 @@ def test_docs_describe_leadership_per_service_as_the_code_elects(db_url: str) ->
         for name in names:
             assert q.backend.try_lead(name, "w1", 30, q.clock())
         # one lease per service: another worker can hold a different one
-        assert names == {"rescue", "periodic", "prune"}
+        assert names == {"rescue", "periodic", "prune", "wal"}
 
 
 # -- runtime.md: its figures are dated measurements with the command that prints them ---------
@@ -139,3 +139,24 @@ def test_readme_lists_the_worker_log_options_the_cli_has(tmp_path: Path) -> None
     for option in ("--quiet", "--verbose", "--log-format"):
         assert option in help_text and option in README
     assert "--log-format json" in README and "{text,json}" in help_text
+
+
+# -- operations.md: the dashboard serves /metrics, as the docs now say ------------------------
+
+
+def test_the_dashboard_serves_the_metrics_operations_md_describes(q: errands.Queue) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+    from starlette.testclient import TestClient
+
+    from errands.metrics import render_metrics
+    from errands.web import create_app
+
+    text = flat(DOCS["operations.md"])
+    assert "is not built yet" not in text
+    assert "The dashboard serves it at `/metrics`" in text
+    enqueue(q, "t", at=T0)
+    served = TestClient(create_app(q)).get("/metrics")
+    assert served.status_code == 200
+    names = {f.name for f in text_string_to_metric_families(served.text)}
+    assert names == {f.name for f in text_string_to_metric_families(render_metrics(q).decode())}
+    assert "errands_jobs_in_state" in names

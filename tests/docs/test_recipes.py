@@ -111,9 +111,7 @@ DJANGO_ORDERS = """
     import json
     import django
     django.setup()
-    from django.core.management import call_command
     from django.db import transaction
-    call_command("migrate", run_syncdb=True, verbosity=0)
     from shop.jobs import q
     from shop.models import Order
     from shop.services import place_order
@@ -138,9 +136,28 @@ DJANGO_CHECK = """
 """
 
 
+def django_commands() -> list[list[str]]:
+    """The recipe's `$ python -m django …` lines, as written (comments dropped)."""
+    section = DOC.read_text().split("## Django", 1)[1].split("\n## ", 1)[0]
+    lines = re.findall(r"^\$ (python -m django .*)$", section, re.M)
+    return [shlex.split(line, comments=True) for line in lines]
+
+
 def _django(tmp: Path, env: dict[str, str]) -> None:
     pytest.importorskip("django")
     write(tmp, *DJANGO_FILES)
+    commands = django_commands()
+    assert [c[3] for c in commands] == ["makemigrations", "migrate"]
+    for command in commands:  # the setup the recipe tells, run as written
+        r = subprocess.run(
+            [sys.executable, *command[1:]],
+            cwd=tmp,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+        )
+        assert r.returncode == 0, (command, r.stdout, r.stderr)
     env = {**env, "DJANGO_SETTINGS_MODULE": "mysite.settings"}
     out = python(tmp, DJANGO_ORDERS, env)
     assert out["orders"] == 1
@@ -190,9 +207,13 @@ def test_fastapi_enqueues_in_a_request_with_a_lifespan_queue(tmp_path: Path) -> 
     pytest.importorskip("fastapi")
     write(tmp_path, "tasks.py", "api.py")
     env = env_for(tmp_path, ERRANDS_DB="app.db")
+    # The worker starts first (as the recipe's console shows): it declares the task's queue,
+    # which the web process's enqueue by name then uses.
+    worker = ("worker", "--app", "tasks", "--queues", "emails", "--burst", "--quiet")
+    errands_cli(tmp_path, env, *worker, "--create")
     out = python(tmp_path, FASTAPI_CLIENT, env)
     assert out["url"] == "app.db"
-    errands_cli(tmp_path, env, "worker", "--app", "tasks", "--burst", "--quiet")
+    errands_cli(tmp_path, env, *worker)
     shown = json.loads(errands_cli(tmp_path, env, "show", str(out["job_id"]), "--json").stdout)
     assert shown["job"]["status"] == "succeeded"
     assert shown["job"]["queue"] == "emails"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -263,6 +264,69 @@ def test_cron_in_a_time_zone_across_dst() -> None:
         "0 9 * * *", None, "America/New_York", datetime(2027, 7, 1, tzinfo=UTC).timestamp()
     )
     assert datetime.fromtimestamp(jul, UTC).hour == 13
+
+
+NEW_YORK = ZoneInfo("America/New_York")
+
+
+def _fired_at(q: errands.Queue, clock: Clock, start: datetime, end: datetime) -> list[str]:
+    """Drive the scheduler every 5 minutes from ``start`` to ``end`` (UTC) and return the
+    New York wall times (with their offset) of the jobs it enqueued."""
+    s = scheduler(q)
+    fired = []
+    now = start.timestamp()
+    while now <= end.timestamp():
+        clock.now = now
+        if s.run_once(now).enqueued:
+            fired.append(datetime.fromtimestamp(now, NEW_YORK).isoformat())
+        now += 300
+    return fired
+
+
+def test_a_daily_schedule_runs_once_on_the_fall_back_night(q: errands.Queue, clock: Clock) -> None:
+    # New York falls back on 2027-11-07: 01:00-01:59 is shown twice (EDT, then EST).
+    clock.now = datetime(2027, 11, 7, 3, 50, tzinfo=UTC).timestamp()  # 23:50 EDT
+
+    @q.periodic(cron="30 1 * * *", timezone="America/New_York")
+    def nightly() -> None: ...
+
+    @q.periodic(cron="0 * * * *", timezone="America/New_York")
+    def hourly() -> None: ...
+
+    fired = _fired_at(
+        q, clock, datetime(2027, 11, 7, 4, tzinfo=UTC), datetime(2027, 11, 7, 9, tzinfo=UTC)
+    )
+    assert len(_jobs(q, "nightly")) == 1  # once, at the first 01:30 — not again an hour later
+    assert "2027-11-07T01:30:00-04:00" in fired and "2027-11-07T01:30:00-05:00" not in fired
+    # Hourly runs at both 01:00s: each is a real hour after the last run.
+    assert len(_jobs(q, "hourly")) == 6  # 00:00 EDT, 01:00 EDT, 01:00 EST, 02:00, 03:00, 04:00
+    assert "2027-11-07T01:00:00-05:00" in fired
+    # The next night is back to one 01:30, now in EST.
+    assert _row(q, "nightly").next_run_at == datetime(2027, 11, 8, 6, 30, tzinfo=UTC).timestamp()
+    # Overdue reads the same ticks: its success at the first 01:30 is not missing a second.
+    _succeed(q, "nightly", at=datetime(2027, 11, 7, 5, 31, tzinfo=UTC).timestamp())
+    scheduler(q).run_once(clock.now)  # records the success on the schedule
+    assert overdue_reason(_row(q, "nightly"), clock.now) is None
+
+
+def test_a_daily_schedule_at_a_missing_time_runs_once_at_the_jump(
+    q: errands.Queue, clock: Clock
+) -> None:
+    # New York springs forward on 2027-03-14: 02:00-02:59 does not exist.
+    clock.now = datetime(2027, 3, 14, 4, 50, tzinfo=UTC).timestamp()  # 23:50 EST
+
+    @q.periodic(cron="30 2 * * *", timezone="America/New_York")
+    def nightly() -> None: ...
+
+    @q.periodic(cron="0 * * * *", timezone="America/New_York")
+    def hourly() -> None: ...
+
+    fired = _fired_at(
+        q, clock, datetime(2027, 3, 14, 5, tzinfo=UTC), datetime(2027, 3, 14, 9, tzinfo=UTC)
+    )
+    assert len(_jobs(q, "nightly")) == 1 and "2027-03-14T03:00:00-04:00" in fired
+    # 00:00 EST, 01:00 EST, then 03:00, 04:00, 05:00 EDT: no 02:00 that night.
+    assert len(_jobs(q, "hourly")) == 5
 
 
 def test_scheduled_job_runs_through_a_worker(db_url: str, clock: Clock) -> None:

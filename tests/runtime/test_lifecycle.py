@@ -195,7 +195,12 @@ def test_cancel_running_sync_and_async_jobs(cluster: Cluster, queue: errands.Que
         assert job is not None
         assert (job.error_code, job.attempts) == ("CANCELLED:BY_USER", 1)
         assert [a.status for a in queue.attempts(job_id)] == ["cancelled"]
-        assert event_names(queue, job_id) == ["ENQUEUED", "CLAIMED", "CANCELLED"]
+        assert event_names(queue, job_id) == [
+            "ENQUEUED",
+            "CLAIMED",
+            "CANCEL_REQUESTED",  # who asked (actor "api" here), then the outcome
+            "CANCELLED",
+        ]
     assert (1, "saw_cancel") in phases(cluster.ledger(), 1), "ctx.cancelled let it stop"
     assert (1, "cancelled") in phases(cluster.ledger(), 2), "the async task was cancelled"
     cluster.wait_registered(worker)

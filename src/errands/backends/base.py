@@ -148,6 +148,7 @@ class WorkerInfo:
     queues: Sequence[str] | None
     concurrency: int
     types: Sequence[str] | None = None  # the job types it has handlers for
+    schedules: Sequence[str] | None = None  # the periodic schedules it declares
 
 
 @dataclass(slots=True)
@@ -206,6 +207,31 @@ class PeriodicRow:
     grace_seconds: float | None
     stored_succeeded_at: float | None
     next_run_raw: Any
+    first_enqueued_at: float | None = None  # the first tick that enqueued a job
+
+
+@dataclass(frozen=True, slots=True)
+class TaskTypeRow:
+    """A ``task_types`` row: the options a task type's jobs take when the process enqueuing
+    them has no task of that name (errands.declared)."""
+
+    type: str
+    queue: str
+    priority: int
+    max_attempts: int
+    timeout_seconds: float | None
+    options: dict[str, Any] = field(default_factory=dict)  # room for later options
+    declared_by: str | None = None  # the worker id that declared it last
+    declared_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Graduation:
+    """A SQLite file's mark after ``errands graduate``: where its queue went (password
+    redacted) and when."""
+
+    target: str
+    at: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,6 +337,7 @@ class WorkerVerbs(Protocol):
     ) -> None: ...
     def worker_counters(self) -> dict[str, int]: ...
     def live_workers(self, now: float, alive_seconds: float) -> list[dict[str, Any]]: ...
+    def live_counters(self, now: float, alive_seconds: float) -> list[dict[str, int]]: ...
 
 
 class PeriodicVerbs(Protocol):
@@ -322,6 +349,17 @@ class PeriodicVerbs(Protocol):
         self, row: PeriodicRow, next_run_at: float, job: NewJob | None, now: float
     ) -> tuple[bool, int | None]: ...
     def record_periodic_success(self, name: str, succeeded_at: float) -> None: ...
+    def remove_periodic(self, name: str) -> bool: ...
+
+
+class TaskTypeVerbs(Protocol):
+    """Declared task options and the database's own facts (backends/task_types.py)."""
+
+    def declare_task_types(self, rows: Sequence[TaskTypeRow], now: float) -> None: ...
+    def task_types(self) -> list[TaskTypeRow]: ...
+    def mark_graduated(self, target: str, now: float) -> None: ...
+    def graduation(self) -> Graduation | None: ...
+    def reopen(self) -> bool: ...
 
 
 class RetentionVerbs(Protocol):
@@ -331,7 +369,7 @@ class RetentionVerbs(Protocol):
     def prune_batch(self, state: str, cutoff: float, limit: int) -> int: ...
     def tidy_figures(self, now: float) -> None: ...
     def recount_figures(self, now: float) -> None: ...
-    def checkpoint(self) -> None: ...
+    def checkpoint(self, *, wait: bool = True) -> bool: ...
     def vacuum(self) -> dict[str, int | None]: ...
     def storage(self) -> dict[str, int | None]: ...
 
@@ -403,6 +441,7 @@ class Backend(
     LeaderVerbs,
     WorkerVerbs,
     PeriodicVerbs,
+    TaskTypeVerbs,
     RetentionVerbs,
     StatsVerbs,
     FlowVerbs,

@@ -174,6 +174,11 @@ class SQLHost:
         """Inside the transaction that made these jobs final: tell waiters (PostgreSQL: one
         NOTIFY per transaction; SQLite's listeners see every commit anyway)."""
 
+    def _no_wait(self, conn: Conn, on: bool) -> contextlib.AbstractContextManager[None]:
+        """While ``on``, statements on ``conn`` fail at once instead of waiting for a lock
+        (SQLite: busy timeout 0). Default: nothing to change."""
+        return contextlib.nullcontext()
+
     def _wal_bytes(self) -> int | None:
         """Bytes of write-ahead log waiting for a checkpoint, where the dialect keeps one
         in a file of its own (SQLite); None where it cannot tell (PostgreSQL)."""

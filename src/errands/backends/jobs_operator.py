@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..core.records import Attempt, EventRecord, Job
-from ..core.states import TERMINAL, State
+from ..core.states import TERMINAL, Event, State
 from . import figures
 from .base import CancelReport, JobFilter
 from .host import F_CANCEL, T_RETRY, SQLHost, event_of, event_row, from_json
@@ -84,6 +84,10 @@ class SQLJobOperator(SQLHost):
                         conn.execute(q["insert_event"], event_row(job_id, now, event, actor, None))
                 elif conn.execute(q["request_cancel"], {"job_id": job_id}).fetchone() is not None:
                     report.requested.append(job_id)
+                    # Every request is recorded, a repeated one too: who asked, and when.
+                    if Event.CANCEL_REQUESTED in self._audit:
+                        row = event_row(job_id, now, Event.CANCEL_REQUESTED, actor, None)
+                        conn.execute(q["insert_event"], row)
             if report.cancelled:
                 self._finished(conn, report.cancelled)
                 # Queued → cancelled; no attempt closed here (figures.py).

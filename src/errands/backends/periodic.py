@@ -61,6 +61,7 @@ class SQLPeriodic(SQLHost):
                 grace_seconds=_float(r["grace_seconds"]),
                 stored_succeeded_at=ep(r["stored_succeeded_at"]),
                 next_run_raw=r["next_run_at"],
+                first_enqueued_at=ep(r["first_enqueued_at"]),
             )
             for r in self._fetch("list_periodic")
         ]
@@ -85,6 +86,11 @@ class SQLPeriodic(SQLHost):
                 return True, None
             (job_id,) = self._insert(conn, [job], now, "system")
             return True, job_id
+
+    def remove_periodic(self, name: str) -> bool:
+        """Delete a schedule's row; False if there was none."""
+        with self._write("remove_periodic") as conn:
+            return conn.execute(self.q["remove_periodic"], {"name": name}).fetchone() is not None
 
     def record_periodic_success(self, name: str, succeeded_at: float) -> None:
         with self._write("periodic_success") as conn:

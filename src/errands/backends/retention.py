@@ -3,7 +3,8 @@ storage upkeep.
 
 Queries: ``ops.sql``. Dialect differences are queries and hooks, not branches: SQLite's
 ``wal_checkpoint`` is ``PRAGMA wal_checkpoint(TRUNCATE)``, PostgreSQL's a no-op ``SELECT``;
-the WAL file's size is the ``_wal_bytes`` hook (SQLite only).
+the WAL file's size is the ``_wal_bytes`` hook (SQLite only), and ``_no_wait`` lets a
+checkpoint give up at once rather than wait out the busy timeout (SQLite only).
 """
 
 from __future__ import annotations
@@ -62,10 +63,15 @@ class SQLRetention(SQLHost):
         with self._write("recount") as conn:
             figures.recount(conn, self.q, since)
 
-    def checkpoint(self) -> None:
-        """Dialect hook as a query: SQLite truncates its WAL; PostgreSQL does nothing."""
-        with self._read() as conn:
-            conn.execute(self.q["wal_checkpoint"], {}).fetchall()
+    def checkpoint(self, *, wait: bool = True) -> bool:
+        """Dialect hook as a query: SQLite folds its WAL back and truncates it; PostgreSQL
+        does nothing. True when that completed; False when a connection still needs the
+        WAL (a read transaction open on an older snapshot, or a writer) — with
+        ``wait=False`` that is answered at once instead of after the busy timeout, so a
+        worker's control loop can try it on a timer."""
+        with self._read() as conn, self._no_wait(conn, not wait):
+            (row,) = self._dicts(conn.execute(self.q["wal_checkpoint"], {}))
+        return not row["busy"]
 
     def vacuum(self) -> dict[str, int | None]:
         """Rebuild the database to give free pages back (locks it: run off-peak)."""

@@ -23,6 +23,7 @@ from .periodic import SQLPeriodic
 from .retention import SQLRetention
 from .schema import SQLSchema
 from .stats import SQLStats
+from .task_types import SQLTaskTypes
 from .workers import SQLWorkers
 
 
@@ -33,6 +34,7 @@ class SQLBackend(
     SQLLeader,
     SQLWorkers,
     SQLPeriodic,
+    SQLTaskTypes,
     SQLRetention,
     SQLStats,
     SQLFlow,

@@ -28,6 +28,7 @@ from ..errors import (
 )
 from . import forks, sql, sqlite_wakeup
 from .base import ClaimedJob, ClaimRequest, NewJob, Outcome, RescueReport
+from .host import Conn
 from .sqlbase import SQLBackend
 
 MIN_SQLITE = (3, 35, 0)  # RETURNING
@@ -429,6 +430,17 @@ class SQLiteBackend(SQLBackend):
 
     def _epoch(self, value: Any) -> float | None:
         return None if value is None else float(value)
+
+    @contextlib.contextmanager
+    def _no_wait(self, conn: Conn, on: bool) -> Iterator[None]:
+        if not on:
+            yield
+            return
+        conn.execute("PRAGMA busy_timeout = 0")
+        try:
+            yield
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {int(self.settings.busy_timeout * 1000)}")
 
     def _wal_bytes(self) -> int | None:
         try:

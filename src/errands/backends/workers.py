@@ -1,7 +1,7 @@
 """The workers noun: the registry of worker processes (``workers`` table).
 
 Queries: ``jobs.sql`` (``upsert_worker``, ``worker_seen``, ``worker_stopped``,
-``worker_counters``) and ``ops.sql`` (``workers_seen_since``).
+``worker_counters``) and ``ops.sql`` (``workers_seen_since``, ``live_worker_counters``).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ class SQLWorkers(SQLHost):
             "pid": info.pid,
             "queues": None if info.queues is None else ",".join(info.queues),
             "types": None if info.types is None else ",".join(info.types),
+            "schedules": None if info.schedules is None else ",".join(info.schedules),
             "concurrency": info.concurrency,
             "now": now,
         }
@@ -52,6 +53,12 @@ class SQLWorkers(SQLHost):
                 totals[key] = totals.get(key, 0) + int(value)
         return totals
 
+    def live_counters(self, now: float, alive_seconds: float) -> list[dict[str, int]]:
+        """The counters of each live worker (not summed: some are states, such as how many
+        WAL truncations in a row were blocked)."""
+        rows = self._fetch("live_worker_counters", {"alive_since": now - alive_seconds})
+        return [{k: int(v) for k, v in json.loads(r["counters"]).items()} for r in rows]
+
     def live_workers(self, now: float, alive_seconds: float) -> list[dict[str, Any]]:
         ep = self._epoch
         rows = self._fetch("workers_seen_since", {"alive_since": now - alive_seconds})
@@ -62,6 +69,7 @@ class SQLWorkers(SQLHost):
                 "pid": r["pid"],
                 "queues": _names(r["queues"]),
                 "types": _names(r["types"]),
+                "schedules": _names(r["schedules"]),
                 "concurrency": r["concurrency"],
                 "started_at": iso(ep(r["started_at"])),
                 "last_seen_at": iso(ep(r["last_seen_at"])),

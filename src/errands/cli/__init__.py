@@ -19,11 +19,10 @@ from .. import __version__
 from ..backends import scrub
 from ..errors import ErrandsError
 from . import dashboard, flow, graduate, jobs, ops, output, worker
-from .common import UsageError, add_db, add_json
+from .common import UsageError, add_db, add_json, duration
 from .jobs import int_between, positive_int
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-DEMO_DB = "errands-demo.db"
 MAX_BENCH_ROUNDS = 100  # a bound that catches a typo before hours of benching
 
 
@@ -110,14 +109,15 @@ def _register_tools(sub: Any) -> None:
         help="measure errands against the bare database on this machine",
         description="Each phase on a fresh database (temporary SQLite files, or fresh schemas in "
         "the PostgreSQL database of --db, dropped afterwards): raw driver baselines (single "
-        "insert, bulk insert, batched processing with audit rows), enqueue one by one and "
-        "enqueue_many, processing with 1 and P real `errands worker` processes, pickup latency "
-        "from a producer process to an idle worker process, and that worker's idle CPU; each "
-        "errands figure also as a ratio to its baseline. The throughput phases run in --rounds "
-        "rounds, each errands phase right after its own raw baseline, because a shared host is "
-        "noisy: a pair sees the same moment of the host, and the ratio reported is the median "
-        "over rounds of those paired ratios (jobs/s: the best round, and the spread of the "
-        "rounds). Progress goes to stderr.",
+        "insert, bulk insert, batched processing with audit rows by 1 and by P processes), "
+        "enqueue one by one and enqueue_many, processing with 1 and P real `errands worker` "
+        "processes, pickup latency from a producer process to an idle worker process, and that "
+        "worker's idle CPU; each errands figure also as a ratio to the raw baseline doing the "
+        "same work with as many processes, and P processes / 1 (scaling) for both. The "
+        "throughput phases run in --rounds rounds, each errands phase right after its own raw "
+        "baseline, because a shared host is noisy: a pair sees the same moment of the host, "
+        "and each ratio reported is the median over rounds of those paired ratios (jobs/s: "
+        "the best round, and the spread of the rounds). Progress goes to stderr.",
     )
     p.add_argument(
         "--db",
@@ -170,10 +170,10 @@ def _register_tools(sub: Any) -> None:
     )
     p.add_argument(
         "--idle-seconds",
-        type=float,
+        type=duration,
         default=5.0,
-        metavar="S",
-        help="how long the idle worker's CPU is measured (default 5)",
+        metavar="DURATION",
+        help="how long the idle worker's CPU is measured (default 5s)",
     )
     p.add_argument(
         "--dir",
@@ -191,7 +191,7 @@ def _register_tools(sub: Any) -> None:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from .demo import run_demo
+    from .demo import DEMO_DB, run_demo
 
     # Only an explicit --db: $ERRANDS_DB may name the user's real database, which the demo
     # would replace.

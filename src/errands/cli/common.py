@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sqlite3
 
 from ..backends import redact
+from ..core import validate
 from ..errors import ErrandsError
 from ..queue import DEFAULT_DB, ENV_DB, Queue
 
@@ -44,6 +46,26 @@ def db_source(args: argparse.Namespace) -> str:
     return f"${ENV_DB}" if os.environ.get(ENV_DB) else f"the default, {DEFAULT_DB}"
 
 
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+
+
+def duration(text: str) -> float:
+    """``90``, ``1.5``, ``90s``, ``30m``, ``1h``, ``7d``, ``2w`` → seconds: the one argparse type
+    of every CLI duration flag (``--delay``, ``--window``, ``--since``, ``--max-wait``…), so
+    what the README says of durations holds for each of them."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*", text)
+    if not match:
+        raise argparse.ArgumentTypeError(
+            f"{text!r:.40} is not a duration; use seconds or a number with s/m/h/d/w, e.g. 30m"
+        )
+    value = float(match.group(1)) * _UNITS[match.group(2) or "s"]
+    if not value <= validate.MAX_DURATION:  # '9' * 400 is a float infinity
+        raise argparse.ArgumentTypeError(
+            f"{text:.40} is longer than {validate.MAX_DURATION:.0f} seconds (1000 years)"
+        )
+    return value
+
+
 def is_sqlite(url: str) -> bool:
     return "://" not in url or url.startswith("sqlite://")
 
@@ -62,9 +84,20 @@ def _schema_version(path: str) -> int:
         conn.close()
 
 
-def sqlite_problem(url: str, where: str, *, create: bool) -> str | None:
+def sqlite_problem(
+    url: str,
+    where: str,
+    *,
+    create: bool,
+    need_tables: bool = True,
+    create_with: str = "create it by starting your application (errands.Queue(PATH) creates "
+    "and migrates it) or with `errands enqueue --create`",
+) -> str | None:
     """Why ``url`` (a SQLite path or URL) cannot be opened as an errands queue by a CLI
-    command, or None when it can. ``create``: a missing file may be created."""
+    command, or None when it can. ``create``: a missing file may be created.
+    ``need_tables=False`` (the worker, whose app's Queue migrates its own file): an existing
+    SQLite database without errands' tables yet is fine; only a new file is refused.
+    ``create_with``: how to create it deliberately, said when it is missing."""
     from ..backends.sqlite import path_from_url
 
     path = path_from_url(url)
@@ -75,17 +108,8 @@ def sqlite_problem(url: str, where: str, *, create: bool) -> str | None:
     if not os.path.exists(path):
         if create:
             return None
-        absolute = "/" + path
-        if url.startswith("sqlite:///") and not path.startswith("/") and os.path.exists(absolute):
-            return (
-                f"no queue database at {shown}: sqlite:///{shown} is a path relative to the "
-                f"current directory (three slashes); for the absolute path {absolute} write "
-                f"sqlite:///{absolute} (four slashes)"
-            )
-        return (
-            f"no queue database at {shown} (from {where}); create it by starting your application "
-            "(errands.Queue(PATH) creates and migrates it) or with `errands enqueue --create`, "
-            f"or {hint}"
+        return slashes_hint(url, path) or (
+            f"no queue database at {shown} (from {where}); {create_with}, or {hint}"
         )
     try:
         with open(path, "rb") as f:
@@ -101,7 +125,7 @@ def sqlite_problem(url: str, where: str, *, create: bool) -> str | None:
         )
     if head != SQLITE_MAGIC:
         return f"{shown} (from {where}) is not an SQLite database; {hint}"
-    if create:
+    if create or not need_tables:
         return None
     try:
         version = _schema_version(path)
@@ -115,6 +139,31 @@ def sqlite_problem(url: str, where: str, *, create: bool) -> str | None:
         return (
             f"{shown} (from {where}) is an SQLite database without an errands queue in it; "
             f"{hint}, or start your application once so its Queue creates the tables"
+        )
+    return None
+
+
+def slashes_hint(url: str, path: str) -> str | None:
+    """For a missing ``path`` read from a ``sqlite://`` URL: the URL meant, when the slashes
+    say relative and the absolute file exists, or say absolute and the relative one exists."""
+    if not url.startswith("sqlite:///"):
+        return None
+    shown = redact(path)
+    if not path.startswith("/"):
+        absolute = "/" + path
+        if os.path.exists(absolute):
+            return (
+                f"no queue database at {shown}: sqlite:///{shown} is a path relative to the "
+                f"current directory (three slashes); for the absolute path {absolute} write "
+                f"sqlite:///{absolute} (four slashes)"
+            )
+        return None
+    relative = path.lstrip("/")
+    if relative and os.path.exists(relative):
+        return (
+            f"no queue database at {shown}: sqlite:///{shown} is the absolute path {shown} "
+            f"(four slashes); for {relative} in the current directory ({os.getcwd()}) write "
+            f"sqlite:///{relative} (three slashes)"
         )
     return None
 

@@ -1,5 +1,10 @@
 """``errands demo``: a self-contained tour on a fresh SQLite file — no server needed.
 
+The demo's tasks also run outside the demo, as the commands it prints suggest: this module's
+``queue`` attribute (``errands worker --app errands.cli.demo:queue``, the module named by
+``__name__``) is the demo's Queue, with the same tasks, built on ``$ERRANDS_DB``, else the
+default demo file, when first read.
+
 Sample tasks cover what a newcomer wants to see: fast jobs, flaky jobs that succeed on retry,
 one that always fails with its own error code, an ``async def`` task, jobs scheduled a few
 seconds ahead, and one cancelled before it ran. Backoffs are short (``fixed(0.2)``) so the
@@ -22,7 +27,7 @@ from ..context import JobContext
 from ..core.backoff import fixed
 from ..core.states import State
 from ..errors import ConfigurationError, JobError
-from ..queue import Queue
+from ..queue import ENV_DB, Queue
 from ..worker.loop import Worker
 from . import output
 
@@ -36,6 +41,7 @@ DEMO_TYPES = frozenset(
         "inventory_report",
     }
 )
+DEMO_DB = "errands-demo.db"
 # Scheduled jobs are due within 3 s; past this something is wrong, so stop and say so.
 MAX_SECONDS = 30.0
 
@@ -66,7 +72,25 @@ def prepare(path: str) -> None:
             pass
 
 
-def build_queue(path: str) -> Queue:
+def __getattr__(name: str) -> Queue:
+    """``queue``: the demo's Queue for ``errands worker --app errands.cli.demo:queue``, built on
+    first read (importing the module opens nothing) from ``$ERRANDS_DB``, else the demo file.
+    It has the demo's tasks but not its periodic schedule, which the demo retired: a worker
+    started later runs a retried job without bringing the schedule back."""
+    if name != "queue":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    path = os.environ.get(ENV_DB) or DEMO_DB
+    if "://" not in path and not os.path.exists(path):
+        raise ConfigurationError(
+            f"no demo database at {path}; run `errands demo` first, or set ${ENV_DB} to the "
+            "file it made"
+        )
+    queue = build_queue(path, periodic=False)
+    globals()["queue"] = queue  # one Queue per process, however often it is read
+    return queue
+
+
+def build_queue(path: str, *, periodic: bool = True) -> Queue:
     # durability="normal": a demo file need not survive power loss, and it is faster.
     q = Queue(path, durability="normal", poll_interval=0.1)
     quick = fixed(0.2)
@@ -99,12 +123,15 @@ def build_queue(path: str) -> Queue:
     def send_reminder(user_id: int) -> str:
         return f"reminded user {user_id}"
 
-    # Periodic: the elected worker's scheduler enqueues it once per second-tick, exactly once
-    # however many workers run (see `errands periodic`).
-    @q.periodic(every=1.0)
     def inventory_report() -> dict[str, Any]:
         return {"generated_at": round(time.time(), 3)}
 
+    if periodic:
+        # The elected worker's scheduler enqueues it once per second-tick, exactly once however
+        # many workers run (see `errands periodic`).
+        q.periodic(every=1.0)(inventory_report)
+    else:
+        q.task(inventory_report)  # its past runs can still be retried
     return q
 
 
@@ -252,6 +279,12 @@ def summarize(q: Queue, path: str, out: TextIO) -> None:
     print(f"  {cmd} check", file=out)
     print(f"  {cmd} jobs --type inventory_report   # the periodic schedule's runs", file=out)
     print(f"  {cmd} retry {failed[0].id if failed else 'ID'}", file=out)
+    # The retried job needs a worker with the demo's tasks: this module's Queue (by __name__,
+    # so the line stays right wherever the module lives).
+    print(
+        f"  {ENV_DB}={path} {cli_name()} worker --app {__name__}:queue --burst   # runs it again",
+        file=out,
+    )
     print(f'  sqlite3 {path} "SELECT status, count(*) FROM jobs GROUP BY status"', file=out)
 
 

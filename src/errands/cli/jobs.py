@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from collections.abc import Callable
 from typing import Any
 
 from ..core import validate
 from ..core.states import State
-from ..errors import ConfigurationError, InvalidTransitionError, JobNotFoundError
+from ..errors import ConfigurationError, ErrandsError, InvalidTransitionError, JobNotFoundError
 from ..tasks import DEFAULT_MAX_ATTEMPTS
 from . import output
-from .common import UsageError, add_db, add_json, open_queue
+from .common import UsageError, add_db, add_json, duration, open_queue
 
 STATES = [s.value for s in State]
 ACTOR = "cli"
@@ -35,20 +34,22 @@ def int_between(lo: int, hi: int) -> Callable[[str], int]:
     return parse
 
 
+def filter_of(what: str) -> Callable[[str], str]:
+    """An argparse type for ``--type``/``--queue``/``--error-code``: the filters' one rule
+    (``validate.filter_text``), so bytes that are not UTF-8 are bad usage (exit 2)."""
+
+    def parse(text: str) -> str:
+        try:
+            return validate.filter_text(text, what) or text
+        except ErrandsError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    parse.__name__ = f"{what} filter"
+    return parse
+
+
 positive_int = int_between(1, validate.INT64_MAX)
 job_id = int_between(1, validate.INT64_MAX)
-
-
-def seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r:.40} is not a number of seconds") from None
-    if not (math.isfinite(value) and 0 <= value <= validate.MAX_DURATION):
-        raise argparse.ArgumentTypeError(
-            f"must be between 0 and {validate.MAX_DURATION:.0f} seconds, got {text:.40}"
-        )
-    return value
 
 
 def register(sub: Any) -> None:
@@ -63,7 +64,10 @@ def register(sub: Any) -> None:
         "--payload", metavar="JSON", help='keyword arguments as a JSON object: \'{"to": "a@b.c"}\''
     )
     p.add_argument(
-        "--delay", type=seconds, metavar="S", help="run no sooner than S seconds from now"
+        "--delay",
+        type=duration,
+        metavar="DURATION",
+        help="run no sooner than this from now: seconds or a number with s/m/h/d/w, e.g. 30m",
     )
     p.add_argument(
         "--priority",
@@ -97,9 +101,14 @@ def register(sub: Any) -> None:
         description="List jobs, newest first. --json prints every jobs column of each job.",
     )
     p.add_argument("--status", choices=STATES, help="only jobs in this state")
-    p.add_argument("--type", metavar="T", help="only jobs of this task type")
-    p.add_argument("--queue", metavar="Q", help="only jobs in this queue")
-    p.add_argument("--error-code", metavar="C", help="only jobs whose last error code is C")
+    p.add_argument("--type", type=filter_of("type"), metavar="T", help="only jobs of this type")
+    p.add_argument("--queue", type=filter_of("queue"), metavar="Q", help="only jobs in this queue")
+    p.add_argument(
+        "--error-code",
+        type=filter_of("error_code"),
+        metavar="C",
+        help="only jobs whose last error code is C",
+    )
     p.add_argument(
         "--limit", type=positive_int, default=100, metavar="N", help="at most N jobs (default 100)"
     )

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 import time
 from collections.abc import Callable
@@ -20,31 +19,15 @@ from ..backends import scrub
 from ..backends.base import PruneProgress
 from ..client import bulk
 from ..client import reports as stats
-from ..client.reports import describe
+from ..client.reports import describe_all
 from ..core import validate
 from ..errors import ErrandsError
 from ..queue import MAX_BATCH, Queue
 from . import jobs
-from .common import add_db, open_queue
+from .common import add_db, duration, open_queue
 
 OK, ACT, USAGE = 0, 1, 2
 TOP = jobs.int_between(1, validate.INT32_MAX)
-_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
-
-
-def duration(text: str) -> float:
-    """``90``, ``90s``, ``30m``, ``24h``, ``7d`` → seconds (argparse type)."""
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*", text)
-    if not match:
-        raise argparse.ArgumentTypeError(
-            f"{text!r:.40} is not a duration; use seconds or a number with s/m/h/d/w, e.g. 24h"
-        )
-    value = float(match.group(1)) * _UNITS[match.group(2) or "s"]
-    if not value <= validate.MAX_DURATION:  # '9' * 400 is a float infinity
-        raise argparse.ArgumentTypeError(
-            f"{text:.40} is longer than {validate.MAX_DURATION:.0f} seconds (1000 years)"
-        )
-    return value
 
 
 def fraction(text: str) -> float:
@@ -101,9 +84,9 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("ids", nargs="*", type=jobs.job_id, help="job ids (or use --status)")
     p.add_argument("--status", choices=sorted(bulk.RETRYABLE))
-    p.add_argument("--type")
-    p.add_argument("--queue")
-    p.add_argument("--error-code")
+    p.add_argument("--type", type=jobs.filter_of("type"))
+    p.add_argument("--queue", type=jobs.filter_of("queue"))
+    p.add_argument("--error-code", type=jobs.filter_of("error_code"))
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
 
     p = _add(
@@ -111,9 +94,9 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("ids", nargs="*", type=jobs.job_id, help="job ids (or use --status)")
     p.add_argument("--status", choices=sorted(bulk.CANCELLABLE))
-    p.add_argument("--type")
-    p.add_argument("--queue")
-    p.add_argument("--error-code")
+    p.add_argument("--type", type=jobs.filter_of("type"))
+    p.add_argument("--queue", type=jobs.filter_of("queue"))
+    p.add_argument("--error-code", type=jobs.filter_of("error_code"))
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
 
     p = _add(subparsers, "prune", "delete finished jobs past retention (rolled up first)", _prune)
@@ -129,8 +112,14 @@ def register(subparsers: Any) -> None:
     _add(subparsers, "vacuum", "shrink the database file (locks it: run off-peak)", _vacuum)
 
     p = _add(
-        subparsers, "periodic", "periodic schedules: next run, last success, overdue", _periodic
+        subparsers,
+        "periodic",
+        "periodic schedules: next run, last success, overdue, retired; "
+        "`errands periodic remove NAME` deletes a retired one",
+        _periodic,
     )
+    p.add_argument("action", nargs="?", choices=["remove"], help="remove NAME")
+    p.add_argument("name", nargs="?", help="the schedule to remove")
     p.add_argument("--json", action="store_true")
 
     p = _add(subparsers, "check", "health probe: exit 1 with one line per problem", _check)
@@ -243,6 +232,10 @@ def render_stats(st: dict[str, Any], url: str) -> str:
         )
     for o in st["periodic_overdue"]:
         lines.append(f"OVERDUE   periodic {o['name']}: {o['reason']}")
+    for o in st.get("periodic_retired", ()):
+        lines.append(f"retired   periodic {o['name']}: no live worker declares it")
+    if st["wal"]["warning"]:
+        lines.append(f"WAL       {st['wal']['warning']}")
     workers = st["workers"]
     lines.append(f"workers   {len(workers)} live")
     for w in workers[:10]:
@@ -373,9 +366,12 @@ def _vacuum(args: argparse.Namespace) -> int:
 
 
 def _periodic(args: argparse.Namespace) -> int:
+    if args.action == "remove" or args.name is not None:
+        return _periodic_remove(args)
     with _open(args) as q:
         now = q.clock()
-        rows = [describe(r, now) for r in q.backend.list_periodic()]
+        workers = q.backend.live_workers(now, q.settings.lease_seconds)
+        rows = describe_all(q.backend.list_periodic(), workers, now)
     if args.json:
         print(json.dumps(rows, indent=2))
         return OK
@@ -383,7 +379,13 @@ def _periodic(args: argparse.Namespace) -> int:
         print("no periodic schedules")
     for r in rows:
         when = r["cron"] or f"every {_age(r['every_seconds'])}"
-        state = f"OVERDUE: {r['overdue_reason']}" if r["overdue"] else "ok"
+        state = (
+            f"OVERDUE: {r['overdue_reason']}"
+            if r["overdue"]
+            else "retired: no live worker declares it (errands periodic remove NAME)"
+            if r["retired"]
+            else "ok"
+        )
         print(
             f"{r['name']}  [{when} {r['timezone']}]  next {r['next_run_at']}  "
             f"last success {r['last_succeeded_at'] or 'never'}  {state}"
@@ -391,9 +393,56 @@ def _periodic(args: argparse.Namespace) -> int:
     return OK
 
 
+def _periodic_remove(args: argparse.Namespace) -> int:
+    if args.action != "remove" or not args.name:
+        print("errands: usage: errands periodic remove NAME", file=sys.stderr)
+        return USAGE
+    name = args.name
+    with _open(args) as q:
+        workers = q.backend.live_workers(q.clock(), q.settings.lease_seconds)
+        holders = [w["id"] for w in workers if name in (w.get("schedules") or ())]
+        if holders:
+            print(
+                f"errands: schedule {name!r} is declared by live worker(s) "
+                f"{', '.join(holders[:5])}: it would come back; remove its @q.periodic from "
+                "the code and redeploy first, then remove it",
+                file=sys.stderr,
+            )
+            return ACT
+        if not q.backend.remove_periodic(name):
+            print(
+                f"errands: no schedule named {name!r}; list them with `errands periodic`",
+                file=sys.stderr,
+            )
+            return ACT
+    print(f"removed schedule {name!r} (its jobs stay as they are)")
+    return OK
+
+
+def check_warnings(q: Queue) -> list[str]:
+    """What ``check`` reports without failing: queued jobs of types no process has declared
+    (they took the defaults: queue, priority, max_attempts; errands.declared)."""
+    declared = {r.type for r in q.backend.task_types()}
+    return [
+        f"{n:,} queued {queue}/{jtype} job(s) of a type no worker has declared: they took the "
+        "default options (queue 'default', priority 0, 20 attempts); start a worker whose app "
+        f"has @q.task for {jtype!r}, or pass the options when enqueueing"
+        for queue, jtype, n in q.backend.queued_types()
+        if jtype not in declared
+    ]
+
+
 def check_problems(q: Queue, args: argparse.Namespace) -> list[str]:
     now = q.clock()
     b = q.backend
+    graduated = b.graduation()
+    if graduated is not None:
+        # Its schedules and jobs live on there now: nothing here is overdue or stuck.
+        return [
+            f"this queue was graduated to {graduated.target}: check that database instead "
+            f"(errands check --db {graduated.target}); reopen this file only deliberately "
+            "(errands reopen)"
+        ]
     problems = []
     late = b.running_past_lease(now, args.lease_grace)
     if late:
@@ -401,23 +450,25 @@ def check_problems(q: Queue, args: argparse.Namespace) -> list[str]:
             f"{late} job(s) running more than {_age(args.lease_grace)} past their lease: "
             "is a worker (rescuer) running?"
         )
-    for row in b.list_periodic():
-        reason = describe(row, now)["overdue_reason"]
-        if reason:
-            problems.append(f"periodic {row.name!r} overdue: {reason}")
+    workers = b.live_workers(now, q.settings.lease_seconds)
+    for p in describe_all(b.list_periodic(), workers, now):
+        if p["overdue"]:
+            problems.append(f"periodic {p['name']!r} overdue: {p['overdue_reason']}")
     due = b.oldest_due(now)
     if due is not None and due["wait_seconds"] > args.max_wait:
         problems.append(
             f"oldest due job #{due['id']} ({due['type']}) has waited "
             f"{_age(due['wait_seconds'])}, over --max-wait {_age(args.max_wait)}"
         )
-    workers = b.live_workers(now, q.settings.lease_seconds)
     for queue, jtype, n in b.queued_types():
         if not any(stats.handles(w, queue, jtype) for w in workers):
             problems.append(
                 f"{n:,} queued {queue}/{jtype} job(s) but no live worker handles type {jtype!r}: "
                 "start a worker whose app has that task (or is the type misspelled?)"
             )
+    wal = stats.wal(b, now, q.settings.lease_seconds)["warning"]
+    if wal:
+        problems.append(wal)
     hour = stats.last_hour(b, now)
     if hour["processed"] >= args.min_finished and hour["failure_rate"] > args.max_failure_rate:
         problems.append(
@@ -439,11 +490,14 @@ def check_problems(q: Queue, args: argparse.Namespace) -> list[str]:
 def _check(args: argparse.Namespace) -> int:
     with _open(args) as q:
         problems = check_problems(q, args)
+        warnings = [] if q.backend.graduation() is not None else check_warnings(q)
     if args.json:
-        print(json.dumps({"ok": not problems, "problems": problems}))
+        print(json.dumps({"ok": not problems, "problems": problems, "warnings": warnings}))
     else:
         for p in problems:
             print(p)
+        for w in warnings:  # stderr: stdout stays one line per problem, or "ok"
+            print(f"warning: {w}", file=sys.stderr)
         if not problems:
             print("ok")
     return ACT if problems else OK

@@ -19,12 +19,21 @@ import traceback
 from typing import Any
 
 from ..backends import redact
-from ..errors import DatabaseReplacedError, QueueClosedError
+from ..errors import DatabaseReplacedError, ErrandsError, GraduatedError, QueueClosedError
 from ..queue import ENV_DB, Queue
 from ..worker import log as worker_log
 from ..worker.supervisor import FATAL_EXIT, RECYCLE_EXIT, SUPERVISED_ENV
 from . import output
-from .common import CommandFailed, UsageError, add_db, add_json, is_sqlite
+from .common import (
+    CommandFailed,
+    UsageError,
+    add_db,
+    add_json,
+    db_source,
+    is_sqlite,
+    resolve_db,
+    sqlite_problem,
+)
 from .jobs import positive_int
 
 log = logging.getLogger("errands.worker")
@@ -73,6 +82,12 @@ def register(sub: Any) -> None:
         choices=["text", "json"],
         default="text",
         help="json: one JSON object per line, for log shippers (default text)",
+    )
+    p.add_argument(
+        "--create",
+        action="store_true",
+        help="let the app's Queue create the SQLite file named by --db or $ERRANDS_DB if it does "
+        "not exist (otherwise the worker refuses: a new file holds none of your jobs)",
     )
     add_db(
         p,
@@ -182,18 +197,68 @@ def check_database(spec: str, queue: Queue, db: str | None) -> None:
         )
 
 
+def check_new_file(args: argparse.Namespace) -> bool:
+    """Before the app is imported (its Queue creates a missing SQLite file): refuse a --db or
+    $ERRANDS_DB that names no file, unless --create. Returns whether the file the worker will
+    name (also the default errands.db) is missing now, so a creation can be said afterwards."""
+    url = resolve_db(args)
+    if not is_sqlite(url):
+        return False
+    from ..backends.sqlite import path_from_url
+
+    missing = not os.path.exists(path_from_url(url))
+    named = getattr(args, "db", None) or os.environ.get(ENV_DB)
+    if named and not args.create:
+        problem = sqlite_problem(
+            url,
+            db_source(args),
+            create=False,
+            need_tables=False,
+            create_with="a worker creates no database unless you pass --create",
+        )
+        if problem:
+            raise CommandFailed(problem)
+    return missing
+
+
+def say_created(args: argparse.Namespace, queue: Queue, was_missing: bool) -> None:
+    """Loudly, when the app's Queue has just created the file the worker was pointed at: a new
+    file holds none of the jobs the application enqueued elsewhere."""
+    if not (was_missing and is_sqlite(queue.url) and _same_db(resolve_db(args), queue.url)):
+        return
+    from ..backends.sqlite import path_from_url
+
+    where = os.path.abspath(path_from_url(queue.url))
+    if args.create:
+        print(f"errands worker: created a new, empty queue database at {where}", file=sys.stderr)
+        return
+    print(
+        f"errands worker: WARNING: the Queue of {args.app} created a new, empty queue database at "
+        f"{where} (no --db, no ${ENV_DB}: the default); if your jobs are in another file, stop "
+        f"this worker and set ${ENV_DB} to it",
+        file=sys.stderr,
+    )
+
+
 def cmd_worker(args: argparse.Namespace) -> int:
+    was_missing = check_new_file(args)
     queue = load_app(args.app)
     try:
         check_database(args.app, queue, getattr(args, "db", None))
     except UsageError:
         queue.close()
         raise
+    say_created(args, queue, was_missing)
     queues = (
         None if args.queues is None else [s.strip() for s in args.queues.split(",") if s.strip()]
     )
     if args.queues is not None and not queues:
         raise UsageError("--queues needs at least one queue name, e.g. --queues emails,reports")
+    try:
+        queue.refuse_if_graduated()  # before any child starts: restarting it cannot help
+    except ErrandsError:
+        queue.close()
+        raise
     if args.processes > 1:
         return _supervise(args, queue)
     worker_log.configure(quiet=args.quiet, verbose=args.verbose, fmt=args.log_format)
@@ -215,11 +280,12 @@ def cmd_worker(args: argparse.Namespace) -> int:
             recycle_on_timeout=supervised,
             supervised=supervised,
         )
-    except DatabaseReplacedError as exc:
+    except (DatabaseReplacedError, GraduatedError) as exc:
         if not supervised:
             raise
         output.error(str(exc))
-        return FATAL_EXIT  # a restart would only create an empty file where the old one was
+        # A restart would only create an empty file where the old one was, or be refused again.
+        return FATAL_EXIT
     except QueueClosedError as exc:
         output.error(str(exc))
         return 1

@@ -54,8 +54,7 @@ class Reads(_Parts):
         if before_id is not None:
             validate.job_id(before_id, "before_id")
         for label, value in (("type", type), ("queue", queue), ("error_code", error_code)):
-            if value is not None and not isinstance(value, str):
-                raise ConfigurationError(f"{label} must be a string, got {value!r:.60}")
+            validate.filter_text(value, label)
         return self.backend.list_jobs(
             JobFilter(
                 status=status,
@@ -88,7 +87,7 @@ class Reads(_Parts):
         """The five questions in one JSON-ready object: ``counts`` (every state), counts
         ``by_queue_type``, ``oldest_running`` (with worker liveness), ``oldest_due``,
         ``retries`` and ``top_errors`` over ``window``, ``last_hour`` throughput and wait/run
-        p50/p95, ``unhandled_types``, ``periodic_overdue``, live ``workers``,
+        p50/p95, ``unhandled_types``, ``periodic_overdue``, ``periodic_retired``, live ``workers``,
         ``paused_queues`` and ``limits`` (flow control)."""
         out = stats.collect(
             self.backend,

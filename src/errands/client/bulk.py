@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..backends.base import Backend
+from ..core import validate
 from ..core.states import State, transition
 from ..errors import ConfigurationError
 
@@ -45,7 +46,12 @@ def select(
         raise ConfigurationError(
             f"status {status!r} cannot be used here; choose one of {', '.join(sorted(allowed))}"
         )
-    return backend.match_ids(status, type=type, queue=queue, error_code=error_code)
+    return backend.match_ids(
+        status,
+        type=validate.filter_text(type, "type"),
+        queue=validate.filter_text(queue, "queue"),
+        error_code=validate.filter_text(error_code, "error_code"),
+    )
 
 
 def retry(backend: Backend, ids: Sequence[int], actor: str, now: float) -> BulkReport:

@@ -24,6 +24,7 @@ from ..core.settings import Duration
 from ..errors import ConfigurationError, ErrandsError, PayloadError, UnknownTaskError
 from ..middleware import Chain, Enqueuing, encode_headers
 from ..tasks import Task, TaskOptions
+from .declared import DeclaredOptions
 
 log = logging.getLogger("errands")
 R = TypeVar("R")
@@ -58,8 +59,12 @@ class Producer:
         chain: Callable[[], Chain | None],
         wake: Callable[[], None],
         off_loop: Callable[[Callable[[], list[int]]], Awaitable[list[int]]],
+        declared: DeclaredOptions | None = None,
+        refuse: Callable[[], None] | None = None,
     ) -> None:
         self.backend = backend
+        self.declared = declared  # task_types, for types this process has no task for
+        self.refuse = refuse  # raises when this database takes no new jobs (graduated)
         self.tasks = tasks
         self.max_payload_bytes = max_payload_bytes
         self.clock = clock
@@ -159,8 +164,10 @@ class Producer:
                 f"(known: {', '.join(sorted(self.tasks))}); register it with @q.task, or enqueue "
                 "from a Queue with no tasks registered to send jobs another service runs"
             )
-        validate.text(job_type, "job type")
-        return None, _NO_TASK_OPTIONS
+        validate.name(job_type, "job type")
+        # A type a worker elsewhere declares: the options it recorded (errands.declared).
+        declared = self.declared.get(job_type) if self.declared is not None else None
+        return None, _NO_TASK_OPTIONS if declared is None else declared
 
     def job(
         self,
@@ -203,7 +210,7 @@ class Producer:
         if unique_key is not None:
             validate.text(unique_key, "unique_key", max_bytes=validate.MAX_KEY_BYTES)
         if queue is not None:
-            validate.text(queue, "queue")
+            validate.name(queue, "queue")
         job = NewJob(
             job_type,
             payload_json.encode(payload, max_bytes=self.max_payload_bytes),
@@ -225,6 +232,8 @@ class Producer:
         jobs, now = batch
         if not jobs:
             return []
+        if self.refuse is not None:
+            self.refuse()
         jobs, after = self._hooked(jobs, actor)
         try:
             ids = self.backend.enqueue(jobs, now, actor=actor, connection=connection)
@@ -238,6 +247,8 @@ class Producer:
         jobs, now = batch
         if not jobs:
             return []
+        if self.refuse is not None:
+            self.refuse()
         jobs, after = self._hooked(jobs, actor)
         native = getattr(self.backend, "enqueue_async", None)
         try:

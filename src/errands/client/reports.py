@@ -16,6 +16,7 @@ counts each attempt; a lost attempt has no outcome and is not counted).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +25,7 @@ from ..core import rollup
 from ..core.records import to_datetime
 from ..core.schedule import iso, overdue_reason
 from ..core.states import State
+from ..maintenance.wal import WAL_INTERVAL, WAL_LARGE_BYTES
 
 OUTCOMES = (State.SUCCEEDED.value, State.FAILED.value, State.CANCELLED.value)
 
@@ -128,11 +130,13 @@ def collect(
         for r in sorted(rows, key=lambda r: (r.queue, r.type))
         if r.status == State.QUEUED.value and not any(handles(w, r.queue, r.type) for w in workers)
     ]
-    overdue = []
-    for p in backend.list_periodic():
-        reason = overdue_reason(p, now)
-        if reason:
-            overdue.append({"name": p.name, "type": p.type, "reason": reason})
+    schedules = describe_all(backend.list_periodic(), workers, now)
+    overdue = [
+        {"name": p["name"], "type": p["type"], "reason": p["overdue_reason"]}
+        for p in schedules
+        if p["overdue"]
+    ]
+    retired = [{"name": p["name"], "type": p["type"]} for p in schedules if p["retired"]]
     dt = to_datetime(now)
     return {
         "now": None if dt is None else dt.isoformat(),
@@ -151,8 +155,34 @@ def collect(
         "last_hour": last_hour(backend, now),
         "unhandled_types": unhandled,
         "periodic_overdue": overdue,
+        "periodic_retired": retired,
         "workers": workers,
+        "wal": wal(backend, now, alive_seconds),
     }
+
+
+def wal(backend: Backend, now: float, alive_seconds: float) -> dict[str, Any]:
+    """SQLite's WAL: its size, how many truncations in a row a live worker saw blocked, and a
+    warning naming the cause and the remedy when it is large (None on PostgreSQL)."""
+    size = backend.storage()["wal_bytes"]
+    blocked = max(
+        (c.get("wal_blocked", 0) for c in backend.live_counters(now, alive_seconds)), default=0
+    )
+    warning = None
+    if size is not None and size > WAL_LARGE_BYTES:
+        held = (
+            f"checkpoints keep failing ({blocked} attempt(s) in a row by a worker): "
+            if blocked
+            else "checkpoints could not complete: "
+        )
+        warning = (
+            f"the SQLite WAL is {size / 1e6:.1f} MB (over {WAL_LARGE_BYTES / 1e6:.1f} MB); "
+            f"{held}a connection holding a read transaction open (an application, a shell, "
+            "a backup) keeps it from being folded back; end that transaction, and a running "
+            f"worker truncates the WAL within {WAL_INTERVAL:.0f} s (with no worker running: "
+            "`errands vacuum`)"
+        )
+    return {"bytes": size, "checkpoint_blocked": blocked, "warning": warning}
 
 
 def _round(value: float | None) -> float | None:
@@ -180,9 +210,32 @@ def hourly_throughput(backend: Backend, now: float, hours: int) -> list[dict[str
     return list(series.values())
 
 
-def describe(row: PeriodicRow, now: float) -> dict[str, Any]:
+def retired_names(rows: Iterable[PeriodicRow], workers: Iterable[Mapping[str, Any]]) -> set[str]:
+    """The schedules no live worker declares (``workers``: ``live_workers`` rows). Empty when
+    no worker is live, or when one does not say what it declares (an older errands)."""
+    declared: set[str] = set()
+    seen = False
+    for w in workers:
+        names = w.get("schedules")
+        if names is None:
+            return set()
+        declared.update(names)
+        seen = True
+    return {r.name for r in rows if r.name not in declared} if seen else set()
+
+
+def describe_all(
+    rows: Iterable[PeriodicRow], workers: Iterable[Mapping[str, Any]], now: float
+) -> list[dict[str, Any]]:
+    """Every schedule as ``describe`` shows it, retired ones marked (``retired_names``)."""
+    rows = list(rows)
+    retired = retired_names(rows, workers)
+    return [describe(r, now, retired=r.name in retired) for r in rows]
+
+
+def describe(row: PeriodicRow, now: float, *, retired: bool = False) -> dict[str, Any]:
     """A schedule as ``errands periodic --json`` prints it."""
-    reason = overdue_reason(row, now)
+    reason = None if retired else overdue_reason(row, now)
     return {
         "name": row.name,
         "type": row.type,
@@ -197,6 +250,10 @@ def describe(row: PeriodicRow, now: float) -> dict[str, Any]:
         "last_succeeded_at": (
             None if row.last_succeeded_at is None else iso(row.last_succeeded_at)
         ),
+        "first_enqueued_at": (
+            None if row.first_enqueued_at is None else iso(row.first_enqueued_at)
+        ),
+        "retired": retired,
         "overdue": reason is not None,
         "overdue_reason": reason,
     }

@@ -100,16 +100,25 @@ def _check(value: Any, what: str, path: str, depth: int) -> None:
     raise _fail(what, path, value)
 
 
-def _unstorable(text: str, where: str) -> PayloadError | None:
+def _unstorable(
+    text: str, where: str, remedy: str = "remove it, or pass binary data as base64"
+) -> PayloadError | None:
     found = _UNSTORABLE.search(text)
     if found is None:
         return None
     char = found.group()
     kind = "a NUL character" if char == "\x00" else f"a lone surrogate ({char!r})"
     return PayloadError(
-        f"{where} holds {kind} at index {found.start()}, which no backend stores as text; "
-        "remove it, or pass binary data as base64"
+        f"{where} holds {kind} at index {found.start()}, which no backend stores as text; {remedy}"
     )
+
+
+def unstorable_text(text: str, where: str) -> PayloadError | None:
+    """The payload rule's error for one string (a filter, say) holding a NUL character or a
+    lone surrogate, or None if every backend can store it."""
+    if _UNSTORABLE.search(text) is None:
+        return None
+    return _unstorable(text, where, remedy="pass valid UTF-8 text without NUL characters")
 
 
 def _bad_text(value: Any, what: str, path: str) -> PayloadError | None:

@@ -1,11 +1,13 @@
 """Schedule maths, shared by the scheduler service (``maintenance/scheduler.py``), the Queue's
 ``@q.periodic`` and the reports: ticks, grace, and when a schedule is overdue.
 
-Timing. A cron schedule's ticks come from ``croniter`` in the schedule's time zone, so DST
-follows croniter's documented behaviour: a wall time that does not exist (spring forward) runs
-at the next valid time, and an hourly schedule runs at both 02:00s of a fall-back night while a
-daily one runs once. An ``every=`` schedule ticks at multiples of its interval since the unix
-epoch (every=300 → :00, :05, …), so every process computes the same ticks.
+Timing. A cron schedule's ticks come from ``croniter`` in the schedule's time zone. DST, as
+cron users expect: a wall time that does not exist (spring forward: 02:30 in New York) runs
+once, at the next valid time (03:00); on a fall-back night a schedule with fixed hours (daily
+``30 1 * * *``) runs once, at the first pass of its wall time, while one whose hour field is
+``*`` or ``*/n`` (hourly) runs at every tick of both passes. An ``every=`` schedule ticks at
+multiples of its interval since the unix epoch (every=300 → :00, :05, …), so every process
+computes the same ticks.
 
 Exactly once per tick. ``periodic.next_run_at`` holds the next tick. A scheduler that finds it
 due moves it, with a compare-and-set from the value it read, to the following tick and inserts
@@ -21,10 +23,18 @@ Never one job per missed tick.
 
 Overdue ("did the work happen at all?"): a schedule is overdue when the newest tick that is at
 least ``grace`` old has had no success since (success: the newest succeeded job of the
-schedule's type, persisted on the schedule so it outlives pruning), or when its next tick is
-more than ``grace`` in the past (no scheduler is running). Default grace: 10% of the interval,
-at least 60 s. That is the spec's "last success older than interval + grace", made exact for
-irregular cron schedules (weekdays only, say).
+schedule's type, persisted on the schedule so it outlives pruning) — for a schedule that has
+never succeeded, when its first enqueued tick is ``grace`` old — or when its next tick is
+more than ``grace`` in the past (no scheduler is running). Either way it stays overdue from
+tick to tick until a success: it does not flap.
+
+Retired: a schedule that no live worker declares while live workers say which schedules they
+declare (its ``@q.periodic`` was removed from the code) is retired, never overdue; with no
+live worker at all, nothing is retired (then "is a scheduler running?" is the question).
+``errands periodic remove NAME`` deletes its row (``client/reports.py``: ``retired_names``).
+
+Default grace: 10% of the interval, at least 60 s. That is the spec's "last success older
+than interval + grace", made exact for irregular cron schedules (weekdays only, say).
 """
 
 from __future__ import annotations
@@ -61,11 +71,41 @@ def check_cron(expr: str) -> None:
         )
 
 
+def _fixed_hours(cron: str) -> bool:
+    """Whether the hour field names hours (``30 1 * * *``, ``0 9,17 * * 1-5``) rather than
+    stepping through all of them (``*``, ``*/2``)."""
+    return not cron.split()[1].startswith("*")
+
+
+def _second_pass(tick: datetime, where: ZoneInfo) -> bool:
+    """Whether ``tick`` is the second time its wall time is shown on a fall-back night
+    (01:30 EST after 01:30 EDT in New York)."""
+    wall = tick.replace(tzinfo=None)
+    first = wall.replace(tzinfo=where, fold=0)
+    return (
+        first.timestamp() < tick.timestamp()
+        and datetime.fromtimestamp(first.timestamp(), where).replace(tzinfo=None) == wall
+    )
+
+
+def _cron_ticks(cron: str, where: ZoneInfo, start: datetime, forward: bool) -> float:
+    """croniter's next (or previous) tick, leaving out the second pass of a fall-back night
+    for schedules with fixed hours: a daily ``30 1 * * *`` runs once that night, as cron
+    users expect (Vixie cron does the same), while ``0 * * * *`` runs at both 01:00s, each a
+    real hour apart. croniter itself returns both 01:30s."""
+    it = croniter(cron, start)
+    skip_repeats = _fixed_hours(cron)
+    while True:
+        tick = it.get_next(datetime) if forward else it.get_prev(datetime)
+        if not (skip_repeats and _second_pass(tick, where)):
+            return float(tick.timestamp())
+
+
 def next_tick(cron: str | None, interval: float | None, tz: str | None, after: float) -> float:
     """The first tick strictly after ``after`` (unix seconds)."""
     if cron is not None:
-        start = datetime.fromtimestamp(after, zone(tz or "UTC"))
-        return float(croniter(cron, start).get_next(datetime).timestamp())
+        where = zone(tz or "UTC")
+        return _cron_ticks(cron, where, datetime.fromtimestamp(after, where), forward=True)
     assert interval is not None and interval > 0
     return (math.floor(after / interval) + 1) * interval
 
@@ -74,8 +114,8 @@ def prev_tick(cron: str | None, interval: float | None, tz: str | None, at: floa
     """The last tick at or before ``at``."""
     if cron is not None:
         # croniter's get_prev is strictly before its start: start just after ``at``.
-        start = datetime.fromtimestamp(at + 1e-3, zone(tz or "UTC"))
-        return float(croniter(cron, start).get_prev(datetime).timestamp())
+        where = zone(tz or "UTC")
+        return _cron_ticks(cron, where, datetime.fromtimestamp(at + 1e-3, where), forward=False)
     assert interval is not None and interval > 0
     return math.floor(at / interval) * interval
 
@@ -105,6 +145,8 @@ class ScheduleState(Protocol):
     def last_enqueued_at(self) -> float | None: ...
     @property
     def last_succeeded_at(self) -> float | None: ...
+    @property
+    def first_enqueued_at(self) -> float | None: ...
 
 
 def overdue_reason(row: ScheduleState, now: float) -> str | None:
@@ -120,8 +162,11 @@ def overdue_reason(row: ScheduleState, now: float) -> str | None:
         return None  # no tick has come yet
     expected = prev_tick(row.cron, row.interval_seconds, row.timezone, now - grace)
     if row.last_succeeded_at is None:
-        if row.last_enqueued_at <= now - grace:
-            return f"enqueued at {iso(row.last_enqueued_at)}, never succeeded"
+        # Measured from the first tick that enqueued (not the latest, which moves on with
+        # every tick: a schedule failing every minute would never read overdue).
+        first = row.first_enqueued_at or row.last_enqueued_at
+        if first <= now - grace:
+            return f"never succeeded since its first tick, enqueued at {iso(first)}"
         return None
     if row.last_succeeded_at < expected:
         return f"no success since the tick at {iso(expected)} (last {iso(row.last_succeeded_at)})"

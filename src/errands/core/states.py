@@ -44,6 +44,8 @@ class Event(StrEnum):
     RECOVERED = "RECOVERED"
     RETRIED = "RETRIED"
     RELEASED = "RELEASED"
+    # Not a transition (the job stays running): an operator asked its worker to stop it.
+    CANCEL_REQUESTED = "CANCEL_REQUESTED"
     SNOOZED = "SNOOZED"
 
 

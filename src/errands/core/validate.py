@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ..errors import ConfigurationError
+from . import payload as payload_json
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 INT64_MAX = 2**63 - 1
@@ -131,6 +132,36 @@ def text(value: Any, name: str, *, max_bytes: int = MAX_NAME_BYTES) -> str:
         ) from None
     if size > max_bytes:
         raise ConfigurationError(f"{name} is {size} bytes; at most {max_bytes} are allowed")
+    return value
+
+
+def name(value: Any, what: str) -> str:
+    """A task or queue name: ``text``, and no comma — commas separate names where a list of
+    them is one string (``errands worker --queues a,b``, the ``workers`` registry's
+    ``queues`` and ``types`` columns), so a name holding one could never be selected or
+    reported as handled."""
+    text(value, what)
+    if "," in value:
+        raise ConfigurationError(
+            f"{what} {value!r:.60} contains a comma, which errands uses to separate names "
+            "(--queues a,b and the workers registry); choose a name without commas"
+        )
+    return str(value)
+
+
+def filter_text(value: Any, what: str) -> str | None:
+    """A filter on a stored name (a job type, a queue, an error code): None or a string.
+    Text no backend can store (a NUL, a lone surrogate — e.g. undecodable bytes from a
+    command line) could match no job and makes the database driver raise, so it gets the
+    payload rule's error (``PayloadError``), at every entry point that filters: ``q.jobs``,
+    the bulk actions, the command line (exit 2) and the dashboard (HTTP 400)."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ConfigurationError(f"{what} must be a string, got {value!r:.60}")
+    error = payload_json.unstorable_text(value, f"the {what} filter {value!r:.60}")
+    if error is not None:
+        raise error
     return value
 
 

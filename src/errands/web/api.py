@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ..client import bulk
-from ..client.reports import describe
+from ..client.reports import describe_all
 from ..errors import JobNotFoundError
 from . import params
 
@@ -218,7 +218,8 @@ async def workers(request: Request, dash: Dashboard) -> Response:
 def periodic_rows(dash: Dashboard) -> list[dict[str, Any]]:
     q = dash.queue
     now = q.clock()
-    return [describe(r, now) for r in q.backend.list_periodic()]
+    workers = q.backend.live_workers(now, q.settings.lease_seconds)
+    return describe_all(q.backend.list_periodic(), workers, now)
 
 
 async def periodic(request: Request, dash: Dashboard) -> Response:

@@ -24,7 +24,13 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from ..errors import ConfigurationError, ErrandsError, InvalidTransitionError, JobNotFoundError
+from ..errors import (
+    ConfigurationError,
+    ErrandsError,
+    InvalidTransitionError,
+    JobNotFoundError,
+    PayloadError,
+)
 from . import api, pages
 from .common import Dashboard
 from .middleware import MAX_BODY, BodyLimit, SecurityHeaders
@@ -212,7 +218,7 @@ def guarded(ep: Endpoint, dash: Dashboard) -> Callable[[Request], Awaitable[Resp
                     )
         try:
             return await ep.handler(request, dash)
-        except BadParameter as exc:
+        except (BadParameter, PayloadError) as exc:  # PayloadError: a filter no row can hold
             return _refuse(ep, 400, str(exc))
         except JobNotFoundError as exc:
             return _refuse(ep, 404, str(exc))

@@ -7,7 +7,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from ..core import validate
 from ..core.states import State
+from ..errors import ErrandsError
 
 STATES = tuple(s.value for s in State)
 DEFAULT_LIMIT = 50
@@ -23,7 +25,8 @@ class BadParameter(Exception):
 
 
 def text(params: Mapping[str, Any], name: str) -> str | None:
-    """An optional exact-match filter: empty means absent."""
+    """An optional exact-match filter: empty means absent; checked by
+    ``validate.filter_text`` like every filter."""
     value = params.get(name)
     if value is None or value == "":
         return None
@@ -31,9 +34,10 @@ def text(params: Mapping[str, Any], name: str) -> str | None:
         raise BadParameter(f"{name} must be a string")
     if len(value) > MAX_TEXT:
         raise BadParameter(f"{name} is longer than {MAX_TEXT} characters")
-    if "\x00" in value:
-        raise BadParameter(f"{name} contains a NUL character")
-    return value
+    try:  # the filters' one rule (NUL, lone surrogates), answered with 400
+        return validate.filter_text(value, name)
+    except ErrandsError as exc:
+        raise BadParameter(str(exc)) from None
 
 
 def status(params: Mapping[str, Any], allowed: tuple[str, ...] = STATES) -> str | None:

@@ -59,6 +59,8 @@ def prepare(task: Task[Any, Any], job: ClaimedJob, ctx: JobContext | None) -> di
     if type(kwargs) is not dict:
         task.check_payload(kwargs)  # raises PayloadError naming the type
     if ctx is not None:
+        if CTX_PARAM in kwargs:  # enqueued by name: the rule check_payload applies at enqueue
+            raise task.ctx_clash()
         kwargs[CTX_PARAM] = ctx
     return kwargs  # type: ignore[no-any-return]
 

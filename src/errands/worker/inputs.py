@@ -28,6 +28,8 @@ class WorkerSource(Protocol):
     @property
     def tasks(self) -> Mapping[str, Task[Any, Any]]: ...
     @property
+    def schedules(self) -> Mapping[str, Any]: ...
+    @property
     def execute_hooks(self) -> Chain | None: ...
     def services(self) -> list[Service]: ...
     def listen_for_work(self, on_change: Callable[[], None]) -> Listener: ...
@@ -47,6 +49,9 @@ class WorkerInputs:
     # Calls back when work may have become due: this process's enqueues at once, other
     # processes' through the backend's listener.
     listen: Callable[[Callable[[], None]], Listener]
+    # The periodic schedules this process declares (recorded on its registry row, so a
+    # schedule no live worker declares reads "retired").
+    schedules: Sequence[str] = ()
     # Tells the Queue a worker runs on it (so ``q.close()`` stops it first and never closes
     # connections under it); returns the call that says it has stopped.
     attach: Callable[[LiveWorker], Callable[[], None]] = lambda worker: _nothing
@@ -61,6 +66,7 @@ class WorkerInputs:
             services=q.services(),
             hooks=q.execute_hooks,
             listen=q.listen_for_work,
+            schedules=sorted(q.schedules),
             attach=q.attach_worker,
         )
 

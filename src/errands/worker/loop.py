@@ -37,6 +37,7 @@ from ..backends.base import (
     Succeeded,
     WorkerInfo,
 )
+from ..client import declared
 from ..context import JobContext
 from ..errors import (
     ConfigurationError,
@@ -242,8 +243,11 @@ class Worker(Attached):
             self.queues,
             self.concurrency,
             types=self.types,
+            schedules=list(self.inputs.schedules),
         )
         self.db.call(self.backend.register_worker, info, now)
+        # The options of the tasks this worker runs, for producers that enqueue them by name.
+        self.db.call(self.backend.declare_task_types, declared.rows_of(self.tasks, self.id), now)
         if self._limits:
             self.db.call(self.backend.register_limits, self._limits, now)
         self._startup_cleanup(now)
@@ -264,8 +268,8 @@ class Worker(Attached):
 
     def tick(self, now: float) -> float | None:
         """One step of the control loop at wall time ``now``: record finished outcomes (and
-        claim in the same transaction), claim what fits, then whatever is due by the
-        monotonic clock — heartbeat, maintenance, cancel checks — and timeouts. Returns how
+        claim in the same transaction), maintenance when due, claim what fits, then whatever
+        else is due by the monotonic clock — heartbeat, cancel checks — and timeouts. Returns how
         long the caller may sleep before the next step (a finishing handler or a wake-up
         cuts the sleep short; ``AGAIN``, negative: step again at once, the last claim was
         full), or None once the worker is done: asked to stop, or a burst found nothing left
@@ -278,6 +282,13 @@ class Worker(Attached):
         if self._stop.graceful:
             return None
         self._run_quarantined()
+
+        if mono >= self._next_maintenance:
+            # Before the claim, which then sees what a service made due in this same step:
+            # a burst decides "nothing left" from it without waiting out a service's timer.
+            self._next_maintenance = self.db.call(self._maintenance.tick, now, mono)
+            if self.burst and any(self._maintenance.leading.values()):
+                self._dirty = True
 
         claimed_nothing = False
         want = self._target_held() - len(self._held)
@@ -299,13 +310,6 @@ class Worker(Attached):
         if mono >= self._next_beat:
             self._heartbeat(now)
             self._next_beat = mono + s.heartbeat_seconds
-        if mono >= self._next_maintenance:
-            self._next_maintenance = self.db.call(self._maintenance.tick, now, mono)
-            if self.burst and any(self._maintenance.leading.values()):
-                # A service may just have made jobs due (the rescuer requeued some): a
-                # burst must look again before deciding nothing is left.
-                self._dirty = True
-                claimed_nothing = False
         if mono >= self._next_cancel_check:
             self._check_parent()
             # Advanced even when nothing is held: a deadline left in the past would make
@@ -475,7 +479,10 @@ class Worker(Attached):
             getattr(service, "total", 0) for service in self._maintenance.services
         )
         self.summary.db_errors = self.db.errors
-        return {"refused": self.summary.refused, "rescued": rescued, **self.db.counters()}
+        # wal_blocked: a state (WAL truncations blocked in a row) that stats and check read.
+        blocked = sum(getattr(s, "blocked", 0) for s in self._maintenance.services)
+        counters = {"refused": self.summary.refused, "rescued": rescued, **self.db.counters()}
+        return {**counters, "wal_blocked": blocked}
 
     def _startup_cleanup(self, now: float) -> None:
         """Recover at once the jobs of this host's workers whose process is gone."""

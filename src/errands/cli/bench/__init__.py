@@ -5,7 +5,7 @@ schema in the PostgreSQL database of ``--db`` (dropped afterwards) — with the 
 errands uses, so the ratios compare like with like:
 
 - raw baselines (``bench_raw``): single-row inserts, one bulk insert, batched processing with
-  the audit rows errands writes by default;
+  the audit rows errands writes by default, by one process and by P processes;
 - ``enqueue`` one by one (each committed when it returns) and ``enqueue_many`` (one call);
 - processing N no-op jobs by 1 and by P real ``errands worker`` processes (started first and
   idle; then the jobs are enqueued in one call and timed until the last one finishes);
@@ -15,11 +15,13 @@ errands uses, so the ratios compare like with like:
 
 The throughput phases run in ``--rounds`` rounds, and inside a round each errands phase runs
 right after its own raw baseline: (raw insert → enqueue one by one), (raw bulk insert →
-enqueue_many), (raw processing → processing by 1 → by P processes). A shared host is noisy —
+enqueue_many), (raw processing → processing by 1), (raw processing by P processes →
+processing by P): like with like, so no ratio mixes one process with P. A shared host is noisy —
 the same raw baseline swings by a third or more between runs seconds apart — so a ratio of two
 figures taken at different moments measures the host as much as errands. Each pair sees the
 same moment of the host, and the headline ``ratios`` are the median over rounds of the
-per-round paired ratios (``ratios_best``, best errands over best raw, beside them). Each
+per-round paired ratios (``ratios_best``, best errands over best raw, beside them). The other
+ratio, ``scaling``, is P processes over 1, the same way, for errands and for raw. Each
 phase's ``seconds`` and ``per_second`` are its best round's; ``rounds`` lists every round's
 jobs/s in order. Pickup latency and idle CPU run once, after the rounds. Progress goes to
 stderr.
@@ -43,7 +45,7 @@ from typing import Any
 
 from ... import __version__
 from ...backends.sqlite import filesystem_type
-from ...queue import Queue
+from ...queue import ENV_DB, Queue
 from . import raw as bench_raw
 from .app import DB_ENV, DURABILITY_ENV
 
@@ -58,18 +60,20 @@ BASELINE = {
     "enqueue": "insert",
     "enqueue_many": "bulk_insert",
     "process_1": "process",
-    "process_p": "process",
+    "process_p": "process_p",
 }
 RAW_LABELS = {
     "insert": "raw insert",
     "bulk_insert": "raw bulk insert",
     "process": "raw processing",
+    "process_p": "raw processing, P processes",
 }
 
 RAW_BASELINE_LABELS = {  # what each raw baseline does, for the report
     "insert": "insert, 1 tx per row",
     "bulk_insert": "bulk insert, 1 tx",
     "process": BATCH_LABEL,
+    "process_p": "the same, in each process at once",
 }
 
 # One phase of a round: given a name for its fresh database, the figures it measured.
@@ -158,12 +162,19 @@ def enqueue_bulk(url: str, n: int, durability: str) -> dict[str, float]:
 # -- errands worker processes ---------------------------------------------------------------
 
 
+def _env(url: str, durability: str) -> dict[str, str]:
+    """The bench's processes' environment: its own database, never the user's $ERRANDS_DB
+    (which the worker would check against the bench app's Queue and refuse)."""
+    env = {k: v for k, v in os.environ.items() if k != ENV_DB}
+    return {**env, DB_ENV: url, DURABILITY_ENV: durability}
+
+
 @contextlib.contextmanager
 def worker_processes(
     dbs: Databases, url: str, durability: str, processes: int, concurrency: int
 ) -> Iterator[subprocess.Popen[bytes]]:
     """``errands worker`` (under its supervisor when P > 1), started and registered."""
-    env = {**os.environ, DB_ENV: url, DURABILITY_ENV: durability}
+    env = _env(url, durability)
     cmd = [sys.executable, "-m", "errands", "worker", "--app", "errands.cli.bench.app:q"]
     cmd += ["--concurrency", str(concurrency), "--processes", str(processes), "--quiet"]
     log = open(os.path.join(dbs.directory, f"worker-{secrets.token_hex(3)}.log"), "wb")
@@ -236,7 +247,7 @@ def pickup_and_idle(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     url = dbs.fresh("pickup")
     Queue(url, durability=durability).close()
-    env = {**os.environ, DB_ENV: url, DURABILITY_ENV: durability}
+    env = _env(url, durability)
     with worker_processes(dbs, url, durability, 1, concurrency) as worker:
         out = subprocess.run(
             [
@@ -315,17 +326,23 @@ def _timed(label: str, run: Runner, name: str) -> dict[str, Any]:
     return result
 
 
-def raw_runners(dbs: Databases, n: int, durability: str) -> dict[str, Runner]:
+def raw_runners(dbs: Databases, n: int, durability: str, processes: int) -> dict[str, Runner]:
     if dbs.postgres:
         return {
             "insert": lambda name: bench_raw.postgres_insert(dbs.fresh(name), n),
             "bulk_insert": lambda name: bench_raw.postgres_bulk_insert(dbs.fresh(name), n),
             "process": lambda name: bench_raw.postgres_process(dbs.fresh(name), n),
+            "process_p": lambda name: bench_raw.postgres_process_parallel(
+                dbs.fresh(name), n, processes
+            ),
         }
     return {
         "insert": lambda name: bench_raw.sqlite_insert(dbs.fresh(name), n, durability),
         "bulk_insert": lambda name: bench_raw.sqlite_bulk_insert(dbs.fresh(name), n, durability),
         "process": lambda name: bench_raw.sqlite_process(dbs.fresh(name), n, durability),
+        "process_p": lambda name: bench_raw.sqlite_process_parallel(
+            dbs.fresh(name), n, durability, processes
+        ),
     }
 
 
@@ -359,7 +376,8 @@ def one_round(
     our_figures: Figures = {}
     for base, run_raw in raw.items():
         # The round in every database name: Databases.fresh must never be handed one twice.
-        raw_figures[base] = _timed(f"{tag} {RAW_LABELS[base]}", run_raw, f"raw_{base}_r{index}")
+        label = RAW_LABELS[base].replace("P processes", f"{processes} processes")
+        raw_figures[base] = _timed(f"{tag} {label}", run_raw, f"raw_{base}_r{index}")
         for phase in (p for p, b in BASELINE.items() if b == base):
             our_figures[phase] = _timed(f"{tag} {labels[phase]}", ours[phase], f"{phase}_r{index}")
     return raw_figures, our_figures
@@ -386,6 +404,14 @@ def ratios(raw: Figures, ours: Figures) -> tuple[dict[str, float], dict[str, flo
     return paired, best
 
 
+def scaling(raw: Figures, ours: Figures) -> dict[str, float]:
+    """P processes over 1, for errands and for raw: the median of the rounds' paired ratios."""
+    return {
+        "errands": paired_ratio(ours["process_p"]["rounds"], ours["process_1"]["rounds"]),
+        "raw": paired_ratio(raw["process_p"]["rounds"], raw["process"]["rounds"]),
+    }
+
+
 def measure(
     *,
     url: str | None,
@@ -400,7 +426,7 @@ def measure(
 ) -> dict[str, Any]:
     dbs = Databases(url, directory)
     try:
-        raw_run = raw_runners(dbs, jobs, durability)
+        raw_run = raw_runners(dbs, jobs, durability, processes)
         our_run = errands_runners(dbs, jobs, durability, processes, concurrency)
         samples = [one_round(i, rounds, raw_run, our_run, processes) for i in range(1, rounds + 1)]
         progress(f"pickup latency, {latency_jobs} jobs from another process …")
@@ -432,6 +458,7 @@ def measure(
         "errands": ours,
         "ratios": paired,
         "ratios_best": best,
+        "scaling": scaling(raw, ours),
         "pickup": pickup,
         "idle": idle,
         "versions": versions,
@@ -498,13 +525,21 @@ def report(r: dict[str, Any]) -> None:
         right=(1, 2, 3, 4, 5),
     )
     best = ", ".join(f"{p} {x:.2f}x" for p, x in r["ratios_best"].items())
-    baselines = "; ".join(f"{RAW_LABELS[b]}: {label}" for b, label in RAW_BASELINE_LABELS.items())
+    procs = f"{r['processes']} processes"
+    baselines = "; ".join(
+        f"{RAW_LABELS[b]}: {label}".replace("P processes", procs)
+        for b, label in RAW_BASELINE_LABELS.items()
+    )
+    scale = r["scaling"]
     print(
         "\n"
         + _wrap(
             f"JOBS/S: the best of {_rounds(r['rounds'])}; MIN-MAX: the slowest and fastest rounds. "
-            "RATIO: the median over rounds of errands / raw measured in the same round "
-            f"(best / best: {best}). Raw baselines — {baselines}."
+            "Two ratios, each the median over rounds of a pair measured in the same round. "
+            "RATIO: errands / raw doing the same work with as many processes (below 1: what "
+            f"errands costs; best / best: {best}). SCALING, {procs} / 1: errands "
+            f"{scale['errands']:.2f}x, raw {scale['raw']:.2f}x (what more processes buy on this "
+            f"host). Raw baselines — {baselines}."
         )
     )
     p, idle = r["pickup"], r["idle"]

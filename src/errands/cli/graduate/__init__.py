@@ -34,10 +34,27 @@ def register(subparsers: Any) -> None:
         help="copy into a target that already has errands rows (rows whose ids exist are kept)",
     )
     parser.add_argument(
+        "--ignore-live-workers",
+        action="store_true",
+        help="copy even while a worker is alive on the source (its later outcomes are missed)",
+    )
+    parser.add_argument(
         "--batch-size", type=int_between(1, MAX_BATCH), default=5000, help="rows per transaction"
     )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.set_defaults(func=run)
+
+    reopen = subparsers.add_parser(
+        "reopen",
+        help="take new work again on a SQLite file that errands graduate moved away",
+        description=(
+            "After `errands graduate`, the SQLite file refuses new work (a worker, an enqueue) "
+            "so that nothing runs twice. Reopen it only on purpose: when the move is undone, "
+            "or the file is to be a queue of its own again."
+        ),
+    )
+    add_db(reopen)
+    reopen.set_defaults(func=run_reopen)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -77,6 +94,7 @@ def run(args: argparse.Namespace) -> int:
             batch_size=args.batch_size,
             progress=None if args.json else progress,
             force=args.force,
+            ignore_live_workers=args.ignore_live_workers,
         )
     except ErrandsError as exc:
         output.error(scrub(str(exc), source, args.to))
@@ -113,3 +131,28 @@ def run(args: argparse.Namespace) -> int:
                 f"(ERRANDS_DB={redact(args.to)}; see docs/postgres.md, cut-over)"
             )
     return 0 if report.ok else 1
+
+
+def run_reopen(args: argparse.Namespace) -> int:
+    from ...queue import Queue
+
+    source = resolve_db(args)
+    problem = sqlite_problem(source, db_source(args), create=False) if is_sqlite(source) else None
+    if problem:
+        output.error(problem)
+        return 1
+    try:
+        with Queue(source, allow_graduated=True) as q:
+            was = q.backend.graduation()
+            q.backend.reopen()
+    except ErrandsError as exc:
+        output.error(scrub(str(exc), source))
+        return 1
+    if was is None:
+        print(f"{redact(source)} was not graduated: nothing to reopen")
+    else:
+        print(
+            f"reopened {redact(source)}: it takes new work again (it had graduated to "
+            f"{was.target}; make sure no worker runs the same jobs there)"
+        )
+    return 0

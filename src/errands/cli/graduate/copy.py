@@ -39,7 +39,8 @@ from ...errors import ErrandsError
 
 # Copy order respects foreign keys (jobs before the rows that reference them). Each table's
 # key is what "already copied" means. maintenance_leases is not copied: leadership is
-# re-elected on the new database within a lease.
+# re-elected on the new database within a lease; nor is errands_meta: its facts (the
+# graduation mark) are about the file itself.
 TABLES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("jobs", ("id",)),
     ("job_attempts", ("id",)),
@@ -47,6 +48,7 @@ TABLES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("job_blobs", ("id",)),
     ("workers", ("id",)),
     ("periodic", ("name",)),
+    ("task_types", ("type",)),
     ("job_stats_hourly", ("hour", "queue", "type", "outcome")),
     # Flow control: a paused queue stays paused and a stored limit stays in force on the new
     # database (the rate windows' starts are not copied: graduate with the workers stopped).
@@ -108,7 +110,11 @@ class Report:
             if self.ok
             else "incomplete: run the same command again to carry on"
             if not self.complete
-            else "verification FAILED"
+            else "verification FAILED: the tables marked MISMATCH differ between the source "
+            "and the target — rows changed in the source after they were copied (a worker or "
+            "an application still writing to it), or in the target. Stop every worker and "
+            "producer on the source, empty the target (drop and create the database again), "
+            "and run graduate again; a rerun alone never updates rows already copied"
         )
         return "\n".join([*lines, f"{verdict} ({self.seconds:.1f}s)"])
 
@@ -121,13 +127,17 @@ def graduate(
     progress: Progress | None = None,
     force: bool = False,
     max_batches: int | None = None,
+    ignore_live_workers: bool = False,
 ) -> Report:
     """Copy every row of the SQLite queue at ``sqlite_url`` into PostgreSQL at ``pg_url``.
 
     Refuses a target that already holds errands rows unless they come from an earlier,
     interrupted run from the same source, or ``force`` is given (rows whose keys exist are then
     left as they are). ``max_batches`` stops after that many batches (for tests and for
-    copying a large queue in slices); the report says whether it completed.
+    copying a large queue in slices); the report says whether it completed. Refuses while a
+    worker is alive on the source (its later outcomes would be missing from the copy) unless
+    ``ignore_live_workers``. Once verified, the source is marked graduated (``errands_meta``):
+    it refuses new work until ``errands reopen``.
     """
     import psycopg
 
@@ -149,9 +159,12 @@ def graduate(
     started = time.monotonic()
     source_id = os.path.realpath(path)
     # Opening each as a Queue checks (and, for the target, creates) the schema.
-    with Queue(path) as src_q, Queue(pg_url) as dst_q:
+    with Queue(path, allow_graduated=True) as src_q, Queue(pg_url) as dst_q:
         src_version = src_q.backend.schema_version()
         dst_version = dst_q.backend.schema_version()
+        live = [] if ignore_live_workers else src_q.workers(now=time.time())
+    if live:
+        raise GraduateError(_live_workers_message(path, live))
     if src_version != dst_version:
         raise GraduateError(
             f"{path} is at schema version {src_version} but the target at {dst_version}; "
@@ -200,8 +213,27 @@ def graduate(
                 dst.execute(TARGET_Q["finish_graduation"], params)
     finally:
         src.close()
+    if report.ok:
+        # The file now refuses new work, naming where its queue went (no password).
+        with Queue(path, allow_graduated=True) as src_q:
+            src_q.backend.mark_graduated(redact(pg_url), time.time())
     report.seconds = time.monotonic() - started
     return report
+
+
+def _live_workers_message(path: str, live: list[dict[str, Any]]) -> str:
+    named = "; ".join(
+        f"worker {w['id']} (pid {w['pid']} on {w['hostname']}, last seen {w['last_seen_at']})"
+        for w in live[:5]
+    )
+    more = f" and {len(live) - 5} more" if len(live) > 5 else ""
+    first = live[0]
+    return (
+        f"{len(live)} worker(s) alive on {path}: {named}{more}; what they do after the copy "
+        f"would be missing from it. Stop them first (e.g. `kill -TERM {first['pid']}` on "
+        f"{first['hostname']}: running jobs finish, then it exits), then run graduate again; "
+        "or pass --ignore-live-workers to copy anyway"
+    )
 
 
 def _refuse_uncopyable(src: sqlite3.Connection, dst: Any, path: str) -> None:

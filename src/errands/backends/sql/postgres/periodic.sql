@@ -29,7 +29,8 @@ SELECT p.name, p.cron, p.interval_seconds, p.timezone, p.type, p.payload, p.queu
        GREATEST(p.last_succeeded_at,
                 (SELECT MAX(j.finished_at) FROM jobs j
                  WHERE j.status = 'succeeded' AND j.type = p.type)) AS last_succeeded_at,
-       p.catch_up, p.grace_seconds, p.last_succeeded_at AS stored_succeeded_at
+       p.catch_up, p.grace_seconds, p.last_succeeded_at AS stored_succeeded_at,
+       p.first_enqueued_at
 FROM periodic p ORDER BY p.name;
 
 -- name: advance_periodic
@@ -39,7 +40,9 @@ FROM periodic p ORDER BY p.name;
 -- a microsecond off). A concurrent scheduler waits on the row lock, then re-checks the WHERE on
 -- the winner's committed row (READ COMMITTED), finds next_run_at moved and updates nothing.
 UPDATE periodic SET next_run_at = to_timestamp(:next_run_at),
-    last_enqueued_at = CASE WHEN :enqueued = 1 THEN to_timestamp(:now) ELSE last_enqueued_at END
+    last_enqueued_at = CASE WHEN :enqueued = 1 THEN to_timestamp(:now) ELSE last_enqueued_at END,
+    first_enqueued_at = CASE WHEN :enqueued = 1 AND first_enqueued_at IS NULL THEN to_timestamp(:now)
+                        ELSE first_enqueued_at END
 WHERE name = :name AND next_run_at = CAST(:expected AS timestamptz)
 RETURNING name;
 
@@ -48,3 +51,8 @@ RETURNING name;
 UPDATE periodic SET last_succeeded_at = to_timestamp(:succeeded_at)
 WHERE name = :name
   AND (last_succeeded_at IS NULL OR last_succeeded_at < to_timestamp(:succeeded_at));
+
+-- name: remove_periodic
+-- Delete a schedule's row (`errands periodic remove NAME`); its jobs stay as they are.
+DELETE FROM periodic WHERE name = :name
+RETURNING name;

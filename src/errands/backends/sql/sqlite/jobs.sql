@@ -273,10 +273,11 @@ SELECT * FROM job_events WHERE job_id = :job_id ORDER BY id;
 
 -- name: upsert_worker
 -- Register (or re-register) a worker.
-INSERT INTO workers (id, hostname, pid, queues, types, concurrency, started_at, last_seen_at)
-VALUES (:id, :hostname, :pid, :queues, :types, :concurrency, :now, :now)
+INSERT INTO workers (id, hostname, pid, queues, types, schedules, concurrency, started_at,
+                     last_seen_at)
+VALUES (:id, :hostname, :pid, :queues, :types, :schedules, :concurrency, :now, :now)
 ON CONFLICT (id) DO UPDATE SET last_seen_at = excluded.last_seen_at, stopped_at = NULL,
-    queues = excluded.queues, types = excluded.types;
+    queues = excluded.queues, types = excluded.types, schedules = excluded.schedules;
 
 -- name: worker_seen
 -- A worker is alive.

@@ -118,9 +118,15 @@ SELECT queue, type, COUNT(*) AS n FROM jobs INDEXED BY jobs_queued_run_at
 WHERE status = 'queued' GROUP BY queue, type
 ORDER BY queue, type;
 
+-- name: live_worker_counters
+-- The counters (JSON) of workers not stopped and seen at or after :alive_since.
+SELECT counters FROM workers
+WHERE stopped_at IS NULL AND last_seen_at >= :alive_since AND counters IS NOT NULL;
+
 -- name: workers_seen_since
 -- Workers not stopped and seen at or after :alive_since, newest first.
-SELECT id, hostname, pid, queues, types, concurrency, started_at, last_seen_at FROM workers
+SELECT id, hostname, pid, queues, types, schedules, concurrency, started_at, last_seen_at
+FROM workers
 WHERE stopped_at IS NULL AND last_seen_at >= :alive_since
 ORDER BY last_seen_at DESC, id;
 

@@ -26,14 +26,17 @@ SELECT p.name, p.cron, p.interval_seconds, p.timezone, p.type, p.payload, p.queu
        MAX(COALESCE(p.last_succeeded_at, 0),
            COALESCE((SELECT MAX(j.finished_at) FROM jobs j
                      WHERE j.status = 'succeeded' AND j.type = p.type), 0)) AS last_succeeded_at,
-       p.catch_up, p.grace_seconds, p.last_succeeded_at AS stored_succeeded_at
+       p.catch_up, p.grace_seconds, p.last_succeeded_at AS stored_succeeded_at,
+       p.first_enqueued_at
 FROM periodic p ORDER BY p.name;
 
 -- name: advance_periodic
 -- Compare-and-set: move next_run_at from the value the scheduler read to the next tick.
 -- Exactly one scheduler wins a tick; the winner inserts the job in the same transaction.
 UPDATE periodic SET next_run_at = :next_run_at,
-    last_enqueued_at = CASE WHEN :enqueued = 1 THEN :now ELSE last_enqueued_at END
+    last_enqueued_at = CASE WHEN :enqueued = 1 THEN :now ELSE last_enqueued_at END,
+    first_enqueued_at = CASE WHEN :enqueued = 1 AND first_enqueued_at IS NULL THEN :now
+                        ELSE first_enqueued_at END
 WHERE name = :name AND next_run_at = :expected
 RETURNING name;
 
@@ -41,3 +44,8 @@ RETURNING name;
 -- Persist the newest success of a schedule's type so it outlives pruning of that job.
 UPDATE periodic SET last_succeeded_at = :succeeded_at
 WHERE name = :name AND (last_succeeded_at IS NULL OR last_succeeded_at < :succeeded_at);
+
+-- name: remove_periodic
+-- Delete a schedule's row (`errands periodic remove NAME`); its jobs stay as they are.
+DELETE FROM periodic WHERE name = :name
+RETURNING name;
