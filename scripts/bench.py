@@ -87,6 +87,9 @@ def record(r: dict[str, Any]) -> str:
     raw, ours = r["raw"], r["errands"]
     for key, base, label in (
         ("enqueue", "insert", "`enqueue` one by one / raw insert, 1 tx per row"),
+        ("enqueue_async", "insert", "`enqueue_async`, 1 task / raw insert"),
+        ("enqueue_threads", "insert", "`enqueue`, 8 threads / raw insert"),
+        ("enqueue_tasks", "insert", "`enqueue_async`, 64 tasks / raw insert"),
         ("enqueue_many", "bulk_insert", "`enqueue_many` / raw bulk insert, 1 tx"),
         ("process_1", "process", "processing, 1 `errands worker` / raw claims of 50"),
         (
@@ -96,11 +99,16 @@ def record(r: dict[str, Any]) -> str:
             f"{r['processes']} processes",
         ),
     ):
+        if key not in ours:  # a result from before the producer phases
+            continue
         lines.append(
             f"| {label} | {ours[key]['per_second']:,.0f} | {spread(ours[key])} | "
             f"{raw[base]['per_second']:,.0f} | {spread(raw[base])} | "
             f"**{r['ratios'][key]:.2f}x** | {r['ratios_best'][key]:.2f}x |"
         )
+    many = r.get("producers")
+    if many:
+        lines += ["", producer_line(ours, many)]
     p, idle = r["pickup"], r["idle"]
     lines += [
         "",
@@ -115,6 +123,21 @@ def record(r: dict[str, Any]) -> str:
         f"Idle worker CPU over {idle['seconds']:g} s: {idle['cpu_percent']}% of one core.",
     ]
     return "\n".join(lines) + "\n"
+
+
+def producer_line(ours: dict[str, Any], many: dict[str, Any]) -> str:
+    lat = "; ".join(
+        f"{key} p50 {ours[key]['p50_ms']} ms, p99 {ours[key]['p99_ms']} ms"
+        for key in ("enqueue", "enqueue_async", "enqueue_threads", "enqueue_tasks")
+    )
+    return (
+        f"Producers — latency per call (best round): {lat}. Many against one (median of the "
+        f"rounds' paired figures): 8 threads / 1 thread "
+        f"**{many['enqueue_threads']['speedup']:.2f}x** jobs/s, p99 "
+        f"{many['enqueue_threads']['p99_ratio']:.2f}x; 64 tasks / 1 task "
+        f"**{many['enqueue_tasks']['speedup']:.2f}x** jobs/s, p99 "
+        f"{many['enqueue_tasks']['p99_ratio']:.2f}x."
+    )
 
 
 def main(argv: list[str]) -> int:

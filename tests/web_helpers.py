@@ -2,9 +2,65 @@
 
 from __future__ import annotations
 
+import os
+import socket
+from collections.abc import Iterator
 from typing import Any
 
+import pytest
+
 import errands
+from ops_helpers import sql_rows
+
+# Debian's chromium, launched by path (Playwright's own download needs the internet).
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--headless",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+def _need(what: str) -> None:
+    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        pytest.fail(f"{what} is missing; CI must have it (.ci/run installs chromium)")
+    pytest.skip(f"{what} is missing")
+
+
+def launch_chromium() -> Iterator[Any]:
+    """A Playwright browser on the system chromium (for a module-scoped fixture); with CI=true
+    a missing chromium or Playwright fails, elsewhere it skips."""
+    if not os.path.exists(CHROMIUM):
+        _need(f"{CHROMIUM} (apt-get install chromium)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _need("playwright (pip install -e '.[dev]')")
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def snapshot(url: str) -> list[Any]:
+    """Every job's state and the size of the audit log: equal before and after means nothing
+    was written."""
+    return [
+        sql_rows(url, "SELECT id, status, attempts, run_at FROM jobs ORDER BY id"),
+        sql_rows(url, "SELECT COUNT(*) FROM job_events"),
+        sql_rows(url, "SELECT COUNT(*) FROM job_attempts"),
+        sql_rows(url, "SELECT queue, reason FROM queue_pauses ORDER BY queue"),
+    ]
 
 
 def populate(q: errands.Queue) -> dict[str, Any]:

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from .backends.base import ClaimedJob
+    from .core.records import Job
 
 
 class Lease(Protocol):
@@ -20,6 +21,8 @@ class Lease(Protocol):
     def complete(self, connection: Any, result: Any) -> None: ...
 
     def progress(self, fraction: float, message: str | None) -> None: ...
+
+    def upstream(self) -> list[Job]: ...
 
 
 class JobContext:
@@ -73,6 +76,12 @@ class JobContext:
         if message is not None and not isinstance(message, str):
             raise ValueError(f"progress message must be text, got {type(message).__name__}")
         self._lease.progress(float(fraction), None if message is None else message[:200])
+
+    def upstream(self) -> list[Job]:
+        """The jobs this one was enqueued after (``after=``, a chain's previous step, a
+        batch's members), in id order, with their status and ``result``: one query. Empty
+        for a job enqueued without dependencies. (A pruned upstream is no longer listed.)"""
+        return self._lease.upstream()
 
     def complete(self, *, connection: Any, result: Any = None) -> None:
         """Mark this job succeeded inside ``connection``'s open transaction (same database),

@@ -13,8 +13,9 @@ from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
+from . import pipelines
 from .backends import forks, open_backend, redact
-from .backends.base import Graduation, Listener
+from .backends.base import EnqueueCall, Graduation, Listener
 from .client import waiting
 from .client.admin import MAX_BATCH as MAX_BATCH  # re-exported: the CLI's --batch-size cap
 from .client.admin import Actions, Reads
@@ -22,6 +23,7 @@ from .client.declared import DeclaredOptions, GraduationWatch
 from .client.enqueueing import EnqueueItem as EnqueueItem  # re-exported: enqueue_many's item type
 from .client.enqueueing import Producer
 from .client.flow import FlowControl
+from .client.grouping import GroupCommitter
 from .core import payload as payload_json
 from .core import schedule, validate
 from .core.backoff import Backoff
@@ -38,6 +40,7 @@ from .maintenance.pruner import SERVICE_MAX_BATCHES, Pruner
 from .maintenance.rescuer import Rescuer
 from .maintenance.runner import Service
 from .maintenance.scheduler import PeriodicScheduler, schedule_row
+from .maintenance.sweeper import DepSweeper
 from .maintenance.wal import WalKeeper
 from .middleware import Chain
 from .tasks import DEFAULT_QUEUE, Task, TaskOptions
@@ -143,6 +146,7 @@ class Queue(Reads, Actions, FlowControl):
             chain=lambda: self._chain,
             wake=self._wake,
             off_loop=self._off_loop,
+            group=self._group_committer(),
             declared=DeclaredOptions(self.backend.task_types),
             refuse=watch,
         )
@@ -432,12 +436,26 @@ class Queue(Reads, Actions, FlowControl):
         unique_key: str | None = None,
         connection: Any = None,
         actor: str = "api",
+        after: Sequence[int] | None = None,
+        on_upstream_failure: str = "cancel",
     ) -> int:
         """Store one job and return its id. Committed when this returns — or, with
         ``connection=``, when the application commits that transaction (rollback: no job).
-        With a ``unique_key`` held by a queued or running job, returns that job's id."""
+        With a ``unique_key`` held by a queued or running job, returns that job's id.
+        ``after=[ids]``: the job waits until those jobs are final, then runs if they all
+        succeeded (else it is cancelled, ``UPSTREAM:FAILED``), or whatever their outcome with
+        ``on_upstream_failure="run"`` (docs/pipelines.md)."""
         batch = self._producer.one(
-            job_type, payload, queue, priority, run_at, delay, max_attempts, unique_key
+            job_type,
+            payload,
+            queue,
+            priority,
+            run_at,
+            delay,
+            max_attempts,
+            unique_key,
+            after,
+            on_upstream_failure,
         )
         return self._producer.store(batch, actor, connection)[0]
 
@@ -461,12 +479,23 @@ class Queue(Reads, Actions, FlowControl):
         unique_key: str | None = None,
         connection: Any = None,
         actor: str = "api",
+        after: Sequence[int] | None = None,
+        on_upstream_failure: str = "cancel",
     ) -> int:
         """``enqueue`` for async code: the event loop never waits on the write. PostgreSQL: an
         asyncio connection pool, and ``connection=`` takes a ``psycopg.AsyncConnection`` in
         your transaction. SQLite: the write (and its fsync) runs on a dedicated thread."""
         batch = self._producer.one(
-            job_type, payload, queue, priority, run_at, delay, max_attempts, unique_key
+            job_type,
+            payload,
+            queue,
+            priority,
+            run_at,
+            delay,
+            max_attempts,
+            unique_key,
+            after,
+            on_upstream_failure,
         )
         return (await self._producer.store_async(batch, actor, connection))[0]
 
@@ -476,16 +505,64 @@ class Queue(Reads, Actions, FlowControl):
         """``enqueue_many`` for async code (see ``enqueue_async``)."""
         return await self._producer.store_async(self._producer.many(items), actor, connection)
 
+    # -- pipelines (pipelines.py, docs/pipelines.md) -------------------------------------
+
+    def chain(
+        self, items: Iterable[EnqueueItem], *, connection: Any = None, actor: str = "api"
+    ) -> list[int]:
+        """Store jobs that run one after another (``enqueue_many``'s items), in one
+        transaction; a step that does not succeed cancels the rest. Returns their ids."""
+        return pipelines.chain(self._producer, items, actor, connection)
+
+    def batch(
+        self, *, on_complete: tuple[Any, ...], connection: Any = None, actor: str = "api"
+    ) -> pipelines.JobBatch:
+        """``with q.batch(on_complete=(type, payload)) as batch: batch.enqueue(…)``: the
+        members and a callback job that runs once all of them are final, whatever their
+        outcome, stored in one transaction when the block exits without an exception."""
+        item = pipelines.on_complete_item(on_complete)
+        return pipelines.JobBatch(self._producer, item, actor, connection)
+
+    def get_batch(self, batch_id: int) -> pipelines.BatchInfo:
+        """A batch (``batch.id``): its callback's status and its members per state."""
+        return pipelines.get_batch(self.backend, validate.job_id(batch_id))
+
+    def upstream(self, job_id: int) -> list[Job]:
+        """The jobs ``job_id`` was enqueued after, in id order."""
+        return [job for job, _ in self.backend.upstream(validate.job_id(job_id))]
+
+    def downstream(self, job_id: int) -> list[Job]:
+        """The jobs enqueued after ``job_id``, in id order."""
+        return [job for job, _ in self.backend.downstream(validate.job_id(job_id))]
+
     async def _off_loop(self, fn: Callable[[], R]) -> R:
         """Run blocking work (a SQLite write and its fsync, a read) on this Queue's own small
         executor, so an event loop never waits on it."""
+        return await asyncio.get_running_loop().run_in_executor(self._writer_thread(), fn)
+
+    def _writer_thread(self) -> ThreadPoolExecutor:
         with self._lock:
             if self._offload is None:
                 # One thread: SQLite takes one writer at a time anyway, and jobs from one
                 # task are written in the order it enqueued them.
                 self._offload = ThreadPoolExecutor(1, thread_name_prefix="errands-async")
-            offload = self._offload
-        return await asyncio.get_running_loop().run_in_executor(offload, fn)
+            return self._offload
+
+    def _group_committer(self) -> GroupCommitter | None:
+        """Concurrent enqueues share a commit where the backend asks for it (SQLite); the
+        writer thread leads the groups of asyncio callers."""
+        if not self.backend.group_commit:
+            return None
+        backend = self.backend
+
+        def write_one(call: EnqueueCall) -> list[int]:
+            return backend.enqueue(call.jobs, call.now, actor=call.actor)
+
+        def spawn(lead: Callable[[], None]) -> None:
+            # A leader resolves every call it writes, errors included: nothing to collect.
+            self._writer_thread().submit(lead)
+
+        return GroupCommitter(backend.enqueue_grouped, write_one, spawn)
 
     def _wake(self) -> None:
         for wake in list(self._wakers):
@@ -527,9 +604,12 @@ class Queue(Reads, Actions, FlowControl):
             return await waiting.wait_async(steps, read, sub)
 
     def services(self) -> list[Service]:
-        """The maintenance services a worker's leader runs: rescue, periodic, prune, the
-        WAL — each given only what it uses."""
-        services: list[Service] = [Rescuer(self.backend, self.settings.lease_seconds)]
+        """The maintenance services a worker's leader runs: rescue, deps (the dependency
+        sweeper), periodic, prune, the WAL — each given only what it uses."""
+        services: list[Service] = [
+            Rescuer(self.backend, self.settings.lease_seconds),
+            DepSweeper(self.backend),
+        ]
         if self.schedules:
             services.append(
                 PeriodicScheduler(self.backend, self.schedules, self.tasks, clock=self.clock)

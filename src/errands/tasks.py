@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timedelta
 from typing import Any, Generic, ParamSpec, Protocol, TypedDict, TypeVar, Unpack
@@ -57,8 +57,11 @@ class EnqueueOptions:
     max_attempts: int | None = None
     unique_key: str | None = None
     connection: Any = None
+    after: Sequence[int] | None = None  # runs once these jobs are final (pipelines.md)
+    on_upstream_failure: str = "cancel"
 
     def __post_init__(self) -> None:
+        validate.after(self.after, self.on_upstream_failure)
         if self.queue is not None:
             validate.name(self.queue, "queue")
         if self.priority is not None:
@@ -95,6 +98,8 @@ class EnqueueKwargs(TypedDict, total=False):
     max_attempts: int | None
     unique_key: str | None
     connection: Any
+    after: Sequence[int] | None
+    on_upstream_failure: str
 
 
 class Enqueuer(Protocol):
@@ -221,6 +226,8 @@ class BoundTask:
             "max_attempts": o.max_attempts,
             "unique_key": o.unique_key,
             "connection": o.connection,
+            "after": o.after,
+            "on_upstream_failure": o.on_upstream_failure,
         }
 
     def with_options(self, **overrides: Any) -> BoundTask:

@@ -199,7 +199,8 @@ def classify(name: str, text: str) -> list[Finding]:
 
     for m in _DEFAULT.finditer(text):
         seen.add(m.start(1) - 1)
-        table = _table_of_check(text, m.start()) or ""
+        # A table rebuilt to change a CHECK is created as <name>_new (sqlite migration 0009).
+        table = (_table_of_check(text, m.start()) or "").removesuffix("_new")
         ok = table == "jobs" and m.group(1) == ENQUEUED_STATE
         problem = None if ok else f"a new job's status is {ENQUEUED_STATE!r} (states: enqueue)"
         add(m.start(), f"DEFAULT of {table}", frozenset({m.group(1)}), problem)

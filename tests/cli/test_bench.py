@@ -29,6 +29,9 @@ IDLE_SECONDS = 2
 # Each errands phase and the raw baseline measured right before it in the same round.
 BASELINES = {
     "enqueue": "insert",
+    "enqueue_async": "insert",
+    "enqueue_threads": "insert",
+    "enqueue_tasks": "insert",
     "enqueue_many": "bulk_insert",
     "process_1": "process",
     "process_p": "process_p",  # like with like: raw processing by as many processes
@@ -73,6 +76,8 @@ def test_bench_json_reports_every_phase_and_completes_every_job(
     # Progress went to stderr, phase by phase and round by round.
     assert "[errands bench] round 2/2: raw insert" in r.stderr
     assert "[errands bench] pickup p50" in r.stderr
+    assert "[errands bench] round 2/2: enqueue, 8 threads" in r.stderr
+    assert "[errands bench] round 2/2: enqueue_async, 64 tasks" in r.stderr
 
     assert result["backend"] == ("sqlite" if is_sqlite else "postgres")
     assert result["jobs"] == JOBS and result["processes"] == 2
@@ -80,8 +85,9 @@ def test_bench_json_reports_every_phase_and_completes_every_job(
     assert result["durability"] == "full"
     for phase in ("insert", "bulk_insert", "process", "process_p"):
         assert_best_of_rounds(result["raw"][phase])
-    for phase in ("enqueue", "enqueue_many", "process_1", "process_p"):
+    for phase in BASELINES:
         assert_best_of_rounds(result["errands"][phase])
+    assert_producer_phases(result)
     assert result["errands"]["process_1"]["completed"] == JOBS
     assert result["errands"]["process_p"]["completed"] == JOBS
     assert_ratios_are_paired(result)
@@ -101,7 +107,10 @@ def test_bench_json_reports_every_phase_and_completes_every_job(
         assert "postgresql" in result["versions"]
         assert bench_schemas(db_url) == []
     # The record scripts/bench.py appends to BENCHMARKS.md reads this very shape.
-    assert f"ratio: median of {ROUNDS} paired rounds" in bench_script().record(result)
+    record = bench_script().record(result)
+    assert f"ratio: median of {ROUNDS} paired rounds" in record
+    assert "| `enqueue`, 8 threads / raw insert |" in record
+    assert "8 threads / 1 thread **" in record
 
 
 def assert_best_of_rounds(phase: dict[str, Any]) -> None:
@@ -110,6 +119,26 @@ def assert_best_of_rounds(phase: dict[str, Any]) -> None:
     assert all(x > 0 for x in phase["rounds"])
     assert phase["per_second"] == max(phase["rounds"])
     assert phase["seconds"] > 0
+
+
+def assert_producer_phases(result: dict[str, Any]) -> None:
+    """Each producer phase has its latency per call; the many-producer phases their paired
+    ratios to the one-producer phase of their kind (no figure judged: shapes only)."""
+    ours = result["errands"]
+    for phase in ("enqueue", "enqueue_async", "enqueue_threads", "enqueue_tasks"):
+        assert 0 < ours[phase]["p50_ms"] <= ours[phase]["p99_ms"], phase
+        assert len(ours[phase]["p99_rounds"]) == ROUNDS
+    many = {"enqueue_threads": "enqueue", "enqueue_tasks": "enqueue_async"}
+    assert set(result["producers"]) == set(many)
+    for phase, one in many.items():
+        speed = [m / o for m, o in zip(ours[phase]["rounds"], ours[one]["rounds"], strict=True)]
+        p99 = [
+            m / o for m, o in zip(ours[phase]["p99_rounds"], ours[one]["p99_rounds"], strict=True)
+        ]
+        assert result["producers"][phase] == {
+            "speedup": round(statistics.median(speed), 3),
+            "p99_ratio": round(statistics.median(p99), 3),
+        }
 
 
 def assert_ratios_are_paired(result: dict[str, Any]) -> None:
@@ -148,6 +177,9 @@ def canned_result() -> dict[str, Any]:
         extra = {} if completed is None else {"completed": completed}
         return {**best, **extra, "rounds": list(rounds)}
 
+    def producer(*rounds: float, p99: float) -> dict[str, Any]:
+        return {**phase(*rounds), "p50_ms": p99 / 4, "p99_ms": p99, "p99_rounds": [p99] * 3}
+
     return {
         "backend": "sqlite",
         "jobs": 3000,
@@ -165,13 +197,36 @@ def canned_result() -> dict[str, Any]:
             "process_p": phase(36000.0, 18000.0, 30000.0),
         },
         "errands": {
-            "enqueue": phase(3500.0, 2000.0, 2400.0),
+            "enqueue": producer(3500.0, 2000.0, 2400.0, p99=4.0),
+            "enqueue_async": producer(3000.0, 2000.0, 2400.0, p99=5.0),
+            "enqueue_threads": producer(14000.0, 9000.0, 9600.0, p99=6.0),
+            "enqueue_tasks": producer(15000.0, 10000.0, 12000.0, p99=7.0),
             "enqueue_many": phase(75000.0, 50000.0, 60000.0),
             "process_1": phase(30000.0, 16000.0, 27000.0, completed=3000),
             "process_p": phase(28000.0, 15000.0, 24000.0, completed=3000),
         },
-        "ratios": {"enqueue": 0.7, "enqueue_many": 0.25, "process_1": 0.8, "process_p": 0.75},
-        "ratios_best": {"enqueue": 0.7, "enqueue_many": 0.25, "process_1": 0.75, "process_p": 0.78},
+        "ratios": {
+            "enqueue": 0.7,
+            "enqueue_async": 0.6,
+            "enqueue_threads": 2.8,
+            "enqueue_tasks": 3.0,
+            "enqueue_many": 0.25,
+            "process_1": 0.8,
+            "process_p": 0.75,
+        },
+        "ratios_best": {
+            "enqueue": 0.7,
+            "enqueue_async": 0.6,
+            "enqueue_threads": 2.8,
+            "enqueue_tasks": 3.0,
+            "enqueue_many": 0.25,
+            "process_1": 0.75,
+            "process_p": 0.78,
+        },
+        "producers": {
+            "enqueue_threads": {"speedup": 4.0, "p99_ratio": 1.5},
+            "enqueue_tasks": {"speedup": 5.0, "p99_ratio": 1.4},
+        },
         "scaling": {"errands": 0.9, "raw": 0.9},
         "pickup": {
             "samples": 200,
@@ -241,3 +296,7 @@ def test_the_report_shows_best_spread_and_median_ratio_within_100_columns(
     assert row.split()[-4:] == ["15,000-28,000", "36,000", "18,000-36,000", "0.75x"]
     assert "RATIO: errands / raw doing the same work with as many processes" in flat
     assert "SCALING, 2 processes / 1: errands 0.90x, raw 0.90x" in flat
+    threads = next(line for line in out.splitlines() if line.startswith("enqueue, 8 threads"))
+    assert threads.split()[3:] == ["14,000", "9,000-14,000", "5,000", "2,500-5,000", "2.80x"]
+    assert "enqueue, 8 threads: p50 1.5 ms, p99 6.0 ms" in flat
+    assert "enqueue, 8 threads / enqueue one by one: 4.00x jobs/s, 1.50x p99" in flat

@@ -319,7 +319,7 @@ def test_demo_summary_adds_up_and_check_stays_truthful(tmp_path: Path) -> None:
     (summary,) = [ln for ln in lines if " jobs in all: the " in ln]
     total = int(summary.split()[0])
     start = lines.index("Jobs per state") + 2
-    states = dict(ln.split() for ln in lines[start : start + 5])
+    states = dict(ln.split() for ln in lines[start : start + 6])  # waiting … cancelled
     assert sum(int(n) for n in states.values()) == total
     assert states["queued"] == states["running"] == "0"
     assert "removed from the demo file" in summary

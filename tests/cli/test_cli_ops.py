@@ -66,7 +66,7 @@ def test_stats_json_counts_every_state(
     assert code == 0
     data = json.loads(out)
     assert data["counts"] == {
-        "queued": 3, "running": 0, "succeeded": 2, "failed": 5, "cancelled": 0,
+        "waiting": 0, "queued": 3, "running": 0, "succeeded": 2, "failed": 5, "cancelled": 0,
     }  # fmt: skip
     assert data["top_errors"][0] == {
         "error_code": "SMTP:REJECTED",

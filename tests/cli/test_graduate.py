@@ -42,8 +42,8 @@ def tasks(q: errands.Queue) -> None:
 
 
 def build_source(path: str) -> FixedClock:
-    """Jobs in every state, with attempts, events, a traceback blob, a worker row, a
-    schedule and an hourly rollup."""
+    """Jobs in every state, with attempts, events, a traceback blob, a dependency, a worker
+    row, a schedule and an hourly rollup."""
     clock = FixedClock(T0)
     with errands.Queue(path, clock=clock, lease_seconds=10) as q:
         tasks(q)
@@ -59,7 +59,8 @@ def build_source(path: str) -> FixedClock:
         q.cancel(q.jobs(status="queued", type="bad")[0].id)
         for n in range(40):
             q.enqueue("ok", {"n": 100 + n}, priority=n % 3)  # queued, due
-        q.enqueue("ok", {"n": 500}, delay=3600)  # queued, scheduled
+        later = q.enqueue("ok", {"n": 500}, delay=3600)  # queued, scheduled
+        q.enqueue("ok", {"n": 800}, after=[later])  # waiting: its job_deps row is copied too
         q.pause("held", reason="flow control graduates too", actor="ops")  # queue_pauses
         q.set_limit("api", running=3, rate=(10, 60.0), actor="ops")  # flow_limits
         q.enqueue("ok", {"n": 600}, unique_key="only-one")
@@ -118,6 +119,7 @@ def test_graduate_moves_everything_and_the_queue_runs_on(tmp_path: Path, pg_url:
     clock = build_source(path)
     before = snapshot(path)
     assert {j.status for j, _, _ in before.values()} == {
+        "waiting",
         "queued",
         "running",
         "succeeded",
@@ -154,7 +156,9 @@ def test_graduate_moves_everything_and_the_queue_runs_on(tmp_path: Path, pg_url:
         q.run_worker(burst=True, handle_signals=False)
         jobs = q.jobs(limit=1000)
         assert {j.status for j in jobs if j.type == "ok" and j.id in before} >= {"succeeded"}
-        assert not [j for j in jobs if j.type == "ok" and j.status in ("queued", "running")]
+        assert not [
+            j for j in jobs if j.type == "ok" and j.status in ("waiting", "queued", "running")
+        ]
         (flaky,) = [j for j in jobs if j.type == "flaky"]
         assert flaky.attempts == 2  # its retry ran on PostgreSQL, the next one is not due yet
         running_id = next(i for i, (j, _, _) in before.items() if j.status == "running")

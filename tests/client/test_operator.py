@@ -133,7 +133,14 @@ def test_stats_counts_every_state(queue: errands.Queue) -> None:
     queue.enqueue("t", {}, queue="other")
     queue.cancel(a)
     counts = queue.stats()["counts"]
-    assert counts == {"queued": 1, "running": 0, "succeeded": 0, "failed": 0, "cancelled": 1}
+    assert counts == {
+        "waiting": 0,
+        "queued": 1,
+        "running": 0,
+        "succeeded": 0,
+        "failed": 0,
+        "cancelled": 1,
+    }
 
 
 def test_urls_are_printed_without_their_password() -> None:

@@ -44,7 +44,14 @@ def test_counts_every_state_and_by_queue_type(q: errands.Queue) -> None:
     enqueue(q, "a", at=T0 - 10, queue="mail")
     enqueue(q, "a", at=T0 - 10, queue="mail")
     st = q.stats()
-    assert st["counts"] == {"queued": 2, "running": 0, "succeeded": 1, "failed": 1, "cancelled": 0}
+    assert st["counts"] == {
+        "waiting": 0,
+        "queued": 2,
+        "running": 0,
+        "succeeded": 1,
+        "failed": 1,
+        "cancelled": 0,
+    }
     assert st["by_queue_type"] == [
         {"status": "failed", "queue": "default", "type": "b", "count": 1},
         {"status": "queued", "queue": "mail", "type": "a", "count": 2},
@@ -335,7 +342,7 @@ def test_counts_follow_retry_and_prune(db_url: str, clock: Clock) -> None:
         assert q.stats()["counts"]["failed"] == 1
         q.retry(bad)
         assert q.stats()["counts"] == {
-            "queued": 1, "running": 0, "succeeded": 1, "failed": 0, "cancelled": 0,
+            "waiting": 0, "queued": 1, "running": 0, "succeeded": 1, "failed": 0, "cancelled": 0,
         }  # fmt: skip
         assert q.prune().total == 1
         assert q.stats()["counts"]["succeeded"] == 0
@@ -350,6 +357,7 @@ BOUNDED_INDEXES = {
     "jobs_queued_run_at",
     "jobs_error_code",
     "jobs_errors_unfinished",
+    "jobs_waiting",
 }
 CHECKED = {"jobs", "job_attempts", "job_stats_minutely", "job_errors_minutely"}
 STATS_QUERIES: dict[str, dict[str, float]] = {
@@ -372,6 +380,7 @@ NO_FILTER: dict[str, float | str | None] = {"type": None, "queue": None, "error_
 OPERATOR_QUERIES: dict[str, dict[str, float | str | None]] = {
     "ids_matching_queued": NO_FILTER,
     "ids_matching_running": NO_FILTER,
+    "ids_matching_waiting": NO_FILTER,
     "ids_matching_finished": {**NO_FILTER, "status": "failed"},
     "prune_count": {"status": "succeeded", "cutoff": T0 - HOUR},
     "prune_ids": {"status": "succeeded", "cutoff": T0 - HOUR, "limit": 500},
@@ -427,9 +436,10 @@ def test_the_selection_by_state_is_the_rows_of_that_state(q: errands.Queue) -> N
     run_job(q, "a", run_at=T0 - 100, started=T0 - 90, finished=T0 - 80)
     run_job(q, "b", run_at=T0 - 100, started=T0 - 90, finished=T0 - 80, outcome="failed")
     run_job(q, "a", run_at=T0 - 70, started=T0 - 60, finished=None, outcome="running")
-    enqueue(q, "a", at=T0 - 50, queue="mail")
+    mail = enqueue(q, "a", at=T0 - 50, queue="mail")
     enqueue(q, "b", at=T0 - 50)
     q.cancel(enqueue(q, "a", at=T0 - 40))
+    q.enqueue("b", {}, queue="mail", after=[mail])  # waiting
     filters: list[dict[str, str | None]] = [
         {"type": None, "queue": None, "error_code": None},
         {"type": "a", "queue": None, "error_code": None},

@@ -1,9 +1,8 @@
 """The guides' examples run: every ```python block of docs/async.md, docs/observing.md and
-docs/flow-control.md is
-executed in order, in one namespace, on each backend (``"app.db"`` and the example PostgreSQL
-URL become the test's database). A block after ``<!-- guide: postgres only -->`` runs only on
-PostgreSQL. What the examples claim is asserted in them; this file checks the rest (the trace,
-the Sentry event, the log line)."""
+docs/flow-control.md and docs/pipelines.md is executed in order, in one namespace, on each
+backend (``"app.db"`` and the example PostgreSQL URL become the test's database). A block after
+``<!-- guide: postgres only -->`` runs only on PostgreSQL. What the examples claim is asserted in
+them; this file checks the rest (the trace, the Sentry event, the log line)."""
 
 from __future__ import annotations
 
@@ -65,6 +64,12 @@ def test_async_guide_runs(db_url: str, is_sqlite: bool) -> None:
     _, ran = run_guide("async.md", db_url, is_sqlite)
     total = len(blocks("async.md"))
     assert ran == (total - 1 if is_sqlite else total)
+
+
+def test_pipelines_guide_runs(db_url: str, is_sqlite: bool) -> None:
+    namespace, ran = run_guide("pipelines.md", db_url, is_sqlite)
+    assert ran == len(blocks("pipelines.md")) == 5
+    assert namespace["batch"].id is not None
 
 
 def test_flow_control_guide_runs(db_url: str, is_sqlite: bool) -> None:

@@ -350,8 +350,10 @@ def assert_consistent(url: str) -> dict[int, str]:
             bad("succeeded but its last attempt is not")
         if status == "failed" and last not in ("failed", "lost"):
             bad("failed but its last attempt neither failed nor was lost")
-        if not evs or evs[0][0] != "ENQUEUED":
-            bad("history does not start with ENQUEUED")
+        if not evs or evs[0][0] not in ("ENQUEUED", "WAITING"):
+            bad("history does not start with ENQUEUED (or WAITING: enqueued after=[…])")
+        if names["READY"] > 1 or (names["WAITING"] and n_attempts and names["READY"] != 1):
+            bad("a dependent ran without exactly one READY (released once)")
         if names["CLAIMED"] - names["RELEASED"] != n_attempts:
             bad("CLAIMED minus RELEASED events differ from attempts")
         if names["SUCCEEDED"] != (status == "succeeded"):

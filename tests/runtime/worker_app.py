@@ -103,6 +103,13 @@ def build(args: argparse.Namespace) -> errands.Queue:
         return seq
 
     @q.task(backoff=quick)
+    def ledger_fail(ctx: JobContext, seq: int, ms: float = 0.0) -> int:
+        """A chaos job that fails for good (an upstream whose dependents are cancelled)."""
+        ledger.record(ctx, seq, "start")
+        time.sleep(ms / 1000)
+        raise errands.JobError("CHAOS:FAIL", "the upstream fails", retry=False)
+
+    @q.task(backoff=quick)
     def slow_job(ctx: JobContext, seq: int, seconds: float, slow_attempts: int = 1) -> int:
         """Sleeps ``seconds`` on its first ``slow_attempts`` attempts, then is quick."""
         ledger.record(ctx, seq, "start")

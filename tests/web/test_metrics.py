@@ -37,7 +37,7 @@ def test_metrics_parse_and_count(q: errands.Queue) -> None:
     assert jobs[(("queue", "mail"), ("state", "queued"), ("type", "ok"))] == 1
     states = _samples(fams["errands_jobs_in_state"])
     assert {dict(k)["state"]: v for k, v in states.items()} == {
-        "queued": 1, "running": 0, "succeeded": 1, "failed": 1, "cancelled": 0,
+        "waiting": 0, "queued": 1, "running": 0, "succeeded": 1, "failed": 1, "cancelled": 0,
     }  # fmt: skip
     finished = _samples(fams["errands_jobs_finished"], "_total")
     assert finished[(("outcome", "failed"), ("queue", "default"), ("type", "bad"))] == 1

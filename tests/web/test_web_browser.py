@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -24,17 +23,8 @@ import pytest
 import errands
 from ops_helpers import HOUR, is_postgres, register_worker, run_job
 from support import get_job
+from web_helpers import free_port, launch_chromium
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--headless",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 # The overview screenshot the docs show is refreshed only on request (a test run must not
 # change tracked files):
 #   ERRANDS_UPDATE_SCREENSHOT=1 make unit PYTEST_ARGS=tests/web/test_web_browser.py
@@ -45,30 +35,9 @@ XSS = '<script>window.__xss=1</script><img src=x onerror="window.__xss=2">'
 XSS_CODE = "XSS:VECTOR"
 
 
-def _need(what: str) -> None:
-    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-        pytest.fail(f"{what} is missing; CI must have it (.ci/run installs chromium)")
-    pytest.skip(f"{what} is missing")
-
-
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    if not os.path.exists(CHROMIUM):
-        _need(f"{CHROMIUM} (apt-get install chromium)")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        _need("playwright (pip install -e '.[dev]')")
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    yield from launch_chromium()
 
 
 @pytest.fixture
@@ -175,7 +144,8 @@ def _scenario(db_url: str, browser: Any, world: dict[str, Any], q: errands.Queue
 
         # Overview with its server-drawn charts.
         page.goto(base)
-        assert page.locator("svg.chart").count() == 3
+        assert page.locator("svg.chart").count() == 5  # + wait and run p50/p95 per hour
+        assert page.locator("svg.latency polyline.p95-line").count() == 2
         assert page.locator("svg.chart rect.bar-succeeded").count() >= 20
         assert page.locator("svg.chart rect.bar-failed").count() >= 1
         assert page.locator(".card-failed .n").inner_text() == str(q.stats()["counts"]["failed"])
@@ -221,6 +191,11 @@ def _scenario(db_url: str, browser: Any, world: dict[str, Any], q: errands.Queue
             "failures?window=1h",
             "periodic",
             "workers",
+            "queues",
+            "jobs?view=dead",
+            "jobs?view=running",
+            f"jobs?q={XSS}",
+            "?window=7d",
         ]
         for view in views:
             page.goto(base + view)
@@ -230,7 +205,7 @@ def _scenario(db_url: str, browser: Any, world: dict[str, Any], q: errands.Queue
         assert json.dumps(XSS)[1:-1] in page.locator("pre.payload").inner_text()
         assert XSS in page.locator("pre.error-detail").inner_text()
         page.goto(base + "failures")
-        page.locator("a", has_text="retry the failed ones").last.click()
+        page.locator("a", has_text="retry failed…").last.click()
         assert page.evaluate("window.__xss === undefined")
         # The plain-text traceback page has no <link rel=icon>, so the browser asks for
         # /favicon.ico; that 404 (and its console line) is the only one allowed.

@@ -50,9 +50,11 @@ def check_token_mount(c: TestClient, jobs: dict[str, Any], q: errands.Queue) -> 
     assert c.get("/errands/api/admin/stats").status_code == 401
     assert c.get("/errands/healthz").json() == {"status": "ok"}
     login = c.get("/errands/")
-    assert login.status_code == 303 and login.headers["location"].endswith("/errands/login")
-    r = c.post("/errands/login", data={"token": TOKEN})
-    assert r.status_code == 303
+    assert login.status_code == 303
+    assert login.headers["location"].endswith("/errands/login?next=%2Ferrands%2F")
+    r = c.post("/errands/login", data={"token": TOKEN, "next": "/errands/jobs?status=failed"})
+    assert r.status_code == 303  # back to the page asked for, inside the mount
+    assert r.headers["location"] == "/errands/jobs?status=failed"
     assert "path=/errands/" in r.headers["set-cookie"].lower()
     page = c.get("/errands/")
     assert page.status_code == 200 and 'href="http://testserver/errands/jobs"' in page.text

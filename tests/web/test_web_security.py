@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import parse_qs, quote, urlsplit
 
 import pytest
 from starlette.routing import Mount, Route
@@ -18,7 +18,7 @@ from errands.web.middleware import MAX_BODY
 from errands.web.server import build
 from ops_helpers import is_postgres, sql_rows
 from support import get_job
-from web_helpers import populate
+from web_helpers import populate, snapshot
 
 TOKEN = "s3cret-token"
 JSON = {"content-type": "application/json"}
@@ -43,16 +43,22 @@ PROTECTED = {
     ("/api/admin/throughput", "GET"),
     ("/", "GET"),
     ("/jobs", "GET"),
+    ("/find", "GET"),
+    ("/queues", "GET"),
+    ("/queues/pause", "POST"),
+    ("/queues/resume", "POST"),
     ("/jobs/{job_id:int}", "GET"),
     ("/jobs/{job_id:int}/payload", "GET"),
     ("/jobs/{job_id:int}/result", "GET"),
     ("/jobs/{job_id:int}/attempts/{attempt:int}/traceback", "GET"),
     ("/jobs/{job_id:int}/retry", "POST"),
     ("/jobs/{job_id:int}/cancel", "POST"),
+    ("/jobs/act", "POST"),
     ("/bulk/confirm", "GET"),
     ("/bulk", "POST"),
     ("/failures", "GET"),
     ("/periodic", "GET"),
+    ("/periodic/run", "POST"),
     ("/workers", "GET"),
     ("/prune/confirm", "GET"),
     ("/prune", "POST"),
@@ -68,17 +74,6 @@ MUTATIONS = {(e.path, e.methods[0]) for e in ROUTES if e.kind == "mutation"}
 def concrete(path: str, ids: dict[str, Any]) -> str:
     path = path.replace("{job_id:int}", str(ids["failed"][0])).replace("{attempt:int}", "1")
     return path.replace("{name}", "default")
-
-
-def snapshot(url: str) -> list[Any]:
-    """Every job's state and the size of the audit log: equal before and after means nothing
-    was written."""
-    return [
-        sql_rows(url, "SELECT id, status, attempts, run_at FROM jobs ORDER BY id"),
-        sql_rows(url, "SELECT COUNT(*) FROM job_events"),
-        sql_rows(url, "SELECT COUNT(*) FROM job_attempts"),
-        sql_rows(url, "SELECT queue, reason FROM queue_pauses ORDER BY queue"),
-    ]
 
 
 def schema(url: str) -> list[Any]:
@@ -120,7 +115,9 @@ def test_token_guards_every_protected_route(db_url: str, queue: errands.Queue, j
     for path, method in sorted(PROTECTED):
         r = c.request(method, concrete(path, jobs), headers=JSON)
         if method == "GET" and not path.startswith(("/api", "/metrics")):
-            assert r.status_code == 303 and r.headers["location"].endswith("/login"), path
+            location = urlsplit(r.headers["location"])
+            assert r.status_code == 303 and location.path == "/login", path
+            assert parse_qs(location.query)["next"] == [concrete(path, jobs)], path
         else:
             assert r.status_code == 401, (path, r.status_code)
     for path, method in sorted(PUBLIC):
@@ -138,7 +135,7 @@ def test_token_guards_every_protected_route(db_url: str, queue: errands.Queue, j
         if method == "GET":
             query = {"action": "retry", "status": "failed"} if path == "/bulk/confirm" else {}
             r = c.get(concrete(path, jobs), headers=bearer, params=query)
-            assert r.status_code == 200, (path, r.status_code)
+            assert r.status_code == (303 if path == "/find" else 200), (path, r.status_code)
 
 
 def test_login_sets_a_strict_httponly_cookie(queue: errands.Queue, jobs: Any) -> None:
@@ -219,7 +216,9 @@ def test_bulk_form_confirms_the_count_then_acts(queue: errands.Queue, jobs: Any)
     token = _form_csrf(c, "/bulk/confirm?action=retry&status=failed&type=charge")
     fields = {"csrf": token, "action": "retry", "status": "failed", "type": "charge"}
     done = c.post("/bulk", data=fields)
-    assert done.status_code == 200 and "3 job(s) retried" in done.text
+    assert done.status_code == 303  # Post/Redirect/Get: a reload shows, never acts again
+    shown = c.get(done.headers["location"])
+    assert shown.status_code == 200 and "3 job(s) retried" in shown.text
     assert all(get_job(queue, i).status == "queued" for i in jobs["failed"])
 
 
@@ -338,8 +337,11 @@ CORPUS = [
     "x" * 5000,
 ]
 GET_PARAMS = {
-    "/api/admin/jobs": ["status", "type", "queue", "error_code", "limit", "cursor"],
-    "/jobs": ["status", "type", "queue", "error_code", "limit", "cursor"],
+    "/api/admin/jobs": ["status", "type", "queue", "error_code", "q", "view", "limit", "cursor"],
+    "/jobs": ["status", "type", "queue", "error_code", "q", "view", "limit", "cursor"],
+    "/find": ["q"],
+    "/failures?window=7d": ["page"],
+    "/": ["window"],
     "/api/admin/stats": ["window", "top"],
     "/api/admin/errors": ["top", "since"],
     "/api/admin/throughput": ["hours"],

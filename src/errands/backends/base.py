@@ -28,6 +28,34 @@ class NewJob:
 
 
 @dataclass(frozen=True, slots=True)
+class EnqueueCall:
+    """One enqueue call's checked jobs, its time and actor: a member of a group commit."""
+
+    jobs: Sequence[NewJob]
+    now: float
+    actor: str
+
+
+@dataclass(frozen=True, slots=True)
+class Needs:
+    """What a job enqueued ``after=[…]`` waits for: jobs already stored (``ids``) and jobs
+    earlier in the same enqueue (``earlier``: their positions, for chains and batches)."""
+
+    ids: tuple[int, ...] = ()
+    earlier: tuple[int, ...] = ()
+    on_failure: str = "cancel"  # "cancel" | "run" (on_upstream_failure)
+
+
+@dataclass(slots=True)
+class SweepReport:
+    """What one pass of the dependency sweeper repaired (nothing, unless a release was
+    missed: every outcome releases its dependents in its own transaction)."""
+
+    closed: int = 0  # open edges to final upstreams, closed as their outcome would have
+    settled: list[int] = field(default_factory=list)  # waiting jobs released or cancelled
+
+
+@dataclass(frozen=True, slots=True)
 class ClaimRequest:
     worker_id: str
     types: Sequence[str]
@@ -274,6 +302,13 @@ class JobVerbs(Protocol):
     def enqueue(
         self, jobs: Sequence[NewJob], now: float, *, actor: str, connection: Any = None
     ) -> list[int]: ...
+
+    # Several calls, one commit. group_commit: True where sharing a commit is worth a
+    # writer queue in the client (SQLite: one writer, an fsync per commit); PostgreSQL
+    # commits concurrent connections together in the server already.
+    group_commit: bool
+
+    def enqueue_grouped(self, calls: Sequence[EnqueueCall]) -> list[list[int]]: ...
     def claim(self, request: ClaimRequest, now: float) -> list[ClaimedJob]: ...
     def finish(
         self,
@@ -310,9 +345,31 @@ class JobVerbs(Protocol):
     # reads
     def get_job(self, job_id: int) -> Job | None: ...
     def list_jobs(self, flt: JobFilter) -> list[Job]: ...
+    def newest_job_id(self) -> int | None: ...
+    def search_jobs(self, flt: JobFilter, text: str, floor_id: int) -> list[Job]: ...
     def attempts(self, job_id: int) -> list[Attempt]: ...
     def events(self, job_id: int) -> list[EventRecord]: ...
     def blob(self, ref: str) -> str | None: ...
+
+
+class DepVerbs(Protocol):
+    """Dependencies between jobs (backends/deps.py, SPEC §4c): jobs enqueued after others,
+    the graph around a job, and the sweeper's repair."""
+
+    def enqueue_after(
+        self,
+        jobs: Sequence[NewJob],
+        needs: Sequence[Needs | None],
+        now: float,
+        *,
+        actor: str,
+        connection: Any = None,
+    ) -> list[int]: ...
+    def upstream(self, job_id: int) -> list[tuple[Job, str]]: ...
+    def downstream(self, job_id: int) -> list[tuple[Job, str]]: ...
+    def upstream_counts(self, job_id: int) -> dict[str, int]: ...
+    def unreleased(self, limit: int) -> int: ...
+    def sweep_waiting(self, now: float, *, limit: int = 1000) -> SweepReport: ...
 
 
 class LeaderVerbs(Protocol):
@@ -380,6 +437,7 @@ class StatsVerbs(Protocol):
     def state_counts(self) -> list[StateCount]: ...
     def window_rows(self, since: float) -> list[WindowRow]: ...
     def hourly_outcomes(self, since: float) -> list[tuple[float, str, int]]: ...
+    def hourly_latency(self, since: float) -> list[tuple[float, str, int, int, float]]: ...
     def rollup_totals(self) -> list[tuple[str, str, str, int]]: ...
     def queued_types(self) -> list[tuple[str, str, int]]: ...
     def retry_histogram(self, since: float, now: float | None = None) -> dict[str, int]: ...
@@ -388,6 +446,8 @@ class StatsVerbs(Protocol):
     ) -> list[dict[str, Any]]: ...
     def running_past_lease(self, now: float, grace: float) -> int: ...
     def oldest_due(self, now: float) -> dict[str, Any] | None: ...
+    def oldest_due_by_queue(self, now: float) -> dict[str, dict[str, Any]]: ...
+    def error_sample(self, error_code: str, jtype: str) -> dict[str, Any] | None: ...
     def oldest_running(
         self, now: float, alive_seconds: float, limit: int
     ) -> list[dict[str, Any]]: ...
@@ -438,6 +498,7 @@ class SchemaVerbs(Protocol):
 
 class Backend(
     JobVerbs,
+    DepVerbs,
     LeaderVerbs,
     WorkerVerbs,
     PeriodicVerbs,

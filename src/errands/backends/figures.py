@@ -51,7 +51,17 @@ from .base import (
     Snoozed,
     Succeeded,
 )
-from .host import F_CANCEL_RUNNING, F_FAIL, F_RETRY_LATER, F_SUCCEED, Conn, dumps
+from .host import (
+    EXEC,
+    F_CANCEL_RUNNING,
+    F_FAIL,
+    F_RETRY_LATER,
+    F_SUCCEED,
+    Conn,
+    Step,
+    Steps,
+    dumps,
+)
 
 
 def count(
@@ -76,6 +86,21 @@ def count(
     conn.execute(q["count_batch_minutes"], {**params, "with_runs": with_runs})
     if unsuccessful:
         conn.execute(q["count_batch_errors"], {"job_ids": _dumps(unsuccessful)})
+
+
+def count_steps(
+    q: dict[str, str], job_ids: Sequence[int], unsuccessful: Sequence[int]
+) -> Steps[None]:
+    """``count`` as steps, for a write that also runs on an asyncio connection (an enqueue
+    after an upstream that already failed cancels its dependents: deps.py). Jobs that never
+    ran (``with_runs`` off)."""
+    if not job_ids:
+        return
+    params = {"job_ids": _dumps(job_ids)}
+    yield Step(q["count_batch_jobs"], params, EXEC)
+    yield Step(q["count_batch_minutes"], {**params, "with_runs": False}, EXEC)
+    if unsuccessful:
+        yield Step(q["count_batch_errors"], {"job_ids": _dumps(unsuccessful)}, EXEC)
 
 
 def _final(fence_target: str) -> str:

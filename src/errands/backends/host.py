@@ -62,6 +62,12 @@ F_SNOOZE = _fence("snooze")
 F_RECOVER = _fence("recover")
 F_RECOVER_EXHAUSTED = _fence("recover_exhausted")
 F_CANCEL = _fence("cancel")
+F_READY = _fence("ready")
+F_CANCEL_UPSTREAM = _fence("cancel_upstream")
+F_CANCEL_WAITING = _fence("cancel_waiting")
+F_REVIVE = _fence("revive")
+T_ENQUEUE_WAITING = transition("enqueue_waiting")
+UPSTREAM_FAILED = "UPSTREAM:FAILED"
 RUNNING = single_source("succeed").value
 T_ENQUEUE = transition("enqueue")
 T_CLAIM = transition("claim")
@@ -125,6 +131,10 @@ class SQLHost:
     """The hooks every noun's verbs use; a dialect class overrides the ones that raise."""
 
     dialect: str  # names the dialect's query directory; never branched on
+    # Whether another transaction can write while ours runs (PostgreSQL), so a row must be
+    # locked before a decision read from others' rows (deps.py: lock_waiting). SQLite's write
+    # transaction excludes every other writer: the lock would be a statement for nothing.
+    concurrent_writers: bool = False
     q: dict[str, str]  # named queries (sql/<dialect>/*.sql)
     settings: Settings
 
@@ -173,6 +183,25 @@ class SQLHost:
     def _finished(self, conn: Conn, job_ids: Sequence[int]) -> None:
         """Inside the transaction that made these jobs final: tell waiters (PostgreSQL: one
         NOTIFY per transaction; SQLite's listeners see every commit anyway)."""
+
+    def _finished_step(self, job_ids: Sequence[int]) -> Step | None:
+        """``_finished`` as a step, for writes written as steps (deps.py); None: nothing."""
+        return None
+
+    def _queued_step(self) -> Step | None:
+        """A step that wakes idle workers at commit where the dialect needs one (PostgreSQL:
+        NOTIFY); None where a commit is seen anyway (SQLite)."""
+        return None
+
+    def _release(self, conn: Conn, job_ids: Sequence[int], now: float, actor: str) -> None:
+        """Inside the transaction that made these jobs final: close their dependency edges
+        and release (or cancel) the dependents that were waiting only for them (deps.py)."""
+        raise NotImplementedError
+
+    def _revive(self, conn: Conn, job_ids: Sequence[int], now: float, actor: str) -> None:
+        """Inside a manual retry's transaction: these jobs are no longer final; the
+        dependents their failure cancelled wait for them again (deps.py)."""
+        raise NotImplementedError
 
     def _no_wait(self, conn: Conn, on: bool) -> contextlib.AbstractContextManager[None]:
         """While ``on``, statements on ``conn`` fail at once instead of waiting for a lock

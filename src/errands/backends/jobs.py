@@ -19,6 +19,7 @@ from .base import (
     Cancelled,
     ClaimedJob,
     ClaimRequest,
+    EnqueueCall,
     Failed,
     NewJob,
     Outcome,
@@ -65,6 +66,8 @@ ALIKE_RUN_MIN = 32  # alike jobs per statement, on average, for insert_jobs_alik
 class SQLJobs(SQLHost):
     """Jobs in (enqueue) and the worker's verbs on the jobs it holds."""
 
+    group_commit = False  # see base.JobVerbs; the SQLite backend turns it on
+
     # -- enqueue ---------------------------------------------------------------------------
 
     def enqueue(
@@ -75,6 +78,13 @@ class SQLJobs(SQLHost):
                 return self._insert(conn, jobs, now, actor)
         with self._user_conn(connection) as conn:
             return self._insert(conn, jobs, now, actor)
+
+    def enqueue_grouped(self, calls: Sequence[EnqueueCall]) -> list[list[int]]:
+        """Several enqueue calls in one transaction (one commit: one fsync shared), each
+        call's ids in a list of its own. Written in order, as if the calls ran one after
+        another: a later call's unique_key meets an earlier one's job."""
+        with self._write("enqueue") as conn:
+            return [self._insert(conn, c.jobs, c.now, c.actor) for c in calls]
 
     def _insert(self, conn: Conn, jobs: Sequence[NewJob], now: float, actor: str) -> list[int]:
         return drive(conn, self._enqueue_steps(jobs, now, actor))
@@ -135,13 +145,19 @@ class SQLJobs(SQLHost):
         return ids
 
     def _insert_batched_steps(
-        self, jobs: Sequence[NewJob], now: float, actor: str
+        self,
+        jobs: Sequence[NewJob],
+        now: float,
+        actor: str,
+        to_state: str = T_ENQUEUE.target.value,
+        event: Event | None = ENQUEUED,
     ) -> Steps[list[int]]:
         """Many jobs, one statement per chunk (or per run of alike jobs in it: the fields
-        they share bound once), and one for the chunk's ENQUEUED events."""
+        they share bound once), and one for the chunk's ENQUEUED events. ``to_state`` and
+        ``event``: what the dependencies noun writes its waiting jobs with (no event: it
+        writes their WAITING events, with their upstream ids, itself)."""
         ids: list[int] = []
         q = self.q
-        to_state = T_ENQUEUE.target.value
         for chunk in _chunks(jobs):
             runs = _alike_runs(chunk)
             new: list[int] = []
@@ -173,11 +189,11 @@ class SQLJobs(SQLHost):
             if len(new) != len(chunk):  # cannot happen without unique keys; never guess ids
                 raise RuntimeError(f"inserted {len(new)} of {len(chunk)} jobs")
             ids.extend(new)
-            if ENQUEUED in self._audit:
+            if event is not None and event in self._audit:
                 params = {
                     "job_ids": dumps(new),
                     "now": now,
-                    "event": ENQUEUED.value,
+                    "event": event.value,
                     "actor": actor,
                 }
                 yield Step(q["insert_enqueued_events"], params, EXEC)
@@ -341,6 +357,7 @@ class SQLJobs(SQLHost):
         ]
         if final:
             self._finished(conn, final)
+            self._release(conn, final, now, worker_id)  # their waiting dependents (deps.py)
         # The batch counts its own figures, one statement per table (figures.py): grouped in
         # Python from what the worker holds, or read back from the rows it wrote.
         if (
@@ -390,6 +407,7 @@ class SQLJobs(SQLHost):
             self._write_rows(conn, attempts, events, now)
             self._finished(conn, [outcome.job_id])
             figures.count(conn, self.q, [outcome.job_id], [])
+            self._release(conn, [outcome.job_id], now, worker_id)
         return True
 
     def _write_rows(

@@ -13,7 +13,7 @@ from ..core.records import Attempt, EventRecord, Job
 from ..core.states import TERMINAL, Event, State
 from . import figures
 from .base import CancelReport, JobFilter
-from .host import F_CANCEL, T_RETRY, SQLHost, event_of, event_row, from_json
+from .host import F_CANCEL, F_CANCEL_WAITING, T_RETRY, SQLHost, event_of, event_row, from_json
 
 RETRIED = event_of("retry")
 
@@ -63,6 +63,8 @@ class SQLJobOperator(SQLHost):
             # does, so "jobs finished" counters (metrics) never go down when a job is retried.
             if left:
                 self._roll_up(conn, left)
+            if done:  # the dependents their outcome cancelled wait for them again
+                self._revive(conn, done, now, actor)
         return done
 
     def cancel(self, job_ids: Sequence[int], actor: str, now: float) -> CancelReport:
@@ -78,7 +80,11 @@ class SQLJobOperator(SQLHost):
                     "error_code": "CANCELLED:BY_USER",
                     "error_detail": f"cancelled by {actor} before it started",
                 }
-                if conn.execute(q["cancel_queued_job"], params).fetchone() is not None:
+                waiting = {**params, **F_CANCEL_WAITING.params}  # enqueued after=[…]
+                if (
+                    conn.execute(q["cancel_queued_job"], params).fetchone() is not None
+                    or conn.execute(q["cancel_queued_job"], waiting).fetchone() is not None
+                ):
                     report.cancelled.append(job_id)
                     if event in self._audit:
                         conn.execute(q["insert_event"], event_row(job_id, now, event, actor, None))
@@ -93,6 +99,7 @@ class SQLJobOperator(SQLHost):
                 # Queued → cancelled; no attempt closed here (figures.py).
                 cancelled = report.cancelled
                 figures.count(conn, q, cancelled, cancelled, with_runs=False)
+                self._release(conn, cancelled, now, actor)  # cancels their dependents
         return report
 
     def match_ids(
@@ -119,6 +126,31 @@ class SQLJobOperator(SQLHost):
         }
         with self._read_rows() as conn:
             return [self._job(r) for r in self._dicts(conn.execute(self.q["list_jobs"], params))]
+
+    def newest_job_id(self) -> int | None:
+        rows = self._fetch("newest_job_id")
+        return None if not rows or rows[0]["id"] is None else int(rows[0]["id"])
+
+    def search_jobs(self, flt: JobFilter, text: str, floor_id: int) -> list[Job]:
+        """Jobs with ``floor_id <= id < flt.before_id`` matching the exact filters and ``text``
+        (a prefix of type, queue or error code; or inside the error message or payload),
+        newest first, at most ``flt.limit``. The caller bounds the window."""
+        needle = text.lower()
+        escaped = needle.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        params = {
+            "status": flt.status,
+            "type": flt.type,
+            "queue": flt.queue,
+            "error_code": flt.error_code,
+            "before_id": flt.before_id,
+            "floor_id": floor_id,
+            "prefix": escaped + "%",
+            "needle": needle,
+            "limit": flt.limit,
+        }
+        with self._read_rows() as conn:
+            rows = self._dicts(conn.execute(self.q["search_jobs"], params))
+        return [self._job(r) for r in rows]
 
     def attempts(self, job_id: int) -> list[Attempt]:
         with self._read_rows() as conn:

@@ -42,6 +42,7 @@ class SQLLeader(SQLHost):
             if report.exhausted:
                 self._finished(conn, report.exhausted)
                 self._count_exhausted(conn, report.exhausted)
+                self._release(conn, report.exhausted, now, "system")
         return report
 
     def recover_workers(self, worker_ids: Sequence[str], now: float) -> RescueReport:
@@ -56,6 +57,7 @@ class SQLLeader(SQLHost):
             if report.exhausted:
                 self._finished(conn, report.exhausted)
                 self._count_exhausted(conn, report.exhausted)
+                self._release(conn, report.exhausted, now, "system")
             for wid in worker_ids:
                 conn.execute(self.q["mark_worker_dead"], {"id": wid, "now": now})
                 # A dead leader's roles go at once, not when its leases lapse.

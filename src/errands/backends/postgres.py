@@ -28,7 +28,7 @@ from ..core.settings import Settings
 from ..core.states import AttemptStatus
 from ..errors import ConfigurationError, DatabaseError
 from . import forks, sql
-from .base import NewJob
+from .base import Needs, NewJob
 from .host import ALL, COPY, EXEC, MANY, ONE, T_ENQUEUE, Step, Steps, column_index
 from .jobs import CLAIMED, ENQUEUED
 from .pg_connection import (
@@ -101,6 +101,7 @@ class PostgresBackend(SQLBackend):
     dialect = "postgres"
     q = sql.queries("postgres")
     schema_target = SCHEMA_VERSION
+    concurrent_writers = True  # lock a dependent before checking it (deps.py)
     other_jobs_table_hint = "use another database, or a schema of its own (options=-csearch_path=…)"
 
     def __init__(self, url: str, settings: Settings) -> None:
@@ -267,7 +268,25 @@ class PostgresBackend(SQLBackend):
     ) -> list[int]:
         """``enqueue`` on an asyncio connection: the same steps (``_insert_steps``) driven
         with ``await``, in a transaction of our own or in the application's."""
-        steps = self._enqueue_steps(jobs, now, actor)
+        return await self._write_async(self._enqueue_steps(jobs, now, actor), connection)
+
+    async def enqueue_after_async(
+        self,
+        jobs: Sequence[NewJob],
+        needs: Sequence[Needs | None],
+        now: float,
+        *,
+        actor: str,
+        connection: Any = None,
+    ) -> list[int]:
+        """``enqueue_after`` on an asyncio connection (deps.py's steps, awaited)."""
+        return await self._write_async(
+            self._insert_after_steps(jobs, needs, now, actor), connection
+        )
+
+    async def _write_async(self, steps: Steps[list[int]], connection: Any) -> list[int]:
+        """Drive a write's steps with ``await``, in a transaction of our own or in the
+        application's."""
         try:
             if connection is None:
                 pool = await self._async_pool()
@@ -427,6 +446,15 @@ class PostgresBackend(SQLBackend):
         # at commit (never on rollback) and folds identical ones within a transaction.
         payload = ",".join(map(str, job_ids))
         conn.execute(_NOTIFY_FINISHED, (payload if len(payload) <= NOTIFY_PAYLOAD_MAX else "",))
+
+    def _finished_step(self, job_ids: Sequence[int]) -> Step | None:
+        payload = ",".join(map(str, job_ids))
+        return Step(
+            _NOTIFY_FINISHED, (payload if len(payload) <= NOTIFY_PAYLOAD_MAX else "",), EXEC
+        )
+
+    def _queued_step(self) -> Step | None:
+        return Step(_NOTIFY, None, EXEC)
 
     # -- dialect hooks (host.SQLHost) -----------------------------------------------------
 

@@ -15,6 +15,7 @@ Mixins rather than composed objects, so every caller keeps speaking to one backe
 
 from __future__ import annotations
 
+from .deps import SQLDeps
 from .flow import SQLFlow
 from .jobs import SQLJobs
 from .jobs_operator import SQLJobOperator
@@ -38,5 +39,6 @@ class SQLBackend(
     SQLRetention,
     SQLStats,
     SQLFlow,
+    SQLDeps,
 ):
     """The nouns together; a dialect subclasses this and fills in ``SQLHost``'s hooks."""

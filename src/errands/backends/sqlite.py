@@ -27,7 +27,7 @@ from ..errors import (
     DatabaseReplacedError,
 )
 from . import forks, sql, sqlite_wakeup
-from .base import ClaimedJob, ClaimRequest, NewJob, Outcome, RescueReport
+from .base import ClaimedJob, ClaimRequest, EnqueueCall, NewJob, Outcome, RescueReport
 from .host import Conn
 from .sqlbase import SQLBackend
 
@@ -145,6 +145,9 @@ class SQLiteBackend(SQLBackend):
     other_jobs_table_hint = (
         "give errands a file of its own (e.g. Queue('jobs.db')) or use PostgreSQL"
     )
+    # One writer at a time and an fsync per commit: concurrent producers of one Queue share
+    # a commit (client/grouping.py) instead of queueing on the file lock for one each.
+    group_commit = True
 
     def __init__(self, url: str, settings: Settings) -> None:
         if sqlite3.sqlite_version_info < MIN_SQLITE:
@@ -342,7 +345,16 @@ class SQLiteBackend(SQLBackend):
 
     def migrate(self) -> None:
         self._preflight()
-        super().migrate()
+        # A CHECK change is a table rebuild on SQLite (migration 0009): with foreign keys on,
+        # dropping the old jobs table would cascade-delete every attempt and event. The
+        # setting cannot change inside a transaction, so this connection migrates with it
+        # off (the rebuild copies every id, so nothing can dangle) and turns it back on.
+        conn = self._held().conn  # this thread's, which migrate()'s writes use too
+        conn.execute("PRAGMA foreign_keys = OFF")
+        try:
+            super().migrate()
+        finally:
+            conn.execute("PRAGMA foreign_keys = ON")
 
     def _preflight(self) -> None:
         """Refuse a file errands cannot use before anything is changed in it — before even
@@ -461,6 +473,11 @@ class SQLiteBackend(SQLBackend):
         ids = super().enqueue(jobs, now, actor=actor, connection=connection)
         # Delayed jobs too: an idle worker then recomputes when its next job falls due.
         self._notifier.send(sqlite_wakeup.JOBS if connection is None else sqlite_wakeup.PENDING)
+        return ids
+
+    def enqueue_grouped(self, calls: Sequence[EnqueueCall]) -> list[list[int]]:
+        ids = super().enqueue_grouped(calls)
+        self._notifier.send(sqlite_wakeup.JOBS)  # one datagram for the whole group
         return ids
 
     def finish(

@@ -49,6 +49,20 @@ class SQLStats(SQLHost):
         rows = self._fetch("hourly_outcomes", {"since": since})
         return [(self._epoch(r["hour"]) or 0.0, str(r["outcome"]), int(r["n"])) for r in rows]
 
+    def hourly_latency(self, since: float) -> list[tuple[float, str, int, int, float]]:
+        """(hour start, ``wait`` | ``run``, bucket, count, maximum) since ``since``."""
+        rows = self._fetch("hourly_latency", {"since": since})
+        return [
+            (
+                self._epoch(r["hour"]) or 0.0,
+                str(r["measure"]),
+                int(r["bucket"]),
+                int(r["count"]),
+                float(r["maximum"]),
+            )
+            for r in rows
+        ]
+
     def rollup_totals(self) -> list[tuple[str, str, str, int]]:
         return [
             (r["queue"], r["type"], r["outcome"], int(r["n"])) for r in self._fetch("rollup_totals")
@@ -104,6 +118,29 @@ class SQLStats(SQLHost):
             "run_at": iso(run_at),
             "wait_seconds": round(max(now - run_at, 0.0), 3),
         }
+
+    def error_sample(self, error_code: str, jtype: str) -> dict[str, Any] | None:
+        """The newest finished job of an error group: ``id``, ``attempts``, ``error_detail``."""
+        rows = self._fetch("error_sample", {"error_code": error_code, "type": jtype})
+        if not rows:
+            return None
+        r = rows[0]
+        return {
+            "id": int(r["id"]),
+            "attempts": int(r["attempts"]),
+            "error_detail": r["error_detail"],
+        }
+
+    def oldest_due_by_queue(self, now: float) -> dict[str, dict[str, Any]]:
+        """Queue -> its due queued jobs (``due``) and the longest wait (``wait_seconds``)."""
+        out = {}
+        for r in self._fetch("oldest_due_by_queue", {"now": now}):
+            run_at = self._epoch(r["run_at"]) or now
+            out[str(r["queue"])] = {
+                "due": int(r["due"]),
+                "wait_seconds": round(max(now - run_at, 0.0), 3),
+            }
+        return out
 
     def oldest_running(self, now: float, alive_seconds: float, limit: int) -> list[dict[str, Any]]:
         ep = self._epoch

@@ -10,8 +10,9 @@ from typing import Any
 from ..core import validate
 from ..core.states import State
 from ..errors import ConfigurationError, ErrandsError, InvalidTransitionError, JobNotFoundError
+from ..pipelines import graph
 from ..tasks import DEFAULT_MAX_ATTEMPTS
-from . import output
+from . import deps, output
 from .common import UsageError, add_db, add_json, duration, open_queue
 
 STATES = [s.value for s in State]
@@ -86,6 +87,18 @@ def register(sub: Any) -> None:
         "--unique-key", metavar="K", help="if a queued or running job holds K, print its id instead"
     )
     p.add_argument(
+        "--after",
+        type=id_list,
+        metavar="ID[,ID…]",
+        help="run once these jobs are final (docs/pipelines.md); unknown ids are refused",
+    )
+    p.add_argument(
+        "--on-upstream-failure",
+        choices=validate.ON_UPSTREAM_FAILURE,
+        default="cancel",
+        help="with --after: cancel it if one of them did not succeed (default), or run anyway",
+    )
+    p.add_argument(
         "--create",
         action="store_true",
         help="create the SQLite database if it does not exist (otherwise a missing file is an "
@@ -130,6 +143,16 @@ def register(sub: Any) -> None:
     p.set_defaults(func=cmd_show)
 
 
+def id_list(text: str) -> list[int]:
+    """``--after 3,4``: job ids, comma-separated."""
+    try:
+        return [job_id(part) for part in text.split(",")]
+    except (argparse.ArgumentTypeError, ValueError):
+        raise argparse.ArgumentTypeError(
+            f"expected job ids separated by commas (e.g. 3,4), got {text!r}"
+        ) from None
+
+
 def parse_payload(text: str | None) -> Any:
     if text is None:
         return {}
@@ -168,6 +191,8 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
                 max_attempts=args.max_attempts,
                 unique_key=args.unique_key,
                 actor="cli",
+                after=args.after,
+                on_upstream_failure=args.on_upstream_failure,
             )
         except ConfigurationError as exc:  # an option errands cannot take: bad usage
             raise UsageError(str(exc)) from None
@@ -206,16 +231,20 @@ def cmd_show(args: argparse.Namespace) -> int:
         attempts = q.attempts(job.id)
         events = q.events(job.id)
         tracebacks = {a.attempt: q.traceback(a) for a in attempts} if args.tracebacks else {}
+        around = graph(q.backend, job.id)
     if args.json:
         output.emit_json(
             {
                 "job": job.to_dict(),
                 "attempts": [a.to_dict() for a in attempts],
                 "events": [e.to_dict() for e in events],
+                "deps": around,
             }
         )
         return 0
     output.job_detail(job)
+    for line in deps.lines(around):
+        print(line)
     print()
     print(f"Attempts ({len(attempts)})")
     if attempts:

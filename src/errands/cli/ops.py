@@ -469,6 +469,13 @@ def check_problems(q: Queue, args: argparse.Namespace) -> list[str]:
     wal = stats.wal(b, now, q.settings.lease_seconds)["warning"]
     if wal:
         problems.append(wal)
+    stuck = b.unreleased(1000)
+    if stuck:
+        problems.append(
+            f"{stuck:,} waiting job(s) (or open edges) whose upstream jobs are all final: a "
+            "release was missed; a worker's `deps` maintenance service repairs it (see "
+            "docs/pipelines.md), and please report it"
+        )
     hour = stats.last_hour(b, now)
     if hour["processed"] >= args.min_finished and hour["failure_rate"] > args.max_failure_rate:
         problems.append(

@@ -165,8 +165,8 @@ class Actions(_Parts):
         return self.backend.vacuum()
 
     def cancel(self, job_id: int, *, actor: str = "api") -> str:
-        """Cancel a queued job (→ ``cancelled``) or ask a running one to stop
-        (→ ``cancel_requested``). Returns which happened."""
+        """Cancel a waiting or queued job (→ ``cancelled``; the jobs waiting for it too) or
+        ask a running one to stop (→ ``cancel_requested``). Returns which happened."""
         report: CancelReport = self.backend.cancel([validate.job_id(job_id)], actor, self.clock())
         if report.cancelled:
             return "cancelled"
@@ -174,7 +174,7 @@ class Actions(_Parts):
             return "cancel_requested"
         job = self._must_get(job_id)
         raise InvalidTransitionError(
-            f"job {job_id} is {job.status}; only queued or running jobs can be cancelled"
+            f"job {job_id} is {job.status}; only waiting, queued or running jobs can be cancelled"
         )
 
     def retry(self, job_id: int, *, actor: str = "api") -> None:

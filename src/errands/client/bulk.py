@@ -18,7 +18,7 @@ from ..errors import ConfigurationError
 CHUNK = 500  # ids per transaction: keeps the write lock short on large selections
 
 RETRYABLE = frozenset(s.value for s in transition("retry").source)
-CANCELLABLE = frozenset({State.QUEUED.value, State.RUNNING.value})
+CANCELLABLE = frozenset({State.WAITING.value, State.QUEUED.value, State.RUNNING.value})
 SELECTABLE = {"retry": RETRYABLE, "cancel": CANCELLABLE}  # the statuses each action may select
 
 

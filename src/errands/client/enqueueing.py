@@ -17,7 +17,7 @@ from datetime import datetime
 from functools import partial
 from typing import Any, NamedTuple, TypeVar
 
-from ..backends.base import Backend, NewJob
+from ..backends.base import Backend, Needs, NewJob
 from ..core import payload as payload_json
 from ..core import validate
 from ..core.settings import Duration
@@ -25,12 +25,24 @@ from ..errors import ConfigurationError, ErrandsError, PayloadError, UnknownTask
 from ..middleware import Chain, Enqueuing, encode_headers
 from ..tasks import Task, TaskOptions
 from .declared import DeclaredOptions
+from .grouping import GroupCommitter
 
 log = logging.getLogger("errands")
 R = TypeVar("R")
 
 EnqueueItem = tuple[str, Any] | tuple[str, Any, Mapping[str, Any]]
-ITEM_OPTIONS = frozenset({"queue", "priority", "run_at", "delay", "max_attempts", "unique_key"})
+ITEM_OPTIONS = frozenset(
+    {
+        "queue",
+        "priority",
+        "run_at",
+        "delay",
+        "max_attempts",
+        "unique_key",
+        "after",
+        "on_upstream_failure",
+    }
+)
 _NO_TASK_OPTIONS = TaskOptions()  # for types another service runs: the defaults
 
 # What to call once the write is done (ids, or the error); None when no middleware hooks in.
@@ -38,10 +50,18 @@ After = Callable[[list[int] | None, BaseException | None], None] | None
 
 
 class Batch(NamedTuple):
-    """Checked jobs ready to write, and the time they were checked at."""
+    """Checked jobs ready to write, and the time they were checked at; ``needs``: what each
+    job waits for (None: no job of the batch waits, the plain enqueue)."""
 
     jobs: list[NewJob]
     now: float
+    needs: list[Needs | None] | None = None
+
+
+def needs_of(after: Any, on_upstream_failure: Any = "cancel") -> Needs | None:
+    """``after=`` and ``on_upstream_failure`` checked, as what the job waits for."""
+    ids = validate.after(after, on_upstream_failure)
+    return None if ids is None else Needs(ids, (), on_upstream_failure)
 
 
 class Producer:
@@ -59,6 +79,7 @@ class Producer:
         chain: Callable[[], Chain | None],
         wake: Callable[[], None],
         off_loop: Callable[[Callable[[], list[int]]], Awaitable[list[int]]],
+        group: GroupCommitter | None = None,
         declared: DeclaredOptions | None = None,
         refuse: Callable[[], None] | None = None,
     ) -> None:
@@ -71,6 +92,7 @@ class Producer:
         self.chain = chain
         self.wake = wake
         self.off_loop = off_loop
+        self.group = group  # concurrent calls share a commit (grouping.py); None: each its own
 
     # -- checking --------------------------------------------------------------------------
 
@@ -84,8 +106,11 @@ class Producer:
         delay: Duration | None,
         max_attempts: int | None,
         unique_key: str | None,
+        after: Any = None,
+        on_upstream_failure: Any = "cancel",
     ) -> Batch:
         """One ``enqueue`` call's job, checked."""
+        need = needs_of(after, on_upstream_failure)
         now = self.clock()
         job = self.job(
             now,
@@ -98,7 +123,7 @@ class Producer:
             max_attempts=max_attempts,
             unique_key=unique_key,
         )
-        return Batch([job], now)
+        return Batch([job], now, None if need is None else [need])
 
     def many(self, items: Iterable[EnqueueItem]) -> Batch:
         """An ``enqueue_many`` call's jobs, every one checked before any is written.
@@ -114,6 +139,7 @@ class Producer:
                 f"tuples, got {type(items).__name__}"
             )
         jobs: list[NewJob] = []
+        needs: list[Needs | None] | None = None
         append = jobs.append
         kinds: dict[str, tuple[Task[Any, Any] | None, TaskOptions]] = {}
         encode, limit = payload_json.encode, self.max_payload_bytes
@@ -141,12 +167,23 @@ class Producer:
                         job.limit_group = opts.limit.group_of(payload)
                     append(job)
                 else:
-                    append(self.job(now, item[0], item[1], **item_options(item[2])))
+                    options = item_options(item[2])
+                    need = needs_of(
+                        options.pop("after", None), options.pop("on_upstream_failure", "cancel")
+                    )
+                    if need is not None and needs is None:
+                        needs = [None] * len(jobs)
+                    append(self.job(now, item[0], item[1], **options))
+                    if needs is not None:
+                        needs.append(need)
+                    continue
+                if needs is not None:
+                    needs.append(None)
             except ErrandsError as exc:
                 raise at_item(n, exc) from None
             except TypeError as exc:
                 raise type_error_at(n, exc) from None
-        return Batch(jobs, now)
+        return Batch(jobs, now, needs)
 
     def kind(self, job_type: Any) -> tuple[Task[Any, Any] | None, TaskOptions]:
         """The task a job type names (None for a type another service runs) and the options
@@ -229,14 +266,22 @@ class Producer:
     # producers; only the write itself differs.
 
     def store(self, batch: Batch, actor: str, connection: Any) -> list[int]:
-        jobs, now = batch
+        jobs, now, needs = batch
         if not jobs:
             return []
         if self.refuse is not None:
             self.refuse()
         jobs, after = self._hooked(jobs, actor)
         try:
-            ids = self.backend.enqueue(jobs, now, actor=actor, connection=connection)
+            if needs is not None:
+                # Jobs with dependencies lock their upstreams as they write: never grouped.
+                ids = self.backend.enqueue_after(
+                    jobs, needs, now, actor=actor, connection=connection
+                )
+            elif self.group is not None and connection is None:
+                ids = self.group.enqueue(jobs, now, actor)
+            else:
+                ids = self.backend.enqueue(jobs, now, actor=actor, connection=connection)
         except BaseException as exc:
             if after is not None:
                 after(None, exc)
@@ -244,22 +289,30 @@ class Producer:
         return self._stored(jobs, ids, now, connection, after)
 
     async def store_async(self, batch: Batch, actor: str, connection: Any) -> list[int]:
-        jobs, now = batch
+        jobs, now, needs = batch
         if not jobs:
             return []
         if self.refuse is not None:
             self.refuse()
         jobs, after = self._hooked(jobs, actor)
-        native = getattr(self.backend, "enqueue_async", None)
+        if needs is None:
+            write: Callable[..., list[int]] = self.backend.enqueue
+            native = getattr(self.backend, "enqueue_async", None)
+        else:
+            write = partial(self.backend.enqueue_after, needs=needs)
+            native = getattr(self.backend, "enqueue_after_async", None)
+            native = None if native is None else partial(native, needs=needs)
         try:
             if native is not None:
-                ids: list[int] = await native(jobs, now, actor=actor, connection=connection)
+                ids: list[int] = await native(jobs, now=now, actor=actor, connection=connection)
             elif connection is not None:
                 # SQLite, in the application's transaction: no commit (no fsync) happens here,
                 # and its connection belongs to this thread.
-                ids = self.backend.enqueue(jobs, now, actor=actor, connection=connection)
+                ids = write(jobs, now=now, actor=actor, connection=connection)
+            elif self.group is not None and needs is None:
+                ids = await self.group.enqueue_async(jobs, now, actor)
             else:
-                ids = await self.off_loop(partial(self.backend.enqueue, jobs, now, actor=actor))
+                ids = await self.off_loop(partial(write, jobs, now=now, actor=actor))
         except BaseException as exc:
             if after is not None:
                 after(None, exc)

@@ -257,3 +257,27 @@ def describe(row: PeriodicRow, now: float, *, retired: bool = False) -> dict[str
         "overdue": reason is not None,
         "overdue_reason": reason,
     }
+
+
+def hourly_latency(backend: Backend, now: float, hours: int) -> list[dict[str, Any]]:
+    """Wait and run time p50/p95 per hour over the ``hours`` hours up to ``now``, oldest first,
+    one entry per hour (None where nothing finished), from the kept minute figures (8 days)."""
+    first = (now // 3600.0 - (hours - 1)) * 3600.0
+    measures: dict[tuple[float, str], Measure] = {}
+    for hour, measure, bucket, count, maximum in backend.hourly_latency(first):
+        m = measures.setdefault((float(hour), measure), Measure())
+        m.count += count
+        m.maximum = max(m.maximum, maximum)
+        if 0 <= bucket < len(m.hist):
+            m.hist[bucket] += count
+    series = []
+    for i in range(hours):
+        hour = first + 3600.0 * i
+        entry: dict[str, Any] = {"hour": hour}
+        for name in ("wait", "run"):
+            got = measures.get((hour, name))
+            entry[f"{name}_count"] = 0 if got is None else got.count
+            entry[f"{name}_p50"] = None if got is None else _round(got.pct(0.5))
+            entry[f"{name}_p95"] = None if got is None else _round(got.pct(0.95))
+        series.append(entry)
+    return series

@@ -12,6 +12,7 @@ from enum import StrEnum
 
 
 class State(StrEnum):
+    WAITING = "waiting"  # enqueued after=[…]: its upstream jobs are not all final yet
     QUEUED = "queued"
     RUNNING = "running"
     SUCCEEDED = "succeeded"
@@ -47,6 +48,8 @@ class Event(StrEnum):
     # Not a transition (the job stays running): an operator asked its worker to stop it.
     CANCEL_REQUESTED = "CANCEL_REQUESTED"
     SNOOZED = "SNOOZED"
+    WAITING = "WAITING"  # enqueued after other jobs (detail: their ids)
+    READY = "READY"  # its last upstream became final: queued (detail: that upstream)
 
 
 # HEARTBEAT would write a row per running job per beat; STARTED is recorded with the outcome
@@ -81,6 +84,14 @@ TRANSITIONS: dict[str, Transition] = {
         _t("recover_exhausted", {State.RUNNING}, State.FAILED, Event.RECOVERED),
         _t("cancel", {State.QUEUED}, State.CANCELLED, Event.CANCELLED),
         _t("retry", {State.FAILED, State.CANCELLED}, State.QUEUED, Event.RETRIED),
+        # Dependencies (backends/deps.py): a job enqueued after=[…] waits; the transaction
+        # that makes its last upstream final queues it, or cancels it (UPSTREAM:FAILED).
+        _t("enqueue_waiting", set(), State.WAITING, Event.WAITING),
+        _t("ready", {State.WAITING}, State.QUEUED, Event.READY),
+        _t("cancel_upstream", {State.WAITING}, State.CANCELLED, Event.CANCELLED),
+        _t("cancel_waiting", {State.WAITING}, State.CANCELLED, Event.CANCELLED),
+        # A manual retry of an upstream revives the dependents its failure cancelled.
+        _t("revive", {State.CANCELLED}, State.WAITING, Event.RETRIED),
     )
 }
 

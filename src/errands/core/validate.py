@@ -11,7 +11,7 @@ on the worker's claim/finish path.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -47,6 +47,30 @@ def integer(value: Any, name: str, lo: int, hi: int) -> int:
 def job_id(value: Any, name: str = "job id") -> int:
     """A job id: ids are positive 64-bit integers on both backends."""
     return integer(value, name, 1, INT64_MAX)
+
+
+ON_UPSTREAM_FAILURE = ("cancel", "run")
+
+
+def after(value: Any, on_upstream_failure: Any = "cancel") -> tuple[int, ...] | None:
+    """``after=`` (job ids a job runs after) and ``on_upstream_failure``; None: no
+    dependencies (an empty list too: there is nothing to wait for)."""
+    if on_upstream_failure not in ON_UPSTREAM_FAILURE:
+        raise ConfigurationError(
+            f"on_upstream_failure must be 'cancel' or 'run', got {on_upstream_failure!r:.40}"
+        )
+    if value is None:
+        return None
+    if type(value) in (list, tuple) and all(
+        type(v) is int and 0 < v <= INT64_MAX for v in value
+    ):  # the common case, checked without the ABC isinstance calls (enqueue_many's items)
+        return tuple(dict.fromkeys(value)) or None
+    if isinstance(value, str | bytes | Mapping) or not isinstance(value, Iterable):
+        raise ConfigurationError(
+            f"after= takes a list of job ids (after=[a, b]), got {type(value).__name__}"
+        )
+    ids = tuple(dict.fromkeys(job_id(v, "after= job id") for v in value))
+    return ids or None
 
 
 def duration(

@@ -19,7 +19,8 @@ from starlette.responses import JSONResponse, Response
 from ..client import bulk
 from ..client.reports import describe_all
 from ..errors import JobNotFoundError
-from . import params
+from ..pipelines import graph
+from . import params, search
 
 if TYPE_CHECKING:
     from .common import Dashboard
@@ -46,37 +47,21 @@ async def json_body(request: Request) -> dict[str, Any]:
     return value
 
 
-def list_jobs(dash: Dashboard, query: Any) -> tuple[list[Any], int | None]:
-    """A page of jobs for the filters in ``query`` and the next page's cursor (or None)."""
-    status = params.status(query)
-    jtype = params.text(query, "type")
-    queue = params.text(query, "queue")
-    error_code = params.text(query, "error_code")
-    limit = params.limit(query)
-    before = params.cursor(query)
-    # One more than asked: a next page exists only if that one came back.
-    rows = dash.queue.jobs(
-        status=status,
-        type=jtype,
-        queue=queue,
-        error_code=error_code,
-        limit=limit + 1,
-        before_id=before,
-    )
-    more = len(rows) > limit
-    rows = rows[:limit]
-    return rows, (rows[-1].id if more and rows else None)
+def list_jobs(dash: Dashboard, query: Any) -> search.Found:
+    """A page of jobs for the filters in ``query`` (web/search.py: the page takes the same)."""
+    return search.find(dash, search.filters(query))
 
 
 async def jobs(request: Request, dash: Dashboard) -> Response:
-    query = request.query_params
-    rows, next_id = await run_in_threadpool(list_jobs, dash, query)
-    return JSONResponse(
-        {
-            "jobs": [j.to_dict() for j in rows],
-            "next_cursor": None if next_id is None else str(next_id),
-        }
-    )
+    found = await run_in_threadpool(list_jobs, dash, request.query_params)
+    body: dict[str, Any] = {
+        "jobs": [j.to_dict() for j in found.jobs],
+        "next_cursor": None if found.next_cursor is None else str(found.next_cursor),
+    }
+    if found.scanned is not None:  # a bounded search: how far it looked
+        body["scanned"] = found.scanned
+        body["scan_limit"] = found.scan_limit
+    return JSONResponse(body)
 
 
 def job_detail(dash: Dashboard, job_id: int) -> dict[str, Any]:
@@ -89,6 +74,8 @@ def job_detail(dash: Dashboard, job_id: int) -> dict[str, Any]:
         "job": job,
         "attempts": attempts,
         "events": q.events(job_id),
+        # The jobs around it (docs/pipelines.md): {upstream: [...], downstream: [...]}.
+        "deps": graph(q.backend, job_id),
     }
 
 
@@ -104,6 +91,7 @@ async def job(request: Request, dash: Dashboard) -> Response:
                 {**a.to_dict(), "has_traceback": a.traceback_ref is not None} for a in d["attempts"]
             ],
             "events": [e.to_dict() for e in d["events"]],
+            "deps": d["deps"],
         }
     )
 

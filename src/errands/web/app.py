@@ -3,8 +3,10 @@
 Every route is declared in ``ROUTES`` with its access (``public``: reachable without
 credentials; ``protected``: everything else) and kind (``read``, ``mutation``, ``login``).
 ``guarded`` enforces them in one place, so a handler cannot forget: authentication first, then
-for a mutation read-only mode (403), the Origin check and CSRF (403) — all before the handler
-runs, so a refused request changes nothing.
+for a mutation read-only mode (403; a JSON ``dry_run`` that only counts is let through), the
+Origin check and CSRF (403) — all before the handler runs, so a refused request changes
+nothing. JSON reads refuse query parameters they do not know (400), so a typo such as
+``stauts=failed`` is an error, not the whole table. HTML refusals are pages with a way back.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import TYPE_CHECKING, Literal
 from urllib.parse import parse_qsl
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
@@ -31,10 +34,10 @@ from ..errors import (
     JobNotFoundError,
     PayloadError,
 )
-from . import api, pages
+from . import api, boards, pages
 from .common import Dashboard
 from .middleware import MAX_BODY, BodyLimit, SecurityHeaders
-from .params import BadParameter
+from .params import BadParameter, unknown_query
 from .security import AuthCallable, Guard, non_simple, same_origin
 
 if TYPE_CHECKING:
@@ -137,8 +140,9 @@ ROUTES: tuple[Endpoint, ...] = (
     ),
     _e("/api/admin/limits", api.limits, "GET", "api_limits", "protected", "read", True),
     # HTML pages
-    _e("/", pages.overview, "GET", "overview", "protected", "read", False),
+    _e("/", boards.overview, "GET", "overview", "protected", "read", False),
     _e("/jobs", pages.jobs, "GET", "jobs", "protected", "read", False),
+    _e("/find", pages.find_job, "GET", "find", "protected", "read", False),
     _e("/jobs/{job_id:int}", pages.job, "GET", "job", "protected", "read", False),
     _e("/jobs/{job_id:int}/payload", pages.payload, "GET", "payload", "protected", "read", False),
     _e("/jobs/{job_id:int}/result", pages.result, "GET", "result", "protected", "read", False),
@@ -153,16 +157,37 @@ ROUTES: tuple[Endpoint, ...] = (
     ),
     _e("/jobs/{job_id:int}/retry", pages.retry, "POST", "retry", "protected", "mutation", False),
     _e("/jobs/{job_id:int}/cancel", pages.cancel, "POST", "cancel", "protected", "mutation", False),
+    _e("/jobs/act", pages.act_on_selected, "POST", "act", "protected", "mutation", False),
     _e("/bulk/confirm", pages.bulk_confirm, "GET", "bulk", "protected", "read", False),
     _e("/bulk", pages.bulk_run, "POST", "bulk_post", "protected", "mutation", False),
-    _e("/failures", pages.failures, "GET", "failures", "protected", "read", False),
-    _e("/periodic", pages.periodic, "GET", "periodic", "protected", "read", False),
-    _e("/workers", pages.workers, "GET", "workers", "protected", "read", False),
+    _e("/failures", boards.failures, "GET", "failures", "protected", "read", False),
+    _e("/queues", boards.queues, "GET", "queues", "protected", "read", False),
+    _e("/queues/pause", boards.pause_queue, "POST", "queue_pause", "protected", "mutation", False),
+    _e(
+        "/queues/resume",
+        boards.resume_queue,
+        "POST",
+        "queue_resume",
+        "protected",
+        "mutation",
+        False,
+    ),
+    _e("/periodic", boards.periodic, "GET", "periodic", "protected", "read", False),
+    _e(
+        "/periodic/run", boards.periodic_run, "POST", "periodic_run", "protected", "mutation", False
+    ),
+    _e("/workers", boards.workers, "GET", "workers", "protected", "read", False),
     _e("/prune/confirm", pages.prune_confirm, "GET", "prune", "protected", "read", False),
     _e("/prune", pages.prune_run, "POST", "prune_post", "protected", "mutation", False),
 )
 # Mounted sub-apps, classified like routes: the static files hold no data (CSS and the script).
 PUBLIC_MOUNTS = ("/static",)
+# JSON mutations whose body may ask only to count (``"dry_run": true``): allowed read-only.
+DRY_RUN_OK = frozenset({"api_bulk_retry", "api_bulk_cancel", "api_prune"})
+OPEN_WARNING = (
+    "this dashboard has no token and no auth: anyone who can reach it can read every job{acts}. "
+    "Pass token= or auth= to create_app (or allowed_hosts= to answer loopback names only)"
+)
 
 
 async def form_fields(request: Request) -> dict[str, str]:
@@ -175,28 +200,61 @@ async def form_fields(request: Request) -> dict[str, str]:
     return dict(parse_qsl(raw.decode("utf-8", errors="replace"), keep_blank_values=True))
 
 
-def _refuse(ep: Endpoint, status: int, message: str) -> Response:
+def _refuse(ep: Endpoint, status: int, message: str, request: Request, dash: Dashboard) -> Response:
     if ep.api:
         return JSONResponse({"error": message}, status_code=status)
-    return Response(message + "\n", status_code=status, media_type="text/plain")
+    return pages.error_page(request, dash, status, message)
+
+
+async def _dry_run_only(request: Request) -> bool:
+    """Whether a JSON mutation's body asks only to count (read-only mode lets it through;
+    the handler reads the same cached body, so it cannot act)."""
+    try:
+        return (await api.json_body(request)).get("dry_run") is True
+    except BadParameter:
+        return False
 
 
 def guarded(ep: Endpoint, dash: Dashboard) -> Callable[[Request], Awaitable[Response]]:
     async def endpoint(request: Request) -> Response:
+        tries_token = "authorization" in request.headers or ep.name == "login_post"
+        wait = dash.guard.wait_seconds(request) if tries_token and dash.guard.token else 0.0
+        if wait:
+            response = _refuse(
+                ep,
+                429,
+                f"too many wrong tokens from this address; try again in {int(wait) + 1} s",
+                request,
+                dash,
+            )
+            response.headers["retry-after"] = str(int(wait) + 1)
+            return response
         if ep.access == "protected" and not await dash.guard.authenticated(request):
             if not ep.api and request.method == "GET" and dash.guard.uses_login:
-                return RedirectResponse(request.url_for("login"), status_code=303)
+                return RedirectResponse(pages.login_url(request), status_code=303)
             response = _refuse(
-                ep, 401, "authentication required: log in, or send 'Authorization: Bearer <token>'"
+                ep,
+                401,
+                "authentication required: log in, or send 'Authorization: Bearer <token>'",
+                request,
+                dash,
             )
             if ep.api and dash.guard.uses_login:
                 response.headers["www-authenticate"] = "Bearer"
             return response
+        if ep.api and request.method == "GET":
+            extra = unknown_query(ep.name, request.query_params.keys())
+            if extra:
+                return _refuse(ep, 400, extra, request, dash)
         if ep.kind in ("mutation", "login"):
-            if ep.kind == "mutation" and dash.read_only:
-                return _refuse(ep, 403, "this dashboard is read-only; nothing was changed")
             if not same_origin(request):
-                return _refuse(ep, 403, "cross-origin request refused (Origin does not match)")
+                return _refuse(
+                    ep,
+                    403,
+                    "cross-origin request refused (Origin does not match)",
+                    request,
+                    dash,
+                )
             if ep.api:
                 if not non_simple(request):
                     return _refuse(
@@ -204,6 +262,8 @@ def guarded(ep: Endpoint, dash: Dashboard) -> Callable[[Request], Awaitable[Resp
                         403,
                         "send Content-Type: application/json or an X-Requested-With header "
                         "(CSRF protection); nothing was changed",
+                        request,
+                        dash,
                     )
             else:
                 request.state.form = await form_fields(request)
@@ -215,18 +275,26 @@ def guarded(ep: Endpoint, dash: Dashboard) -> Callable[[Request], Awaitable[Resp
                         403,
                         "the form's CSRF token is missing or stale; reload the page "
                         "and try again (nothing was changed)",
+                        request,
+                        dash,
+                    )
+            # After the CSRF checks, so a cross-site request learns nothing even read-only.
+            if ep.kind == "mutation" and dash.read_only:
+                if not (ep.name in DRY_RUN_OK and await _dry_run_only(request)):
+                    return _refuse(
+                        ep, 403, "this dashboard is read-only; nothing was changed", request, dash
                     )
         try:
             return await ep.handler(request, dash)
         except (BadParameter, PayloadError) as exc:  # PayloadError: a filter no row can hold
-            return _refuse(ep, 400, str(exc))
+            return _refuse(ep, 400, str(exc), request, dash)
         except JobNotFoundError as exc:
-            return _refuse(ep, 404, str(exc))
+            return _refuse(ep, 404, str(exc), request, dash)
         except (InvalidTransitionError, ConfigurationError) as exc:
-            return _refuse(ep, 409, str(exc))
+            return _refuse(ep, 409, str(exc), request, dash)
         except ErrandsError as exc:  # database trouble: one line, no traceback to the client
             log.warning("%s %s: %s", request.method, request.url.path, exc)
-            return _refuse(ep, 503, str(exc))
+            return _refuse(ep, 503, str(exc), request, dash)
 
     return endpoint
 
@@ -261,10 +329,31 @@ def create_app(
     - ``allowed_hosts``: Host header names accepted (DNS-rebinding protection); None: any.
     """
     guard = Guard(token=token, auth=auth, secret_key=secret_key)
-    dash = Dashboard(queue, guard, read_only=read_only, title=title)
+    warning = None
+    if token is None and auth is None and not allowed_hosts:
+        warning = OPEN_WARNING.format(acts="" if read_only else " and retry, cancel or prune them")
+        log.warning("errands dashboard: %s", warning)
+    dash = Dashboard(queue, guard, read_only=read_only, title=title, open_warning=warning)
     middleware = [Middleware(SecurityHeaders), Middleware(BodyLimit, limit=MAX_BODY)]
     if allowed_hosts:
         middleware.append(Middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts)))
-    app = Starlette(routes=build_routes(dash), middleware=middleware)
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        status = exc.status_code if isinstance(exc, HTTPException) else 404
+        detail = exc.detail if isinstance(exc, HTTPException) else "Not Found"
+        if request.url.path.startswith(("/api/", "/metrics", "/healthz")):
+            headers = exc.headers if isinstance(exc, HTTPException) else None
+            body = {"error": f"{detail}: {request.url.path}"}
+            return JSONResponse(body, status_code=status, headers=headers)
+        response = pages.error_page(request, dash, status, f"{detail}: no page at this address")
+        if isinstance(exc, HTTPException) and exc.headers:
+            response.headers.update(exc.headers)
+        return response
+
+    app = Starlette(
+        routes=build_routes(dash),
+        middleware=middleware,
+        exception_handlers={404: not_found, 405: not_found},
+    )
     app.state.dashboard = dash
     return app

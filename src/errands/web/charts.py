@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,8 +22,82 @@ def _nice(n: float) -> int:
         step *= 10
 
 
-def _hour_label(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, UTC).strftime("%H:00")
+def _hour_label(epoch: float, days: bool = False) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime("%a %d" if days else "%H:00")
+
+
+def _hour_title(epoch: float) -> str:
+    """A bar's or point's hover text: the day too, for the 7-day charts."""
+    return datetime.fromtimestamp(epoch, UTC).strftime("%a %d %H:00")
+
+
+def _every(n: int) -> int:
+    """Label every 6th hour of a day's bars, every 24th of a week's."""
+    return 6 if n <= 48 else 24
+
+
+LOG_TICKS = (0.001, 0.01, 0.1, 1.0, 10.0, 60.0, 600.0, 3600.0, 86400.0)
+TICK_TEXT = {
+    0.001: "1ms",
+    0.01: "10ms",
+    0.1: "100ms",
+    1.0: "1s",
+    10.0: "10s",
+    60.0: "1m",
+    600.0: "10m",
+    3600.0: "1h",
+    86400.0: "1d",
+}
+
+
+def latency(series: list[dict[str, Any]], measure: str) -> dict[str, Any]:
+    """p50 and p95 of ``measure`` (wait or run) per hour as two lines on a log scale (hours
+    with nothing finished have no point)."""
+    frame = _frame()
+    plot_w = frame["x1"] - frame["x0"]
+    plot_h = frame["y0"] - frame["y1"]
+    values = [
+        v
+        for h in series
+        for v in (h[f"{measure}_p50"], h[f"{measure}_p95"])
+        if v is not None and v > 0
+    ]
+    low = max([t for t in LOG_TICKS if t <= min(values, default=1.0)], default=LOG_TICKS[0])
+    high = min([t for t in LOG_TICKS if t >= max(values, default=1.0)], default=LOG_TICKS[-1])
+    if high <= low:
+        high = next((t for t in LOG_TICKS if t > low), low * 10)
+    span = math.log10(high) - math.log10(low)
+
+    def y(v: float) -> float:
+        v = min(max(v, low), high)
+        return round(float(frame["y0"] - plot_h * (math.log10(v) - math.log10(low)) / span), 1)
+
+    slot = plot_w / max(len(series), 1)
+    days = len(series) > 48
+    lines: dict[str, list[dict[str, Any]]] = {"p50": [], "p95": []}
+    for i, h in enumerate(series):
+        x = round(frame["x0"] + (i + 0.5) * slot, 1)
+        for p in ("p50", "p95"):
+            v = h[f"{measure}_{p}"]
+            if v is not None:
+                label = _hour_title(h["hour"])
+                lines[p].append({"x": x, "y": y(max(v, low)), "title": f"{label} UTC: {p} {v:g} s"})
+    ticks = [{"y": y(t), "text": TICK_TEXT[t]} for t in LOG_TICKS if low <= t <= high]
+    labels = [
+        {"x": round(frame["x0"] + i * slot + 1, 1), "text": _hour_label(h["hour"], days)}
+        for i, h in enumerate(series)
+        if i % _every(len(series)) == 0
+    ]
+    return {
+        **frame,
+        "ticks": ticks,
+        "labels": labels,
+        "p50": " ".join(f"{p['x']},{p['y']}" for p in lines["p50"]),
+        "p95": " ".join(f"{p['x']},{p['y']}" for p in lines["p95"]),
+        "points": lines["p50"] + lines["p95"],
+        "measure": measure,
+        "hours": len(series),
+    }
 
 
 def _frame() -> dict[str, Any]:
@@ -61,11 +136,11 @@ def throughput(series: list[dict[str, Any]]) -> dict[str, Any]:
                     "w": round(max(slot - 2, 1), 1),
                     "h": round(height, 1),
                     "cls": outcome,
-                    "title": f"{_hour_label(h['hour'])} UTC: {n:,} {outcome}",
+                    "title": f"{_hour_title(h['hour'])} UTC: {n:,} {outcome}",
                 }
             )
-        if i % 6 == 0:
-            labels.append({"x": round(x, 1), "text": _hour_label(h["hour"])})
+        if i % _every(len(series)) == 0:
+            labels.append({"x": round(x, 1), "text": _hour_label(h["hour"], len(series) > 48)})
     return {**frame, "bars": bars, "labels": labels, "top": top, "total": sum(totals)}
 
 
@@ -86,13 +161,16 @@ def failure_rate(series: list[dict[str, Any]]) -> dict[str, Any]:
             {
                 "x": round(frame["x0"] + (i + 0.5) * slot, 1),
                 "y": round(frame["y0"] - plot_h * rate, 1),
-                "title": f"{_hour_label(h['hour'])} UTC: {rate:.0%} failed of {finished:,}",
+                "title": f"{_hour_title(h['hour'])} UTC: {rate:.0%} failed of {finished:,}",
             }
         )
     labels = [
-        {"x": round(frame["x0"] + i * slot + 1, 1), "text": _hour_label(h["hour"])}
+        {
+            "x": round(frame["x0"] + i * slot + 1, 1),
+            "text": _hour_label(h["hour"], len(series) > 48),
+        }
         for i, h in enumerate(series)
-        if i % 6 == 0
+        if i % _every(len(series)) == 0
     ]
     return {
         **frame,

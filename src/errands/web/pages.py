@@ -3,7 +3,8 @@
 Each page gathers its data in one function run in a worker thread, then renders a Jinja2
 template with autoescaping: every value that comes from a job is text, never markup. Form
 actions (retry, cancel, bulk, prune) reach here only after ``app.guarded`` checked the session's
-CSRF token; they answer with a redirect (303) back to a page, or a page saying what happened.
+CSRF token; every one answers with a redirect (303) to a page that says what happened
+(Post/Redirect/Get), so reloading that page never sends the action again.
 """
 
 from __future__ import annotations
@@ -11,21 +12,22 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl
 
 from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import URL
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from ..client import bulk
 from ..errors import JobNotFoundError
-from . import api, charts, params
-from .security import SESSION_COOKIE, SESSION_MAX_AGE
+from . import api, params, search
+from .security import SESSION_COOKIE
 
 if TYPE_CHECKING:
     from .common import Dashboard
 
 PREVIEW_CHARS = 4000  # payload/result shown inline; the rest is a download away
-FAILURE_WINDOWS = ("1h", "24h", "7d")
 
 
 def _cookie(response: Response, request: Request, value: str, *, max_age: int) -> None:
@@ -59,15 +61,16 @@ def render(
         "dash": dash,
         "title": dash.title,
         "read_only": dash.read_only,
+        "open_warning": dash.open_warning,
         "csrf": dash.guard.csrf_token(sid) if sid else "",
         "logged_in": dash.guard.uses_login and sid is not None,
-        "now": datetime.now(UTC),
+        "now": datetime.fromtimestamp(dash.queue.clock(), UTC),
         "page": "",
         **context,
     }
     response = dash.templates.TemplateResponse(request, name, ctx, status_code=status_code)
     if cookie is not None:
-        _cookie(response, request, cookie, max_age=SESSION_MAX_AGE)
+        _cookie(response, request, cookie, max_age=dash.guard.session_max_age)
     return response
 
 
@@ -77,35 +80,71 @@ def preview(value: Any) -> tuple[str, bool]:
     return text[:PREVIEW_CHARS], len(text) > PREVIEW_CHARS
 
 
+def error_page(request: Request, dash: Dashboard, status: int, message: str) -> Response:
+    """A refusal or a missing page, styled like the rest, with a way back."""
+    context = {"status": status, "message": message}
+    # In token mode a session *is* the login: an error page never starts one.
+    return render(
+        request, dash, "error.html", context, status_code=status, session=not dash.guard.uses_login
+    )
+
+
 # -- login ---------------------------------------------------------------------------------
+
+
+def login_url(request: Request) -> URL:
+    """The login page, remembering the page asked for (``next``)."""
+    asked = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    return request.url_for("login").include_query_params(next=asked)
+
+
+def safe_next(request: Request, value: Any) -> str:
+    """Where to go after logging in: a path inside this dashboard, else the overview (never
+    another site: ``//evil.example`` and ``/\\evil.example`` are refused)."""
+    root = (request.scope.get("root_path") or "").rstrip("/")
+    if (
+        isinstance(value, str)
+        and len(value) <= 2000
+        and value.startswith(root + "/")
+        and not value.startswith(("//", "/\\"))
+        and "\\" not in value
+        and not any(ord(c) < 32 for c in value)
+    ):
+        return value
+    return str(request.url_for("overview"))
 
 
 async def login_form(request: Request, dash: Dashboard) -> Response:
     if not dash.guard.uses_login:
         return RedirectResponse(request.url_for("overview"), status_code=303)
-    return render(request, dash, "login.html", {"error": None}, session=False)
+    context = {"error": None, "next": safe_next(request, request.query_params.get("next"))}
+    return render(request, dash, "login.html", context, session=False)
 
 
 async def login(request: Request, dash: Dashboard) -> Response:
     if not dash.guard.uses_login:
         return RedirectResponse(request.url_for("overview"), status_code=303)
+    target = safe_next(request, request.state.form.get("next"))
     submitted = request.state.form.get("token", "")
     if not dash.guard.token_ok(submitted):
+        dash.guard.failed(request)
         return render(
             request,
             dash,
             "login.html",
-            {"error": "That token is not right."},
+            {"error": "That token is not right.", "next": target},
             status_code=401,
             session=False,
         )
     _, cookie = dash.guard.new_session()
-    response = RedirectResponse(request.url_for("overview"), status_code=303)
-    _cookie(response, request, cookie, max_age=SESSION_MAX_AGE)
+    response = RedirectResponse(target, status_code=303)
+    _cookie(response, request, cookie, max_age=dash.guard.session_max_age)
     return response
 
 
 async def logout(request: Request, dash: Dashboard) -> Response:
+    """End the session here (a copy of the cookie stops working too), then forget it."""
+    dash.guard.revoke(request)
     target = "login" if dash.guard.uses_login else "overview"
     response = RedirectResponse(request.url_for(target), status_code=303)
     _cookie(response, request, "", max_age=0)
@@ -115,46 +154,43 @@ async def logout(request: Request, dash: Dashboard) -> Response:
 # -- reading -------------------------------------------------------------------------------
 
 
-def _overview_data(dash: Dashboard) -> dict[str, Any]:
-    q = dash.queue
-    stats = q.stats()
-    series = q.throughput(hours=24)
-    return {
-        "stats": stats,
-        "throughput_chart": charts.throughput(series),
-        "failure_chart": charts.failure_rate(series),
-        "counts_chart": charts.counts(stats["counts"]),
-        "finished_24h": sum(h["succeeded"] + h["failed"] + h["cancelled"] for h in series),
-    }
+def total(dash: Dashboard, f: search.Filters) -> int | None:
+    """How many jobs the exact filters match, where the kept counts say it cheaply (status,
+    queue and type: index ranges and ``job_counts``); None when only a scan could tell."""
+    if f.error_code is not None or f.bounded:
+        return None
+    return sum(
+        r.count
+        for r in dash.queue.backend.state_counts()
+        if (f.status is None or r.status == f.status)
+        and (f.type is None or r.type == f.type)
+        and (f.queue is None or r.queue == f.queue)
+    )
 
 
-async def overview(request: Request, dash: Dashboard) -> Response:
-    data = await run_in_threadpool(_overview_data, dash)
-    return render(request, dash, "overview.html", {"page": "overview", **data})
+def _jobs_data(dash: Dashboard, f: search.Filters) -> tuple[search.Found, int | None]:
+    return search.find(dash, f), total(dash, f)
 
 
 async def jobs(request: Request, dash: Dashboard) -> Response:
-    query = request.query_params
-    rows, next_id = await run_in_threadpool(api.list_jobs, dash, query)
-    filters = {
-        "status": params.status(query) or "",
-        "type": params.text(query, "type") or "",
-        "queue": params.text(query, "queue") or "",
-        "error_code": params.text(query, "error_code") or "",
-    }
-    kept = {k: v for k, v in filters.items() if v}
+    f = search.filters(request.query_params)
+    found, count = await run_in_threadpool(_jobs_data, dash, f)
+    kept = f.kept()
+    here = request.url_for("jobs")
     next_url = None
-    if next_id is not None:
-        next_url = request.url_for("jobs").include_query_params(
-            **kept, limit=params.limit(query), cursor=next_id
-        )
+    if found.next_cursor is not None:
+        next_url = here.include_query_params(**kept, limit=f.limit, cursor=found.next_cursor)
     bulk_action = None
-    if filters["status"] in bulk.RETRYABLE:
-        bulk_action = "retry"
-    elif filters["status"] in bulk.CANCELLABLE:
-        bulk_action = "cancel"
+    if f.text is None and f.view in (None, "running", "dead"):
+        if f.status in bulk.RETRYABLE:
+            bulk_action = "retry"
+        elif f.status in bulk.CANCELLABLE:
+            bulk_action = "cancel"
+    exact = {k: v for k, v in kept.items() if k in ("status", "type", "queue", "error_code")}
     bulk_url = (
-        request.url_for("bulk").include_query_params(action=bulk_action, **kept)
+        request.url_for("bulk").include_query_params(
+            action=bulk_action, **{**exact, "status": f.status}
+        )
         if bulk_action
         else None
     )
@@ -164,16 +200,55 @@ async def jobs(request: Request, dash: Dashboard) -> Response:
         "jobs.html",
         {
             "page": "jobs",
-            "jobs": rows,
-            "filters": filters,
+            "jobs": found.jobs,
+            "found": found,
+            "total": count,
+            "f": f,
+            "filters": {k: kept.get(k, "") for k in ("status", "type", "queue", "error_code", "q")},
+            "views": search.VIEWS,
+            "view_urls": {
+                v: here.include_query_params(
+                    view=v, **{k: x for k, x in exact.items() if k != "status"}
+                )
+                for v in search.VIEWS
+            },
             "states": params.STATES,
             "next_url": next_url,
-            "first_page": params.cursor(query) is None,
-            "first_url": request.url_for("jobs").include_query_params(**kept),
+            "first_page": f.cursor is None,
+            "first_url": here.include_query_params(**kept),
+            "api_url": request.url_for("api_jobs").include_query_params(**kept, limit=f.limit),
             "bulk_action": bulk_action,
             "bulk_url": bulk_url,
+            "acted": _acted(request.query_params),
+            "can_select": not dash.read_only,
+            "back": str(request.url.path) + (f"?{request.url.query}" if request.url.query else ""),
         },
     )
+
+
+def _acted(query: Any) -> dict[str, Any] | None:
+    """What "act on the selected rows" did, from the address it redirected to."""
+    action = query.get("acted")
+    if action not in ("retry", "cancel"):
+        return None
+    counts = {
+        k: params.integer(query, k, default=0, low=0, high=MAX_SELECTED)
+        for k in ("changed", "requested", "skipped")
+    }
+    return {"action": action, **counts}
+
+
+async def find_job(request: Request, dash: Dashboard) -> Response:
+    """The header's search box: a job id (``123`` or ``#123``) opens that job; anything else
+    searches the list (``/jobs?q=``)."""
+    text = (params.text(request.query_params, "q") or "").strip()
+    digits = text.removeprefix("#")
+    if digits.isdigit() and params.job_id(int(digits)) is not None:
+        return RedirectResponse(request.url_for("job", job_id=int(digits)), status_code=303)
+    target = request.url_for("jobs")
+    if text:
+        target = target.include_query_params(q=text)
+    return RedirectResponse(target, status_code=303)
 
 
 def _job_id(request: Request) -> int:
@@ -181,6 +256,43 @@ def _job_id(request: Request) -> int:
     if job_id is None:
         raise api.not_found(request.path_params["job_id"])
     return job_id
+
+
+def timeline(job: Any, attempts: list[Any], now: float) -> list[dict[str, Any]]:
+    """The job's story, one step per attempt: the wait before it (from creation or from the
+    previous attempt's end), its start, how long it ran, its worker and how it ended; then,
+    for a job still queued, the wait so far or until it is due."""
+    steps: list[dict[str, Any]] = []
+    before = job.created_at
+    for a in attempts:
+        start, end = a.started_at, a.finished_at
+        waited = (start - before).total_seconds() if start and before else None
+        ran = ((end.timestamp() if end else now) - start.timestamp()) if start else None
+        steps.append(
+            {
+                "kind": "attempt",
+                "attempt": a,
+                "waited": waited,
+                "ran": ran,
+                "open": end is None,
+                "outcome": a.status,
+            }
+        )
+        before = end or before
+    if job.status == "queued" and job.run_at is not None:
+        due = job.run_at.timestamp()
+        steps.append({"kind": "next", "at": job.run_at, "in": due - now, "retry": bool(attempts)})
+    return steps
+
+
+def commands(job: Any) -> list[tuple[str, str]]:
+    """(what, command) for each thing an operator can do to this job from a shell."""
+    out = [("show", f"errands show {job.id}")]
+    if job.status in bulk.RETRYABLE:
+        out.append(("retry", f"errands retry {job.id}"))
+    if job.status in bulk.CANCELLABLE:
+        out.append(("cancel", f"errands cancel {job.id}"))
+    return out
 
 
 async def job(request: Request, dash: Dashboard) -> Response:
@@ -210,6 +322,15 @@ async def job(request: Request, dash: Dashboard) -> Response:
             "result_cut": result_cut,
             "can_retry": j.status in bulk.RETRYABLE,
             "can_cancel": j.status in bulk.CANCELLABLE,
+            "timeline": timeline(j, d["attempts"], dash.queue.clock()),
+            "commands": commands(j),
+            "deps": {
+                **d["deps"],
+                # This job's own rule, the same on each of its upstream edges.
+                "downstream_rule": next(
+                    (u["on_upstream_failure"] for u in d["deps"]["upstream"]), "cancel"
+                ),
+            },
         },
     )
 
@@ -258,42 +379,6 @@ async def traceback(request: Request, dash: Dashboard) -> Response:
     return Response(text, media_type="text/plain; charset=utf-8")
 
 
-async def failures(request: Request, dash: Dashboard) -> Response:
-    chosen = request.query_params.get("window") or "24h"
-    if chosen not in FAILURE_WINDOWS:
-        raise params.BadParameter(f"window must be one of {', '.join(FAILURE_WINDOWS)}")
-    since = params.WINDOWS[chosen]
-    rows = await run_in_threadpool(dash.queue.errors, top=50, since=since)
-    groups = [
-        {
-            **r,
-            "retry_url": request.url_for("bulk").include_query_params(
-                action="retry", status="failed", type=r["type"], error_code=r["error_code"]
-            ),
-            "jobs_url": request.url_for("jobs").include_query_params(
-                type=r["type"], error_code=r["error_code"]
-            ),
-        }
-        for r in rows
-    ]
-    return render(
-        request,
-        dash,
-        "failures.html",
-        {"page": "failures", "groups": groups, "window": chosen, "windows": FAILURE_WINDOWS},
-    )
-
-
-async def periodic(request: Request, dash: Dashboard) -> Response:
-    rows = await run_in_threadpool(api.periodic_rows, dash)
-    return render(request, dash, "periodic.html", {"page": "periodic", "schedules": rows})
-
-
-async def workers(request: Request, dash: Dashboard) -> Response:
-    rows = await run_in_threadpool(dash.queue.workers)
-    return render(request, dash, "workers.html", {"page": "workers", "workers": rows})
-
-
 # -- actions -------------------------------------------------------------------------------
 
 
@@ -309,6 +394,38 @@ async def cancel(request: Request, dash: Dashboard) -> Response:
     return RedirectResponse(request.url_for("job", job_id=job_id), status_code=303)
 
 
+MAX_SELECTED = 500  # ids one "act on the selected rows" may name (one page at most)
+
+
+async def act_on_selected(request: Request, dash: Dashboard) -> Response:
+    """Retry or cancel the rows ticked on a list page: each job fenced on its state, so one
+    that moved on is skipped; then back to the list (Post/Redirect/Get) saying what happened."""
+    raw = (await request.body()).decode("utf-8", errors="replace")
+    pairs = parse_qsl(raw, keep_blank_values=True)
+    action = _bulk_action(request.state.form)
+    ids: list[int] = []
+    for key, value in pairs:
+        if key == "id":
+            job_id = params.job_id(int(value)) if value.isdigit() and len(value) < 20 else None
+            if job_id is None:
+                raise params.BadParameter(f"id must be a job id; got {value!r:.40}")
+            ids.append(job_id)
+    if not ids:
+        raise params.BadParameter("tick at least one job, then choose the action")
+    if len(ids) > MAX_SELECTED:
+        raise params.BadParameter(f"at most {MAX_SELECTED} jobs at once; use a bulk action")
+    q = dash.queue
+    act = bulk.retry if action == "retry" else bulk.cancel
+    report = await run_in_threadpool(act, q.backend, ids, api.ACTOR, q.clock())
+    target = URL(safe_next(request, request.state.form.get("back"))).include_query_params(
+        acted=action,
+        changed=len(report.changed),
+        requested=len(report.requested),
+        skipped=report.skipped,
+    )
+    return RedirectResponse(str(target), status_code=303)
+
+
 def _bulk_action(fields: Any) -> str:
     action = fields.get("action")
     if action not in ("retry", "cancel"):
@@ -316,42 +433,55 @@ def _bulk_action(fields: Any) -> str:
     return str(action)
 
 
-async def _bulk_page(request: Request, dash: Dashboard, fields: Any, dry_run: bool) -> Response:
-    action = _bulk_action(fields)
-    filters = api.bulk_filters(fields, bulk.SELECTABLE[action])
-    report = await run_in_threadpool(api.run_bulk, dash, action, filters, dry_run)
+DONE_FIELDS = ("changed", "requested", "skipped")
+
+
+async def bulk_confirm(request: Request, dash: Dashboard) -> Response:
+    """Step one of a bulk action: how many jobs match, and a form to confirm. After the action
+    (``done=1``) the same address says what it did, without doing anything again."""
+    query = request.query_params
+    action = _bulk_action(query)
+    filters = api.bulk_filters(query, bulk.SELECTABLE[action])
+    done = None
+    if params.flag(query, "done"):
+        done = {
+            k: params.integer(query, k, default=0, low=0, high=params.MAX_ID) for k in DONE_FIELDS
+        }
+        count = 0
+    else:
+        report = await run_in_threadpool(api.run_bulk, dash, action, filters, True)
+        count = report["selected"]
     return render(
         request,
         dash,
         "bulk.html",
-        {
-            "page": "jobs",
-            "action": action,
-            "filters": filters,
-            "count": report["selected"],
-            "done": None if dry_run else report,
-        },
+        {"page": "jobs", "action": action, "filters": filters, "count": count, "done": done},
     )
 
 
-async def bulk_confirm(request: Request, dash: Dashboard) -> Response:
-    """Step one of a bulk action: how many jobs match, and a form to confirm."""
-    return await _bulk_page(request, dash, request.query_params, dry_run=True)
-
-
 async def bulk_run(request: Request, dash: Dashboard) -> Response:
-    return await _bulk_page(request, dash, request.state.form, dry_run=False)
-
-
-async def _prune_page(request: Request, dash: Dashboard, dry_run: bool) -> Response:
-    report = await run_in_threadpool(api.run_prune, dash, dry_run)
-    context = {"page": "overview", "report": report, "done": not dry_run}
-    return render(request, dash, "prune.html", context)
+    fields = request.state.form
+    action = _bulk_action(fields)
+    filters = api.bulk_filters(fields, bulk.SELECTABLE[action])
+    report = await run_in_threadpool(api.run_bulk, dash, action, filters, False)
+    kept = {k: v for k, v in filters.items() if v}
+    counts = {k: report[k] for k in DONE_FIELDS}
+    target = request.url_for("bulk").include_query_params(action=action, **kept, done=1, **counts)
+    return RedirectResponse(target, status_code=303)
 
 
 async def prune_confirm(request: Request, dash: Dashboard) -> Response:
-    return await _prune_page(request, dash, dry_run=True)
+    query = request.query_params
+    if params.flag(query, "done"):
+        deleted = params.integer(query, "deleted", default=0, low=0, high=params.MAX_ID)
+        context: dict[str, Any] = {"page": "overview", "report": None, "done": True}
+        return render(request, dash, "prune.html", {**context, "deleted": deleted})
+    report = await run_in_threadpool(api.run_prune, dash, True)
+    context = {"page": "overview", "report": report, "done": False, "deleted": 0}
+    return render(request, dash, "prune.html", context)
 
 
 async def prune_run(request: Request, dash: Dashboard) -> Response:
-    return await _prune_page(request, dash, dry_run=False)
+    report = await run_in_threadpool(api.run_prune, dash, False)
+    target = request.url_for("prune").include_query_params(done=1, deleted=report["total"])
+    return RedirectResponse(target, status_code=303)

@@ -20,6 +20,28 @@ WINDOWS = {"1h": 3600.0, "24h": 86400.0, "7d": 604800.0}
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
 
 
+# The query parameters each JSON read accepts (by route name); any other is refused with 400,
+# so a typo (``stauts=failed``) is an error rather than the whole table. A JSON route not named
+# here takes none. The pages take the same names as their JSON twins (docs/dashboard.md).
+JOB_FILTERS = ("status", "type", "queue", "error_code", "q", "view", "limit", "cursor")
+API_QUERY: dict[str, frozenset[str]] = {
+    "api_jobs": frozenset(JOB_FILTERS),
+    "api_stats": frozenset({"window", "top"}),
+    "api_errors": frozenset({"top", "since"}),
+    "api_throughput": frozenset({"hours"}),
+}
+
+
+def unknown_query(route: str, names: Any) -> str | None:
+    """The 400 message for query parameters ``route`` does not take, or None."""
+    allowed = API_QUERY.get(route, frozenset())
+    extra = sorted(set(names) - allowed)
+    if not extra:
+        return None
+    takes = ", ".join(sorted(allowed)) if allowed else "no query parameters"
+    return f"unknown query parameter {', '.join(extra)!s:.80}; this endpoint takes {takes}"
+
+
 class BadParameter(Exception):
     """A parameter the dashboard cannot use: answered with 400."""
 

@@ -10,9 +10,16 @@
   application/json`` or an ``X-Requested-With`` header). Every mutation whose ``Origin``
   header is present must name the dashboard's own host.
 
-Sessions are stateless: the cookie is ``<random id>.<HMAC(key, id)>``. The key is derived from
-the token (so sessions survive a restart and work across processes, and changing the token
-logs everyone out), else from ``secret_key``, else random per process.
+Sessions are signed, not stored: the cookie is ``<random id>.<issued at>.<HMAC(key, id and
+time)>``. The key is derived from the token (so sessions survive a restart and work across
+processes, and changing the token ends every session), else from ``secret_key``, else random
+per process. The server checks the age itself (``session_max_age``, default 7 days), whatever
+the browser keeps; logging out revokes the session id in this process until it would have
+expired anyway, so a cookie copied before the logout no longer works.
+
+Guessing the token is throttled per client address: after ``MAX_FAILURES`` wrong tokens (login
+form or ``Authorization: Bearer``) within ``FAILURE_WINDOW`` seconds, every token attempt from
+that address answers 429 until the oldest failure leaves the window.
 """
 
 from __future__ import annotations
@@ -21,6 +28,8 @@ import hashlib
 import hmac
 import inspect
 import secrets
+import time
+from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -28,6 +37,9 @@ from starlette.requests import Request
 
 SESSION_COOKIE = "errands_session"
 SESSION_MAX_AGE = 7 * 86400
+MAX_FAILURES = 5  # wrong tokens from one address within FAILURE_WINDOW before it must wait
+FAILURE_WINDOW = 60.0
+MAX_TRACKED = 10_000  # addresses remembered by the throttle (oldest forgotten first)
 
 # A host application's own check: called with the request, returns True to let it through.
 AuthCallable = Callable[[Request], bool | Awaitable[bool]]
@@ -35,7 +47,13 @@ AuthCallable = Callable[[Request], bool | Awaitable[bool]]
 
 class Guard:
     def __init__(
-        self, *, token: str | None, auth: AuthCallable | None, secret_key: str | None
+        self,
+        *,
+        token: str | None,
+        auth: AuthCallable | None,
+        secret_key: str | None,
+        session_max_age: int = SESSION_MAX_AGE,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         if token is not None and not token:
             raise ValueError("token must be a non-empty string (or None for no token)")
@@ -43,6 +61,10 @@ class Guard:
             raise ValueError("give token= or auth=, not both: auth replaces the token")
         self.token = token
         self.auth = auth
+        self.session_max_age = session_max_age
+        self.clock = clock
+        self.throttle = Throttle()
+        self._revoked: dict[str, float] = {}  # session id -> when it would have expired
         if token is not None:
             seed = b"errands-dashboard-session:" + token.encode()
             self._key = hashlib.sha256(seed).digest()
@@ -62,17 +84,37 @@ class Guard:
     def new_session(self) -> tuple[str, str]:
         """(session id, cookie value)."""
         sid = secrets.token_urlsafe(18)
-        return sid, f"{sid}.{self._sign('session:' + sid)}"
+        issued = str(int(self.clock()))
+        return sid, f"{sid}.{issued}.{self._sign(f'session:{sid}:{issued}')}"
+
+    def _session(self, request: Request) -> tuple[str, float] | None:
+        value = request.cookies.get(SESSION_COOKIE, "")
+        sid, _, rest = value.partition(".")
+        issued, _, sig = rest.partition(".")
+        if not sid or not sig or not issued.isdigit() or len(issued) > 12:
+            return None
+        expected = self._sign(f"session:{sid}:{issued}")
+        if not hmac.compare_digest(sig.encode(), expected.encode()):
+            return None
+        expires = int(issued) + self.session_max_age
+        if self.clock() >= expires or sid in self._revoked:
+            return None
+        return sid, float(expires)
 
     def session_id(self, request: Request) -> str | None:
-        """The session id of a validly signed cookie, else None."""
-        value = request.cookies.get(SESSION_COOKIE, "")
-        sid, _, sig = value.partition(".")
-        if not sid or not sig:
-            return None
-        if not hmac.compare_digest(sig.encode(), self._sign("session:" + sid).encode()):
-            return None
-        return sid
+        """The session id of a validly signed, unexpired and unrevoked cookie, else None."""
+        found = self._session(request)
+        return None if found is None else found[0]
+
+    def revoke(self, request: Request) -> None:
+        """End the request's session (logout): its cookie is refused from now on."""
+        found = self._session(request)
+        now = self.clock()
+        # Forget revocations of sessions that have expired anyway: the list stays small.
+        for sid in [k for k, until in self._revoked.items() if until <= now]:
+            del self._revoked[sid]
+        if found is not None:
+            self._revoked[found[0]] = found[1]
 
     def csrf_token(self, sid: str) -> str:
         return self._sign("csrf:" + sid)
@@ -89,8 +131,21 @@ class Guard:
         return hmac.compare_digest(candidate.encode(), self.token.encode())
 
     def bearer_ok(self, request: Request) -> bool:
-        scheme, _, value = request.headers.get("authorization", "").partition(" ")
-        return scheme.lower() == "bearer" and self.token_ok(value.strip())
+        if "authorization" not in request.headers:
+            return False
+        scheme, _, value = request.headers["authorization"].partition(" ")
+        if scheme.lower() == "bearer" and self.token_ok(value.strip()):
+            return True
+        self.failed(request)
+        return False
+
+    def failed(self, request: Request) -> None:
+        """A wrong token from this request's address: counted by the throttle."""
+        self.throttle.fail(client_key(request), self.clock())
+
+    def wait_seconds(self, request: Request) -> float:
+        """How long this request's address must wait before trying a token again (0: now)."""
+        return self.throttle.wait(client_key(request), self.clock())
 
     async def authenticated(self, request: Request) -> bool:
         if self.auth is not None:
@@ -120,3 +175,38 @@ def non_simple(request: Request) -> bool:
     """A request a cross-site HTML form cannot make: JSON content type or X-Requested-With."""
     ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
     return ctype == "application/json" or "x-requested-with" in request.headers
+
+
+def client_key(request: Request) -> str:
+    return request.client.host if request.client else "?"
+
+
+class Throttle:
+    """Wrong-token attempts per client address over a sliding window (in this process)."""
+
+    def __init__(self, limit: int = MAX_FAILURES, window: float = FAILURE_WINDOW) -> None:
+        self.limit = limit
+        self.window = window
+        self._failures: OrderedDict[str, deque[float]] = OrderedDict()
+
+    def _recent(self, key: str, now: float) -> deque[float]:
+        times = self._failures.get(key)
+        if times is None:
+            return deque()
+        while times and times[0] <= now - self.window:
+            times.popleft()
+        return times
+
+    def fail(self, key: str, now: float) -> None:
+        times = self._recent(key, now)
+        times.append(now)
+        self._failures[key] = times
+        self._failures.move_to_end(key)
+        while len(self._failures) > MAX_TRACKED:
+            self._failures.popitem(last=False)
+
+    def wait(self, key: str, now: float) -> float:
+        times = self._recent(key, now)
+        if len(times) < self.limit:
+            return 0.0
+        return max(times[-self.limit] + self.window - now, 0.0)

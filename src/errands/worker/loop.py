@@ -39,6 +39,7 @@ from ..backends.base import (
 )
 from ..client import declared
 from ..context import JobContext
+from ..core.records import Job
 from ..errors import (
     ConfigurationError,
     DatabaseError,
@@ -110,6 +111,9 @@ class _JobLease:
 
     def progress(self, fraction: float, message: str | None) -> None:
         self._worker._progress(self._slot, fraction, message)
+
+    def upstream(self) -> list[Job]:
+        return [job for job, _ in self._worker.backend.upstream(self._slot.job.id)]
 
 
 class Worker(Attached):

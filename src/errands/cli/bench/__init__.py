@@ -6,7 +6,9 @@ errands uses, so the ratios compare like with like:
 
 - raw baselines (``bench_raw``): single-row inserts, one bulk insert, batched processing with
   the audit rows errands writes by default, by one process and by P processes;
-- ``enqueue`` one by one (each committed when it returns) and ``enqueue_many`` (one call);
+- ``enqueue`` one by one (each committed when it returns) by one producer and by many at once
+  (``producers.py``: 1 thread, 1 asyncio task, 8 threads, 64 tasks; jobs/s and the p50/p99
+  latency of a call), and ``enqueue_many`` (one call);
 - processing N no-op jobs by 1 and by P real ``errands worker`` processes (started first and
   idle; then the jobs are enqueued in one call and timed until the last one finishes);
 - pickup latency: a separate producer process enqueues jobs one at a time with gaps; the time
@@ -46,6 +48,7 @@ from typing import Any
 from ... import __version__
 from ...backends.sqlite import filesystem_type
 from ...queue import ENV_DB, Queue
+from . import producers
 from . import raw as bench_raw
 from .app import DB_ENV, DURABILITY_ENV
 
@@ -57,7 +60,7 @@ PICKUP_GAP_MS = 25.0  # mean gap between the producer's enqueues (each finds the
 
 # Each errands phase and the raw baseline it runs right after, in the same round (in run order).
 BASELINE = {
-    "enqueue": "insert",
+    **{phase: "insert" for phase in producers.LABELS},
     "enqueue_many": "bulk_insert",
     "process_1": "process",
     "process_p": "process_p",
@@ -141,14 +144,6 @@ class Databases:
 
 
 # -- errands in this process ----------------------------------------------------------------
-
-
-def enqueue_one_by_one(url: str, n: int, durability: str) -> dict[str, float]:
-    with Queue(url, durability=durability) as q:
-        start = time.perf_counter()
-        for i in range(n):
-            q.enqueue("noop", {"i": i})
-        return bench_raw.rate(n, time.perf_counter() - start)
 
 
 def enqueue_bulk(url: str, n: int, durability: str) -> dict[str, float]:
@@ -350,7 +345,7 @@ def errands_runners(
     dbs: Databases, n: int, durability: str, processes: int, concurrency: int
 ) -> dict[str, Runner]:
     return {
-        "enqueue": lambda name: enqueue_one_by_one(dbs.fresh(name), n, durability),
+        **producers.runners(dbs.fresh, n, durability),
         "enqueue_many": lambda name: enqueue_bulk(dbs.fresh(name), n, durability),
         "process_1": lambda name: process(dbs, name, n, durability, 1, concurrency),
         "process_p": lambda name: process(dbs, name, n, durability, processes, concurrency),
@@ -359,7 +354,7 @@ def errands_runners(
 
 def errands_labels(processes: int) -> dict[str, str]:
     return {
-        "enqueue": "enqueue one by one",
+        **producers.LABELS,
         "enqueue_many": "enqueue_many",
         "process_1": "processing, 1 worker process",
         "process_p": f"processing, {processes} worker processes",
@@ -386,7 +381,10 @@ def one_round(
 def best_of(samples: list[dict[str, Any]]) -> dict[str, Any]:
     """The fastest round's figures, with every round's jobs/s in run order."""
     best = max(samples, key=lambda s: float(s["per_second"]))
-    return {**best, "rounds": [s["per_second"] for s in samples]}
+    out = {**best, "rounds": [s["per_second"] for s in samples]}
+    if "p99_ms" in best:  # a producer phase: its p99 per round too, for producer_ratios
+        out["p99_rounds"] = [s["p99_ms"] for s in samples]
+    return out
 
 
 def paired_ratio(mine: list[float], base: list[float]) -> float:
@@ -458,6 +456,7 @@ def measure(
         "errands": ours,
         "ratios": paired,
         "ratios_best": best,
+        "producers": producers.producer_ratios(ours),
         "scaling": scaling(raw, ours),
         "pickup": pickup,
         "idle": idle,
@@ -503,7 +502,7 @@ def report(r: dict[str, Any]) -> None:
     )
     raw, ours, ratios = r["raw"], r["errands"], r["ratios"]
     names = {
-        "enqueue": "enqueue one by one",
+        **producers.LABELS,
         "enqueue_many": "enqueue_many",
         "process_1": "process, 1 worker process",
         "process_p": f"process, {r['processes']} worker processes",
@@ -542,6 +541,7 @@ def report(r: dict[str, Any]) -> None:
             f"host). Raw baselines — {baselines}."
         )
     )
+    print("\n" + _wrap(producers.summary(ours, r["producers"])))
     p, idle = r["pickup"], r["idle"]
     print(
         "\n"

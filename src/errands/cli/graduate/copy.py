@@ -46,6 +46,7 @@ TABLES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("job_attempts", ("id",)),
     ("job_events", ("id",)),
     ("job_blobs", ("id",)),
+    ("job_deps", ("job_id", "upstream_id")),  # dependencies (docs/pipelines.md)
     ("workers", ("id",)),
     ("periodic", ("name",)),
     ("task_types", ("type",)),

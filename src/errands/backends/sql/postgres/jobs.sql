@@ -279,6 +279,28 @@ WHERE (CAST(:status AS text) IS NULL OR status = :status)
 ORDER BY id DESC
 LIMIT :limit;
 
+-- name: newest_job_id
+-- The highest job id (the top of a bounded search's first window).
+SELECT MAX(id) AS id FROM jobs;
+
+-- name: search_jobs
+-- Text search over one window of ids (:floor_id <= id < :before_id, a range of the primary
+-- key: the caller bounds it), with the exact filters: type, queue or error code starting with
+-- :prefix (a LIKE pattern, lower case, escaped), or :needle (lower case) in the error message
+-- or the payload's JSON text.
+SELECT * FROM jobs
+WHERE id < :before_id AND id >= :floor_id
+  AND (CAST(:status AS text) IS NULL OR status = :status)
+  AND (CAST(:type AS text) IS NULL OR type = :type)
+  AND (CAST(:queue AS text) IS NULL OR queue = :queue)
+  AND (CAST(:error_code AS text) IS NULL OR error_code = :error_code)
+  AND (lower(type) LIKE :prefix ESCAPE '\' OR lower(queue) LIKE :prefix ESCAPE '\'
+       OR lower(COALESCE(error_code, '')) LIKE :prefix ESCAPE '\'
+       OR strpos(lower(COALESCE(error_detail, '')), :needle) > 0
+       OR strpos(lower(CAST(payload AS text)), :needle) > 0)
+ORDER BY id DESC
+LIMIT :limit;
+
 -- name: job_attempts
 -- A job's attempts in order.
 SELECT * FROM job_attempts WHERE job_id = :job_id ORDER BY attempt;

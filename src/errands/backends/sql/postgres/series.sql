@@ -36,3 +36,14 @@ SELECT hour, outcome, SUM(n) AS n FROM (
 ) AS merged
 GROUP BY hour, outcome
 ORDER BY hour, outcome;
+
+-- name: hourly_latency
+-- Wait and run time histograms per hour since :since (job_stats_minutely: kept 8 days, pruned
+-- jobs included), for the percentile charts: per hour, measure and bucket, count and maximum.
+-- Hours cut from the epoch, as in hourly_outcomes.
+SELECT to_timestamp(floor(extract(epoch FROM minute) / 3600) * 3600) AS hour, measure, bucket,
+       SUM(count) AS count, MAX(maximum) AS maximum
+FROM job_stats_minutely
+WHERE measure IN ('wait', 'run') AND minute >= to_timestamp(:since)
+GROUP BY 1, 2, 3
+ORDER BY 1, 2, 3;

@@ -24,6 +24,22 @@ WHERE status = 'queued' AND run_at <= :now
 ORDER BY run_at, id
 LIMIT 1;
 
+-- name: oldest_due_by_queue
+-- Per queue: its due queued jobs and when the longest-waiting of them fell due (a range of
+-- jobs_queued_run_at, which holds the queue: the rows themselves are not read).
+SELECT queue, COUNT(*) AS due, MIN(run_at) AS run_at FROM jobs
+WHERE status = 'queued' AND run_at <= :now
+GROUP BY queue
+ORDER BY queue;
+
+-- name: error_sample
+-- The newest finished job of one error group (code and type), for its sample message: one
+-- step down jobs_error_code (error_code, type, finished_at), whatever the group's size.
+SELECT id, attempts, error_detail FROM jobs
+WHERE error_code = :error_code AND type = :type AND finished_at IS NOT NULL
+ORDER BY finished_at DESC, id DESC
+LIMIT 1;
+
 -- name: retry_histogram
 -- Attempts used by jobs that finished since :since (succeeded, failed or cancelled).
 SELECT attempts, COUNT(*) AS n FROM jobs
@@ -70,6 +86,9 @@ WHERE status = 'queued' GROUP BY queue, type
 UNION ALL
 SELECT 'running' AS status, queue, type, COUNT(*) FROM jobs INDEXED BY jobs_running
 WHERE status = 'running' GROUP BY queue, type
+UNION ALL
+SELECT 'waiting' AS status, queue, type, COUNT(*) FROM jobs INDEXED BY jobs_waiting 
+WHERE status = 'waiting' GROUP BY queue, type
 UNION ALL
 SELECT status, queue, type, SUM(n) FROM job_counts
 GROUP BY status, queue, type HAVING SUM(n) <> 0;
@@ -167,9 +186,12 @@ ORDER BY id;
 SELECT COUNT(*) AS n FROM jobs WHERE status = :status AND finished_at < :cutoff;
 
 -- name: prune_ids
--- Up to :limit jobs of one terminal state that finished before :cutoff, oldest first: the
+-- Up to :limit jobs of one terminal state that finished before :cutoff, oldest first, but
+-- none a waiting job still depends on (its outcome decides the waiting job's: SPEC §4c): the
 -- batch prune_batch deletes once their figures are taken off (uncount_jobs).
 SELECT id FROM jobs WHERE status = :status AND finished_at < :cutoff
+  AND NOT EXISTS (SELECT 1 FROM job_deps AS d JOIN jobs AS w ON w.id = d.job_id
+                  WHERE d.upstream_id = jobs.id AND w.status = 'waiting')
 ORDER BY finished_at LIMIT :limit;
 
 -- name: prune_batch

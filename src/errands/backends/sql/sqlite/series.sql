@@ -31,3 +31,13 @@ SELECT hour, outcome, SUM(n) AS n FROM (
 ) AS merged
 GROUP BY hour, outcome
 ORDER BY hour, outcome;
+
+-- name: hourly_latency
+-- Wait and run time histograms per hour since :since (job_stats_minutely: kept 8 days, pruned
+-- jobs included), for the percentile charts: per hour, measure and bucket, count and maximum.
+SELECT CAST(minute / 3600 AS INTEGER) * 3600.0 AS hour, measure, bucket,
+       SUM(count) AS count, MAX(maximum) AS maximum
+FROM job_stats_minutely
+WHERE measure IN ('wait', 'run') AND minute >= :since
+GROUP BY 1, 2, 3
+ORDER BY 1, 2, 3;

@@ -1,0 +1,265 @@
+#!/usr/bin/env python3
+"""The dashboard's pages on a big SQLite file: server time per page, and with ``--browser``
+the time a real chromium takes to load each one.
+
+    .venv/bin/python scripts/bench_dashboard.py [--jobs 1000000] [--db PATH] [--browser]
+    .venv/bin/python scripts/bench_dashboard.py --postgres postgresql://postgres@127.0.0.1/postgres
+
+With ``--postgres SERVER_URL`` the same jobs go into a fresh database ``errands_dash_bench``
+on that server (dropped and made again on each run).
+
+Builds (unless ``--db`` names an existing file) a file holding ``--jobs`` jobs written with
+plain SQL over the last 7 days: 80 % succeeded, 8 % failed (60 error groups, each with a
+message), 2 % cancelled, 10 % queued (half due later, a fifth of those after a failed
+attempt), a few running; then recounts the figures as errands' own writes would have kept
+them. Each page is asked for through Starlette's TestClient (in-process: the server's time,
+no network) five times; the median is printed. With ``--browser``, each page is loaded by
+chromium from ``errands dashboard`` and the navigation's load time is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+import errands
+
+BUILD = [
+    """WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < :count)
+    INSERT INTO jobs (id, queue, type, payload, status, priority, attempts, max_attempts,
+                      run_at, created_at, started_at, finished_at, worker_id, error_code,
+                      error_detail)
+    SELECT i,
+           CASE i % 4 WHEN 0 THEN 'mail' WHEN 1 THEN 'reports' ELSE 'default' END,
+           'task_' || (i % 12),
+           '{"order": ' || i || ', "note": "customer ' || (i % 9973) || '"}',
+           CASE WHEN i % 50 = 0 THEN 'cancelled'
+                WHEN i % 100 < 8 THEN 'failed'
+                WHEN i % 100 >= 90 AND i > :count - 100 THEN 'running'
+                WHEN i % 100 >= 90 THEN 'queued'
+                ELSE 'succeeded' END,
+           0,
+           CASE WHEN i % 100 >= 90 AND i % 10 = 1 THEN 1
+                WHEN i % 100 >= 90 THEN 0 ELSE 1 END,
+           5,
+           CASE WHEN i % 100 >= 95 THEN :now + 60 + i % 7200
+                ELSE :t0 + i * :step END,
+           :t0 + i * :step,
+           CASE WHEN i % 100 >= 90 AND i <= :count - 100 THEN NULL
+                ELSE :t0 + i * :step + 0.5 + (i % 7) END,
+           CASE WHEN i % 100 >= 90 THEN NULL
+                ELSE :t0 + i * :step + 1.0 + (i % 7) + (i % 3) END,
+           CASE WHEN i % 100 >= 90 AND i <= :count - 100 THEN NULL ELSE 'w-' || (i % 8) END,
+           CASE WHEN i % 50 = 0 THEN 'CANCELLED:BY_USER'
+                WHEN i % 100 < 8 OR (i % 100 >= 90 AND i % 10 = 1)
+                THEN 'APP:E' || (i % 5) ELSE NULL END,
+           CASE WHEN i % 100 < 8 OR (i % 100 >= 90 AND i % 10 = 1)
+                THEN 'upstream said no to order ' || i ELSE NULL END
+    FROM n""",
+    # Running jobs need a lease; queued ones carry no finish.
+    """UPDATE jobs SET lease_expires_at = :now + 60, heartbeat_at = :now
+       WHERE status = 'running'""",
+]
+PAGES = [
+    "/",
+    "/?window=7d",
+    "/jobs",
+    "/jobs?status=failed",
+    "/jobs?status=queued&queue=mail",
+    "/jobs?view=scheduled",
+    "/jobs?view=retrying",
+    "/jobs?view=running",
+    "/jobs?view=dead",
+    "/jobs?q=customer%20977",
+    "/jobs?q=APP:E3",
+    "/jobs/{middle}",
+    "/failures",
+    "/failures?window=7d",
+    "/queues",
+    "/workers",
+    "/periodic",
+    "/api/admin/jobs?q=customer%20977",
+]
+
+
+def build(path: str, jobs: int) -> float:
+    errands.Queue(path).close()
+    start = time.perf_counter()
+    now = time.time()
+    step = 7 * 86400 / jobs
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("BEGIN IMMEDIATE")
+        for statement in BUILD:
+            conn.execute(
+                statement, {"count": jobs, "t0": now - 7 * 86400, "step": step, "now": now}
+            )
+        conn.execute("COMMIT")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        conn.execute("ANALYZE")
+    finally:
+        conn.close()
+    with errands.Queue(path) as q:
+        q.recount_figures()
+    return time.perf_counter() - start
+
+
+# The same jobs for PostgreSQL: the SELECT above over generate_series, times built as epoch
+# seconds and stored as timestamptz (psycopg's parameters: a literal % is written %%).
+_SELECT = (
+    BUILD[0]
+    .split("SELECT i,", 1)[1]
+    .replace(" % ", " %% ")
+    .replace("FROM n", "FROM generate_series(1, :count) AS n(i)")
+)
+for _name in ("count", "t0", "step", "now"):
+    _SELECT = _SELECT.replace(f":{_name}", f"%({_name})s")
+PG_BUILD = (
+    "INSERT INTO jobs (id, queue, type, payload, status, priority, attempts, max_attempts, "
+    "run_at, created_at, started_at, finished_at, worker_id, error_code, error_detail) "
+    "SELECT i, queue, type, CAST(payload AS jsonb), status, priority, attempts, max_attempts, "
+    "to_timestamp(run_at), to_timestamp(created_at), to_timestamp(started_at), "
+    "to_timestamp(finished_at), worker_id, error_code, error_detail FROM (SELECT i,"
+    + _SELECT
+    + ") AS built(i, queue, type, payload, status, priority, attempts, max_attempts, run_at, "
+    "created_at, started_at, finished_at, worker_id, error_code, error_detail)"
+)
+
+
+def build_postgres(server: str, jobs: int) -> tuple[str, float]:
+    """A fresh ``errands_dash_bench`` database on ``server`` holding ``jobs`` jobs."""
+    import psycopg
+
+    with psycopg.connect(server, autocommit=True) as admin:
+        admin.execute("DROP DATABASE IF EXISTS errands_dash_bench WITH (FORCE)")
+        admin.execute("CREATE DATABASE errands_dash_bench")
+    url = server.rsplit("/", 1)[0] + "/errands_dash_bench"
+    errands.Queue(url).close()
+    start = time.perf_counter()
+    now = time.time()
+    bind = {"count": jobs, "t0": now - 7 * 86400, "step": 7 * 86400 / jobs, "now": now}
+    with psycopg.connect(url) as conn:
+        conn.execute(PG_BUILD, bind)
+        conn.execute(
+            "UPDATE jobs SET lease_expires_at = to_timestamp(%(now)s + 60), "
+            "heartbeat_at = to_timestamp(%(now)s) WHERE status = 'running'",
+            bind,
+        )
+        conn.execute("SELECT setval(pg_get_serial_sequence('jobs', 'id'), %(count)s)", bind)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("ANALYZE")
+    with errands.Queue(url) as q:
+        q.recount_figures()
+    return url, time.perf_counter() - start
+
+
+def server_times(path: str) -> dict[str, float]:
+    from starlette.testclient import TestClient
+
+    from errands.web import create_app
+
+    out = {}
+    with errands.Queue(path) as q:
+        c = TestClient(create_app(q, allowed_hosts=["testserver"]))
+        middle = q.jobs(limit=1)[0].id // 2
+        for page in (p.format(middle=middle) for p in PAGES):
+            took = []
+            for _ in range(5):
+                start = time.perf_counter()
+                r = c.get(page)
+                took.append(time.perf_counter() - start)
+                if r.status_code != 200:
+                    raise RuntimeError(f"{page}: {r.status_code} {r.text[:200]}")
+            out[page] = statistics.median(took) * 1000
+    return out
+
+
+def browser_times(path: str) -> dict[str, float]:
+    from playwright.sync_api import sync_playwright
+
+    with socket_port() as port:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "errands", "dashboard", "--db", path, "--port", str(port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(300):
+            try:
+                urllib.request.urlopen(base + "/healthz", timeout=2).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        out = {}
+        with sync_playwright() as p:
+            b = p.chromium.launch(
+                executable_path="/usr/bin/chromium", args=["--no-sandbox", "--headless"]
+            )
+            page = b.new_page(viewport={"width": 1366, "height": 900})
+            for url in PAGES:
+                url = url.format(middle=10)
+                if url.startswith("/api"):
+                    continue
+                took = []
+                for _ in range(3):
+                    page.goto(base + url)
+                    took.append(
+                        page.evaluate(
+                            "(() => { const n = performance.getEntriesByType('navigation')[0];"
+                            " return n.loadEventEnd - n.startTime; })()"
+                        )
+                    )
+                out[url] = statistics.median(took)
+            b.close()
+        return out
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+class socket_port:
+    def __enter__(self) -> int:
+        import socket
+
+        self.s = socket.socket()
+        self.s.bind(("127.0.0.1", 0))
+        return int(self.s.getsockname()[1])
+
+    def __exit__(self, *exc: object) -> None:
+        self.s.close()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--jobs", type=int, default=1_000_000)
+    ap.add_argument("--db")
+    ap.add_argument("--browser", action="store_true")
+    ap.add_argument("--postgres", metavar="SERVER_URL")
+    args = ap.parse_args()
+    if args.postgres:
+        path, took = build_postgres(args.postgres, args.jobs)
+        print(f"building {args.jobs:,} jobs in {path}: {took:.1f} s")
+    else:
+        path = args.db or os.path.join(tempfile.mkdtemp(), "dash.db")
+        if not os.path.exists(path) or os.path.getsize(path) == 0:
+            print(f"building {args.jobs:,} jobs in {path}: {build(path, args.jobs):.1f} s")
+    print("server (TestClient, median of 5):")
+    for page, ms in server_times(path).items():
+        print(f"  {ms:8.1f} ms  {page}")
+    if args.browser:
+        print("chromium (navigation to load event, median of 3):")
+        for page, ms in browser_times(path).items():
+            print(f"  {ms:8.1f} ms  {page}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,255 @@
+"""The operator's dashboard in a real browser (Debian's chromium, driven by Playwright), on
+both backends: the layout at 800 px (no sideways scroll, chart text at its size, error codes
+whole), a tab whose session ended says so, login returns to the page asked for, ticked rows
+are acted on once (a reload sends nothing), and dark mode follows the system.
+
+ERRANDS_UPDATE_SCREENSHOTS=1 also saves each page at 1366 and 800 px, light and dark, under
+docs/screenshots/ (a normal run never changes tracked files).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import errands
+from errands.backends.base import Retried
+from ops_helpers import HOUR, is_postgres, register_worker, run_job
+from web_helpers import free_port, launch_chromium
+
+TOKEN = "browser-token-1234"
+SHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+UPDATE = os.environ.get("ERRANDS_UPDATE_SCREENSHOTS") == "1"
+LONG_WORKER = "worker-on-a-host-with-a-rather-long-name.eu-west-1.compute.internal.48213"
+LONG_CODE = "INTERNAL:ConnectionRefusedErrorFromTheUpstreamPaymentGateway"
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[Any]:
+    """The system chromium, or a skip saying why."""
+    yield from launch_chromium()
+
+
+@contextmanager
+def served(db_url: str, token: str | None = None) -> Iterator[str]:
+    """``errands dashboard`` as a subprocess on a free loopback port."""
+    errands.Queue(db_url).close()
+    port = free_port()
+    env = dict(os.environ)
+    env.pop("ERRANDS_DASHBOARD_TOKEN", None)
+    if token:
+        env["ERRANDS_DASHBOARD_TOKEN"] = token
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "errands", "dashboard", "--db", db_url, "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+    base = f"http://127.0.0.1:{port}/"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(base + "healthz", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                out = proc.stdout.read() if proc.stdout else ""
+                pytest.fail(f"errands dashboard did not start: {out}")
+            time.sleep(0.1)
+        yield base
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        if proc.stdout:
+            proc.stdout.close()
+
+
+def build(db_url: str) -> dict[str, Any]:
+    """A day of history, failures with long codes and types, a worker and schedules with long
+    names: what makes a narrow page scroll sideways if anything does."""
+    q = errands.Queue(db_url, durability="normal")
+    now = time.time()
+    failed: list[int] = []
+    for h in range(24, 0, -1):
+        for i in range(1 + h % 3):
+            at = now - h * HOUR + i * 60
+            bad = (h + i) % 5 == 0
+            job = run_job(
+                q,
+                "reconcile_customer_invoices_for_the_previous_billing_period" if bad else "resize",
+                run_at=at,
+                started=at + 2 + i,
+                finished=at + 3 + 2 * i,
+                outcome="failed" if bad else "succeeded",
+                error_code=LONG_CODE,
+                worker=LONG_WORKER,
+            )
+            if bad:
+                failed.append(job)
+    register_worker(q, LONG_WORKER, at=now, types=["resize", "reconcile", "send_email"])
+    running = run_job(
+        q,
+        "resize",
+        run_at=now - 30,
+        started=now - 20,
+        finished=None,
+        outcome="running",
+        worker=LONG_WORKER,
+    )
+
+    retrying = run_job(
+        q, "send_email", run_at=now - 200, started=now - 190, finished=None, outcome="running"
+    )
+    again = Retried(
+        retrying, 1, now - 190, "SMTP:UNAVAILABLE", "421 try later", "tb", now + 300, 0.0
+    )
+    assert q.backend.finish([again], "w1", now - 185) == [True]
+
+    @q.periodic(every=300, name="nightly_reconciliation_of_customer_invoices_eu_west_1")
+    def nightly() -> None: ...
+
+    @q.periodic(cron="15 3 * * 1-5", name="weekday_export_of_the_warehouse_snapshot_to_s3")
+    def export() -> None: ...
+
+    q.task(name="send_email", queue="mail")(lambda to: None)
+    q.enqueue("send_email", {"to": "ops@example.com"}, delay=1800)
+    return {"q": q, "failed": failed, "running": running}
+
+
+PAGES = ("", "jobs", "jobs?view=retrying", "failures", "queues", "periodic", "workers")
+
+
+def _wide(page: Any) -> bool:
+    return bool(page.evaluate("document.documentElement.scrollWidth > window.innerWidth"))
+
+
+def test_every_page_fits_800px_with_whole_error_codes(db_url: str, chromium: Any) -> None:
+    world = build(db_url)
+    try:
+        with served(db_url) as base:
+            page = chromium.new_page(viewport={"width": 800, "height": 900})
+            for path in (*PAGES, f"jobs/{world['failed'][0]}"):
+                page.goto(base + path)
+                assert not _wide(page), f"/{path} scrolls sideways at 800 px"
+                # Every error code wraps only after its category: each part on one line.
+                broken = page.evaluate(
+                    "Array.from(document.querySelectorAll('.ecode > span'))"
+                    ".filter(s => s.getClientRects().length > 1).map(s => s.textContent)"
+                )
+                assert broken == [], (path, broken)
+            page.goto(base)
+            # The per-state chart's labels keep a reading size (its SVG scaled to the column).
+            height = page.evaluate(
+                "Math.max(...Array.from(document.querySelectorAll('svg.counts text'))"
+                ".map(t => t.getBoundingClientRect().height))"
+            )
+            assert height <= 20, height
+            if UPDATE and not is_postgres(db_url):
+                _screenshots(chromium, base, world)
+            page.close()
+    finally:
+        world["q"].close()
+
+
+def _screenshots(chromium: Any, base: str, world: dict[str, Any]) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    names = {
+        "": "overview",
+        "jobs": "jobs",
+        "jobs?view=retrying": "retrying",
+        "failures": "failures",
+        "queues": "queues",
+        "periodic": "periodic",
+        "workers": "workers",
+        f"jobs/{world['failed'][0]}": "job",
+    }
+    for scheme in ("light", "dark"):
+        for width in (1366, 800):
+            page = chromium.new_page(viewport={"width": width, "height": 860})
+            page.emulate_media(color_scheme=scheme)
+            for path, name in names.items():
+                page.goto(base + path)
+                page.screenshot(path=str(SHOTS / f"{name}-{width}-{scheme}.png"))
+            page.close()
+
+
+def test_a_tab_whose_session_ended_says_so(db_url: str, chromium: Any) -> None:
+    from playwright.sync_api import expect
+
+    world = build(db_url)
+    try:
+        with served(db_url, token=TOKEN) as base:
+            page = chromium.new_page(viewport={"width": 1366, "height": 900})
+            # Asked for a filtered list, sent to log in, brought back to it.
+            page.goto(base + "jobs?status=failed")
+            assert "/login" in page.url
+            page.fill("input[name=token]", TOKEN)
+            page.click("form.login button[type=submit]")
+            page.wait_for_url("**/jobs?status=failed")
+            assert page.locator("table.jobs td.pick a").count() == len(world["failed"])
+            page.goto(base)
+            expect(page.locator("#live-status")).to_have_text(
+                "live: refreshes every 5 s", timeout=5_000
+            )
+            page.context.clear_cookies()  # the session ends (as after a logout elsewhere)
+            expect(page.locator("#live-status")).to_contain_text("session ended", timeout=20_000)
+            assert page.evaluate("document.body.dataset.live") == "0"
+            page.close()
+    finally:
+        world["q"].close()
+
+
+def test_ticked_rows_are_acted_on_once(db_url: str, chromium: Any) -> None:
+    world = build(db_url)
+    q: errands.Queue = world["q"]
+    try:
+        with served(db_url) as base:
+            page = chromium.new_page(viewport={"width": 1366, "height": 900})
+            page.goto(base + "jobs?status=failed")
+            picked = world["failed"][:2]
+            for job_id in picked:
+                page.check(f"input[name=id][value='{job_id}']")
+            page.click("#select-form button[value=retry]")
+            page.wait_for_url("**acted=retry**")
+            assert page.locator("#acted").inner_text().startswith("2 job(s) retried")
+            events = [len(q.events(i)) for i in picked]
+            page.reload()  # Post/Redirect/Get: a reload asks for the page, sends nothing
+            page.wait_for_load_state()
+            assert [len(q.events(i)) for i in picked] == events
+            statuses = [q.get(i).status for i in picked]  # type: ignore[union-attr]
+            assert statuses == ["queued", "queued"]
+            page.close()
+    finally:
+        q.close()
+
+
+def test_dark_mode_follows_the_system(db_url: str, chromium: Any) -> None:
+    world = build(db_url)
+    try:
+        with served(db_url) as base:
+            colors = {}
+            for scheme in ("light", "dark"):
+                page = chromium.new_page(viewport={"width": 1366, "height": 900})
+                page.emulate_media(color_scheme=scheme)
+                page.goto(base)
+                colors[scheme] = page.evaluate(
+                    "getComputedStyle(document.body).backgroundColor.match(/\\d+/g)"
+                    ".slice(0, 3).map(Number)"
+                )
+                page.close()
+            assert sum(colors["light"]) > 600 and sum(colors["dark"]) < 150, colors
+    finally:
+        world["q"].close()
