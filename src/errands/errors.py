@@ -52,6 +52,11 @@ class DatabaseReplacedError(DatabaseError):
     worker stops rather than keep writing to a file nobody else can see."""
 
 
+class QueueClosedError(DatabaseError):
+    """The Queue's connections were closed (``q.close()``) while something still used them;
+    a worker stops rather than retry writes that can never succeed."""
+
+
 class GraduatedError(ErrandsError):
     """This SQLite file's queue was moved to PostgreSQL by ``errands graduate``: it takes no
     new work (no worker, no enqueue) until reopened deliberately."""

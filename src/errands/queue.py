@@ -14,7 +14,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from . import pipelines
-from .backends import open_backend, redact
+from .backends import forks, open_backend, redact
 from .backends.base import EnqueueCall, Graduation, Listener
 from .client import waiting
 from .client.admin import MAX_BATCH as MAX_BATCH  # re-exported: the CLI's --batch-size cap
@@ -47,6 +47,7 @@ from .tasks import DEFAULT_QUEUE, Task, TaskOptions
 from .wakeups import KINDS, Wakeups, hubs, listen_for_work
 
 if TYPE_CHECKING:
+    from .worker.inputs import LiveWorker
     from .worker.loop import WorkerSummary
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -114,6 +115,11 @@ class Queue(Reads, Actions, FlowControl):
         self._chain: Chain | None = None  # None until q.use(): no cost without middleware
         self._lock = threading.Lock()
         self._offload: ThreadPoolExecutor | None = None  # blocking work of async callers
+        # Workers running on this Queue: close() stops them before closing anything, and a
+        # close asked for while one still runs happens when the last one has stopped.
+        self._workers: list[LiveWorker] = []
+        self._generation = forks.generation  # which process opened it (see close)
+        self._close_pending = False
         self.backend = open_backend(url, self.settings)
         try:
             self.backend.migrate()
@@ -177,7 +183,50 @@ class Queue(Reads, Actions, FlowControl):
         await self.aclose()
 
     def close(self) -> None:
-        """Close the database connections, listeners and any async pool."""
+        """Close the database connections, listeners and any async pool.
+
+        A worker running on this Queue is stopped gracefully first (its running jobs finish,
+        prefetched ones are handed back): called from another thread, ``close`` waits for it
+        (up to ``shutdown_timeout`` + 5 s); called from inside the worker (a handler's
+        ``q.close()`` or ``with q:``), it returns at once and the Queue closes when the
+        worker has stopped. Connections are never closed under a thread using them. In a
+        process forked from the one that opened the Queue, ``close`` closes nothing: the
+        connections and listeners are the parent's."""
+        if forks.generation != self._generation:
+            return
+        with self._lock:
+            workers = list(self._workers)
+        if workers:
+            for worker in workers:
+                worker.stop_for_close()
+            if not any(w.owns_current_thread() for w in workers):
+                grace = self.settings.shutdown_timeout + 5.0
+                for worker in workers:
+                    worker.wait_stopped(grace)
+            with self._lock:
+                if self._workers:
+                    self._close_pending = True
+                    return
+        self._close_now()
+
+    def attach_worker(self, worker: LiveWorker) -> Callable[[], None]:
+        """A worker starts on this Queue; returns what it calls once stopped (which performs
+        a close asked for meanwhile)."""
+        with self._lock:
+            self._workers.append(worker)
+
+        def detach() -> None:
+            with self._lock:
+                self._workers.remove(worker)
+                close = self._close_pending and not self._workers
+                if close:
+                    self._close_pending = False
+            if close:
+                self._close_now()
+
+        return detach
+
+    def _close_now(self) -> None:
         for hub in self._hubs.values():
             hub.close()
         with self._lock:
@@ -188,7 +237,14 @@ class Queue(Reads, Actions, FlowControl):
 
     async def aclose(self) -> None:
         """``close()`` from async code: closes the async pool on this event loop, then the
-        rest without blocking the loop."""
+        rest without blocking the loop. In an async handler of a worker running on this
+        Queue it only asks that worker to stop, as ``close()`` does there (awaiting the
+        worker's stop from inside it would hold the handler until the shutdown timeout)."""
+        with self._lock:
+            inside = any(w.owns_current_thread() for w in self._workers)
+        if inside:
+            self.close()
+            return
         aclose = getattr(self.backend, "aclose", None)
         if aclose is not None:
             await aclose()

@@ -219,6 +219,7 @@ class Cluster:
         *args: str,
         env: dict[str, str] | None = None,
         ledger: bool = True,
+        cwd: Path | None = None,
     ) -> Proc:
         n = len(self.procs)
         out, err = self.root / f"{role}-{n}.out", self.root / f"{role}-{n}.err"
@@ -229,7 +230,7 @@ class Cluster:
         if env is None or "ERRANDS_FAULT" not in env:
             full_env.pop("ERRANDS_FAULT", None)
         with out.open("wb") as o, err.open("wb") as e:
-            popen = subprocess.Popen(cmd, stdout=o, stderr=e, env=full_env)
+            popen = subprocess.Popen(cmd, stdout=o, stderr=e, env=full_env, cwd=cwd)
         proc = Proc(popen, out, err)
         self.procs.append(proc)
         return proc

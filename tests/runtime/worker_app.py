@@ -43,6 +43,11 @@ class Ledger:
             os.makedirs(directory, exist_ok=True)
             path = os.path.join(directory, f"{os.getpid()}.jsonl")
             self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        # A handler's fork may happen while another runner holds the lock.
+        os.register_at_fork(after_in_child=self._reinit)
+
+    def _reinit(self) -> None:
+        self._lock = threading.Lock()
 
     def record(self, ctx: JobContext, seq: int, phase: str, **extra: Any) -> None:
         if self._fd < 0:
@@ -192,7 +197,73 @@ def build(args: argparse.Namespace) -> errands.Queue:
         ledger.record(ctx, seq, "start")
         os._exit(KILL_EXIT)
 
+    @q.task(backoff=quick)
+    def closer_job(ctx: JobContext, seq: int, how: str = "close") -> int:
+        """Closes the Queue its own worker runs on (issue #20, item 1)."""
+        ledger.record(ctx, seq, "start")
+        if how == "with":
+            with q:
+                pass
+        else:
+            q.close()
+        ledger.record(ctx, seq, "end")
+        return seq
+
+    @q.task(backoff=quick)
+    async def async_closer_job(ctx: JobContext, seq: int) -> int:
+        """``await q.aclose()`` on the worker's own event loop (item 1)."""
+        ledger.record(ctx, seq, "start")
+        await q.aclose()
+        ledger.record(ctx, seq, "end")
+        return seq
+
+    @q.task(backoff=quick)
+    def chdir_job(ctx: JobContext, seq: int, to: str) -> int:
+        """Changes the process's working directory (item 2)."""
+        ledger.record(ctx, seq, "start")
+        os.chdir(to)
+        return seq
+
+    @q.task(backoff=quick)
+    def fork_job(ctx: JobContext, seq: int) -> int:
+        """Forks and returns in both processes (item 4)."""
+        ledger.record(ctx, seq, "start")
+        pid = os.fork()
+        ledger.record(ctx, seq, "forked", child=pid == 0)
+        return seq
+
     return q
+
+
+def run_close_thread(args: argparse.Namespace) -> int:
+    """The application's shutdown: the worker runs on a thread, the main thread closes the
+    Queue while jobs run; prints whether the worker had stopped when close() returned."""
+    q = build(args)
+    result: dict[str, Any] = {}
+
+    def work() -> None:
+        worker = Worker(
+            q, concurrency=args.concurrency, max_prefetch=args.max_prefetch, handle_signals=False
+        )
+        result["summary"] = worker.run()
+
+    thread = threading.Thread(target=work, name="app-worker")
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not q.jobs(status="running", limit=1) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    q.close()
+    alive = thread.is_alive()
+    thread.join(60)
+    summary = result.get("summary")
+    out = {
+        "worker_alive_after_close": alive,
+        "queue_closed": summary.queue_closed if summary else None,
+        "released": summary.released if summary else None,
+        "succeeded": summary.succeeded if summary else None,
+    }
+    print(json.dumps(out), flush=True)
+    return 0
 
 
 def run_worker(args: argparse.Namespace) -> int:
@@ -216,6 +287,7 @@ def run_worker(args: argparse.Namespace) -> int:
             "refused": summary.refused,
             "rescued": summary.rescued,
             "interrupted": summary.interrupted,
+            "queue_closed": summary.queue_closed,
         }
         print(json.dumps(out), flush=True)
     return 0
@@ -240,7 +312,7 @@ def run_producer(args: argparse.Namespace) -> int:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("role", choices=["worker", "produce"])
+    parser.add_argument("role", choices=["worker", "produce", "close-thread"])
     parser.add_argument("--db", required=True)
     parser.add_argument("--ledger")
     parser.add_argument("--concurrency", type=int, default=4)
@@ -264,6 +336,8 @@ def main(argv: list[str]) -> int:
         stream=sys.stderr,
         format="%(levelname)s %(process)d %(name)s: %(message)s",
     )
+    if args.role == "close-thread":
+        return run_close_thread(args)
     return run_worker(args) if args.role == "worker" else run_producer(args)
 
 

@@ -281,3 +281,22 @@ def test_a_replaced_database_file_stops_the_step_and_is_counted(
     finally:
         worker.stop()
         worker.close()
+
+
+def test_a_supervised_worker_stops_gracefully_once_its_supervisor_is_gone(
+    make_queue: MakeQueue, clock: FixedClock
+) -> None:
+    """The fallback beside PR_SET_PDEATHSIG (tests/runtime/test_seams.py kills a real
+    supervisor): a supervised worker whose parent pid changed stops at its next check."""
+    q = make_queue(clock=clock)
+
+    @q.task
+    def noop() -> None:
+        return None
+
+    with stepped(q, clock, supervised=True) as worker:
+        assert worker.tick(clock.now) is not None  # its parent is the one it started with
+        worker._parent = os.getppid() + 1_000_000  # as if reparented: no such parent
+        clock.advance(1.0)  # the parent is checked with the cancel checks, every second
+        worker.tick(clock.now)
+        assert worker.tick(clock.now) is None  # asked to stop gracefully

@@ -85,6 +85,9 @@ class ClaimedJob:
     # Set for a job a rate limit counted at its claim: its attempt's start is the claim, the
     # moment the limit's window saw it (not when a runner got to it).
     claimed_at: float | None = None
+    # Its previous attempt was lost (LOST:LEASE_EXPIRED: its worker died or froze holding
+    # it): a worker runs it alone, in quarantine (docs/runtime.md).
+    suspect: bool = False
 
 
 # Outcomes a worker records for the attempts it holds. All are fenced on (job_id, attempt).

@@ -37,6 +37,7 @@ from .host import (
     F_RETRY_LATER,
     F_SNOOZE,
     F_SUCCEED,
+    LOST_CODE,
     MANY,
     RUNNING,
     T_CLAIM,
@@ -255,7 +256,7 @@ class SQLJobs(SQLHost):
         i_id, i_queue, i_type, i_payload = col["id"], col["queue"], col["type"], col["payload"]
         i_prio, i_att, i_max = col["priority"], col["attempts"], col["max_attempts"]
         i_run, i_created, i_cancel = col["run_at"], col["created_at"], col["cancel_requested"]
-        i_headers = col["headers"]
+        i_headers, i_error = col["headers"], col["error_code"]
         i_claimed = col.get("claimed_at")  # the limited claim's rate-counted starts
         jobs = [
             ClaimedJob(
@@ -271,6 +272,7 @@ class SQLJobs(SQLHost):
                 bool(r[i_cancel]),
                 None if r[i_headers] is None else as_text(r[i_headers]),
                 None if i_claimed is None else r[i_claimed],
+                r[i_error] == LOST_CODE,
             )
             for r in rows
         ]

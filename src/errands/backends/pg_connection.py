@@ -16,9 +16,9 @@ import psycopg.errors as pgerr
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import tuple_row
 from psycopg.types.json import set_json_loads
-from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
-from ..errors import DatabaseBusyError, DatabaseError
+from ..errors import DatabaseBusyError, DatabaseError, QueueClosedError
 
 # A pooled connection idle for longer than this is pinged on checkout (see Freshness); one used
 # more recently is handed out without a round trip unless its socket shows the server ended it.
@@ -46,6 +46,11 @@ def translate(exc: psycopg.Error, where: str) -> DatabaseError:
         )
     if isinstance(exc, pgerr.SerializationFailure | pgerr.DeadlockDetected):
         return DatabaseBusyError(f"{where}: transaction conflict ({msg}); it is safe to retry")
+    if isinstance(exc, PoolClosed):
+        return QueueClosedError(
+            f"{where}: this Queue was closed (q.close()) while still in use ({msg}); close "
+            "the Queue only after its workers and producers are done"
+        )
     if isinstance(exc, PoolTimeout):
         return DatabaseBusyError(
             f"{where}: no pooled connection became free in time ({msg}); the server may be "

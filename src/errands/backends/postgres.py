@@ -27,7 +27,7 @@ from ..core import faults
 from ..core.settings import Settings
 from ..core.states import AttemptStatus
 from ..errors import ConfigurationError, DatabaseError
-from . import sql
+from . import forks, sql
 from .base import Needs, NewJob
 from .host import ALL, COPY, EXEC, MANY, ONE, T_ENQUEUE, Step, Steps, column_index
 from .jobs import CLAIMED, ENQUEUED
@@ -93,6 +93,10 @@ _COPY_JOBS = (
 _COPY_EVENTS = "COPY job_events (job_id, ts, event, actor, detail) FROM STDIN"
 
 
+# Pools inherited through os.fork(): never closed nor collected in the child (see _pool_here).
+_INHERITED: list[ConnectionPool[Any]] = []
+
+
 class PostgresBackend(SQLBackend):
     dialect = "postgres"
     q = sql.queries("postgres")
@@ -149,9 +153,13 @@ class PostgresBackend(SQLBackend):
         # was opened on), each created on first use; see enqueue_async.
         self._apools: dict[asyncio.AbstractEventLoop, _AsyncPool] = {}
         self._apools_lock = threading.Lock()
+        self._generation = forks.generation
+        self._pool = self._new_pool()
+
+    def _new_pool(self) -> ConnectionPool[psycopg.Connection[Any]]:
         freshness = Freshness()
-        self._pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
-            url,
+        return ConnectionPool(
+            self.url,
             min_size=1,
             max_size=POOL_MAX,
             kwargs=self._conn_kwargs,
@@ -160,10 +168,24 @@ class PostgresBackend(SQLBackend):
             # replaced on checkout instead of failing the next transaction (Freshness).
             check=freshness.check,
             reset=freshness.returned,
-            timeout=max(settings.busy_timeout, 1.0),
+            timeout=max(self.settings.busy_timeout, 1.0),
             name="errands",
             open=True,
         )
+
+    def _pool_here(self) -> ConnectionPool[psycopg.Connection[Any]]:
+        """The pool, or in a process forked after it was opened a pool of the child's own:
+        the inherited one holds the parent's sessions, which the child must neither use nor
+        close (psycopg never closes a connection GC'd after a fork). It is kept referenced
+        so its threads' bookkeeping never runs here."""
+        if forks.generation != self._generation:
+            with self._apools_lock:
+                if forks.generation != self._generation:
+                    _INHERITED.append(self._pool)
+                    self._apools = {}
+                    self._pool = self._new_pool()
+                    self._generation = forks.generation
+        return self._pool
 
     # -- connections -----------------------------------------------------------------------
 
@@ -172,7 +194,7 @@ class PostgresBackend(SQLBackend):
         """One transaction on a pooled connection; fault points just before and after commit.
         BEGIN goes out just before the first statement (Conn), COMMIT only if one was sent."""
         try:
-            with self._pool.connection() as raw:
+            with self._pool_here().connection() as raw:
                 try:
                     yield Conn(raw, _BEGIN_BATCH if name in _BATCH_VERBS else _BEGIN)
                     faults.point(f"{name}.before_commit")
@@ -188,7 +210,7 @@ class PostgresBackend(SQLBackend):
     def _read(self) -> Iterator[Conn]:
         # Autocommit: each statement sees the latest committed snapshot.
         try:
-            with self._pool.connection() as raw:
+            with self._pool_here().connection() as raw:
                 yield Conn(raw)
         except psycopg.Error as exc:
             raise translate(exc, self.where) from exc
@@ -230,6 +252,8 @@ class PostgresBackend(SQLBackend):
             )
 
     def close(self) -> None:
+        if forks.generation != self._generation:
+            return  # a forked child: the pools hold the parent's sessions (see _pool_here)
         with self._apools_lock:
             apools, self._apools = self._apools, {}
         for loop, entry in apools.items():

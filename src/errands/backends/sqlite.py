@@ -26,7 +26,7 @@ from ..errors import (
     DatabaseError,
     DatabaseReplacedError,
 )
-from . import sql, sqlite_wakeup
+from . import forks, sql, sqlite_wakeup
 from .base import ClaimedJob, ClaimRequest, EnqueueCall, NewJob, Outcome, RescueReport
 from .host import Conn
 from .sqlbase import SQLBackend
@@ -155,7 +155,9 @@ class SQLiteBackend(SQLBackend):
                 f"SQLite {sqlite3.sqlite_version} is too old: errands needs 3.35 or newer "
                 "(for RETURNING); upgrade Python or install pysqlite3 with a newer SQLite"
             )
-        self.path = self.where = path_from_url(url)
+        # Resolved once, now: a handler's os.chdir() must not make a relative path name
+        # another file (or none) later on.
+        self.path = self.where = os.path.abspath(path_from_url(url))
         self.settings = settings
         fs = _is_network_fs(self.path)
         if fs and not settings.allow_network_filesystem:
@@ -166,8 +168,9 @@ class SQLiteBackend(SQLBackend):
             )
         self._local = threading.local()
         self._identity: tuple[int, int] | None = None  # (st_dev, st_ino) of the file opened
-        self._all: list[sqlite3.Connection] = []
+        self._all: list[_Held] = []
         self._lock = threading.Lock()
+        self._generation = forks.generation  # see _after_fork
         self._notifier = sqlite_wakeup.Notifier(self.path)
 
     # -- connections -----------------------------------------------------------------------
@@ -226,66 +229,113 @@ class SQLiteBackend(SQLBackend):
                 "for concurrent readers and writers — check the filesystem supports it"
             )
 
-    def _conn(self) -> sqlite3.Connection:
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = self.connect()
-            self._local.conn = conn
+    def _held(self) -> _Held:
+        held: _Held | None = getattr(self._local, "held", None)
+        if held is None or forks.generation != self._generation:
+            if forks.generation != self._generation:
+                self._after_fork()
+            held = _Held(self.connect())
+            self._local.held = held
             with self._lock:
-                self._all.append(conn)
-        return conn
+                self._all.append(held)
+        return held
+
+    # Each use of a connection holds its _Held lock (and counts its depth): close() from
+    # another thread never closes a connection while a statement runs on it (sqlite3 would
+    # crash the process); it leaves it to be closed by its user, as soon as the use ends.
+    # Written out in each context manager rather than nested in one more: this is the path
+    # of every enqueue and claim.
 
     @contextlib.contextmanager
     def _write(self, name: str) -> Iterator[sqlite3.Connection]:
         """One BEGIN IMMEDIATE … COMMIT; fault points just before and after the commit."""
-        conn = self._conn()
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
-            raise translate(exc, self.path) from exc
-        try:
-            yield conn
-            faults.point(f"{name}.before_commit")
-            conn.execute("COMMIT")
-        except BaseException as exc:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            if isinstance(exc, sqlite3.Error):
-                raise translate(exc, self.path) from exc
-            raise
+        held = self._held()
+        with held.lock:
+            held.depth += 1
+            try:
+                conn = held.conn
+                try:
+                    conn.execute("BEGIN IMMEDIATE")
+                except sqlite3.Error as exc:
+                    raise translate(exc, self.path) from exc
+                try:
+                    yield conn
+                    faults.point(f"{name}.before_commit")
+                    conn.execute("COMMIT")
+                except BaseException as exc:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    if isinstance(exc, sqlite3.Error):
+                        raise translate(exc, self.path) from exc
+                    raise
+            finally:
+                held.depth -= 1
+        if held.doomed and not held.depth:
+            held.close()
         faults.point(f"{name}.after_commit")
 
     @contextlib.contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
         # Autocommit reads: each statement sees the latest committed snapshot.
-        try:
-            yield self._conn()
-        except sqlite3.Error as exc:
-            raise translate(exc, self.path) from exc
+        held = self._held()
+        with held.lock:
+            held.depth += 1
+            try:
+                yield held.conn
+            except sqlite3.Error as exc:
+                raise translate(exc, self.path) from exc
+            finally:
+                held.depth -= 1
+        if held.doomed and not held.depth:
+            held.close()
 
     @contextlib.contextmanager
     def _read_rows(self) -> Iterator[sqlite3.Connection]:
         """Like ``_read``, but text that is not valid UTF-8 (a lone surrogate an older
         errands stored) is decoded with U+FFFD instead of failing the whole listing. Only
         these reads pay for decoding in Python; the worker's never do."""
-        conn = self._conn()
-        conn.text_factory = _lenient_text
-        try:
-            yield conn
-        except sqlite3.Error as exc:
-            raise translate(exc, self.path) from exc
-        finally:
-            conn.text_factory = str
+        held = self._held()
+        with held.lock:
+            held.depth += 1
+            conn = held.conn
+            conn.text_factory = _lenient_text
+            try:
+                yield conn
+            except sqlite3.Error as exc:
+                raise translate(exc, self.path) from exc
+            finally:
+                conn.text_factory = str
+                held.depth -= 1
+        if held.doomed and not held.depth:
+            held.close()
 
     def close(self) -> None:
+        """Close every thread's connection — at once if idle, else when its use ends."""
+        if forks.generation != self._generation:
+            self._after_fork()  # a forked child: the parent's connections are not ours
         with self._lock:
-            conns, self._all = self._all, []
-        for conn in conns:
-            with contextlib.suppress(sqlite3.Error):
-                conn.close()
-        self._local = threading.local()
+            held, self._all = self._all, []
+            self._local = threading.local()
+        for h in held:
+            h.doomed = True
+            if h.lock.acquire(blocking=False):
+                try:
+                    if not h.depth:
+                        h.close()
+                finally:
+                    h.lock.release()
         self._identity = None  # nothing open any more: the next connection may meet a new file
         self._notifier.close()
+
+    def _after_fork(self) -> None:
+        """In a process forked from the one that opened them, the inherited connections are
+        the parent's: never used nor closed here (either would corrupt the parent's view of
+        the file). They are forgotten; this process opens its own."""
+        with self._lock:
+            self._all = []
+            self._local = threading.local()
+            self._generation = forks.generation
+        self._notifier = sqlite_wakeup.Notifier(self.path)
 
     # -- schema ----------------------------------------------------------------------------
 
@@ -299,7 +349,7 @@ class SQLiteBackend(SQLBackend):
         # dropping the old jobs table would cascade-delete every attempt and event. The
         # setting cannot change inside a transaction, so this connection migrates with it
         # off (the rebuild copies every id, so nothing can dangle) and turns it back on.
-        conn = self._conn()
+        conn = self._held().conn  # this thread's, which migrate()'s writes use too
         conn.execute("PRAGMA foreign_keys = OFF")
         try:
             super().migrate()
@@ -480,6 +530,27 @@ class SQLiteBackend(SQLBackend):
         # Woken by recorded outcomes too (completions); which jobs finished, a data_version
         # change cannot say, so waiters re-read the jobs they wait for.
         return sqlite_wakeup.listen(self, lambda: on_finish(None), completions=True)
+
+
+class _Held:
+    """One thread's connection, with the lock its uses hold (``_using``) so ``close()``
+    from another thread can tell whether it is idle."""
+
+    __slots__ = ("closed", "conn", "depth", "doomed", "lock")
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        self.lock = threading.RLock()
+        self.depth = 0  # nested uses by the owning thread
+        self.doomed = False  # close() was called: close once idle
+        self.closed = False
+
+    def close(self) -> None:
+        with self.lock:
+            if not self.closed:
+                self.closed = True
+                with contextlib.suppress(sqlite3.Error):
+                    self.conn.close()
 
 
 def _lenient_text(data: bytes) -> str:

@@ -29,6 +29,7 @@ to polling ``data_version`` every 10 ms — the previous mechanism.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import secrets
 import select
@@ -38,6 +39,8 @@ import threading
 import time
 from collections.abc import Callable
 from typing import Protocol
+
+log = logging.getLogger("errands.worker")
 
 PROC_UNIX = "/proc/net/unix"
 PREFIX = "errands-wake"
@@ -192,11 +195,26 @@ class _Listener:
         self._thread.start()
 
     def _run(self) -> None:
-        conn = self._backend.connect()
+        # Nothing may escape this thread: a dead listener only costs its wake-ups (the
+        # worker's poll_interval still finds the jobs), and the worker's own writes report
+        # a database that is gone.
+        try:
+            conn = self._backend.connect()
+        except Exception as exc:
+            log.warning(
+                "wake-up listener stopped (%s); new jobs are found every poll_interval instead",
+                exc,
+            )
+            return
         try:
             version = _DataVersion(conn)
             self.connected.set()
             self._watch(version)
+        except Exception as exc:
+            log.warning(
+                "wake-up listener stopped (%s); new jobs are found every poll_interval instead",
+                exc,
+            )
         finally:
             conn.close()
 

@@ -19,7 +19,7 @@ import traceback
 from typing import Any
 
 from ..backends import redact
-from ..errors import DatabaseReplacedError, ErrandsError, GraduatedError
+from ..errors import DatabaseReplacedError, ErrandsError, GraduatedError, QueueClosedError
 from ..queue import ENV_DB, Queue
 from ..worker import log as worker_log
 from ..worker.supervisor import FATAL_EXIT, RECYCLE_EXIT, SUPERVISED_ENV
@@ -286,8 +286,20 @@ def cmd_worker(args: argparse.Namespace) -> int:
         output.error(str(exc))
         # A restart would only create an empty file where the old one was, or be refused again.
         return FATAL_EXIT
+    except QueueClosedError as exc:
+        output.error(str(exc))
+        return 1
     finally:
         queue.close()
+    if summary.queue_closed:
+        # Only the app's own code can close its Queue under this worker: a bug to fix, so
+        # not the clean exit 0 (the supervisor restarts the process, with backoff).
+        output.error(
+            "the application closed its Queue while the worker ran (q.close() or `with q:` "
+            "in a handler?); the worker stopped: running jobs finished, prefetched ones were "
+            "handed back — close the Queue only after run_worker returns"
+        )
+        return 1
     stopped = (
         f"errands worker {summary.worker_id} stopped: {summary.succeeded} succeeded, "
         f"{summary.retried} to retry, {summary.failed} failed, {summary.cancelled} cancelled, "

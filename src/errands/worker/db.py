@@ -9,7 +9,9 @@ Three kinds of trouble, each with one rule:
   bug) is logged at ERROR and retried after a pause, never a crash mid-batch — leases
   recover the held jobs if it persists;
 - **gone** (``DatabaseReplacedError``: the SQLite file was deleted or replaced) stops the
-  worker: outcomes would go to a file nobody reads.
+  worker: outcomes would go to a file nobody reads; so does ``QueueClosedError`` (the
+  Queue's connections were closed under the worker): no write could ever succeed again, and
+  retrying would only spin.
 
 The counts go to the worker's registry row (``db_errors`` in total, ``db_busy`` and
 ``db_refused`` by kind) and so to ``/metrics``.
@@ -24,7 +26,7 @@ import time
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
-from ..errors import DatabaseBusyError, DatabaseError, DatabaseReplacedError
+from ..errors import DatabaseBusyError, DatabaseError, DatabaseReplacedError, QueueClosedError
 from .execution import summary
 
 log = logging.getLogger("errands.worker")
@@ -40,7 +42,7 @@ class Trouble(enum.Enum):
 
 
 def classify(exc: BaseException) -> Trouble:
-    if isinstance(exc, DatabaseReplacedError):
+    if isinstance(exc, DatabaseReplacedError | QueueClosedError):
         return Trouble.GONE
     if isinstance(exc, DatabaseBusyError):
         return Trouble.CONTENTION
@@ -67,9 +69,9 @@ class WorkerDatabase:
 
     def survive(self, what: str, exc: Exception, *, quiet: bool = False) -> Trouble:
         """The rule for an error ``call`` raised, at a site that carries on: a vanished
-        database is raised again (the worker stops); contention is a WARNING; anything else
-        an ERROR followed by a pause. ``quiet`` sites (a read whose answer is only a hint)
-        log nothing and do not pause."""
+        database (or a closed Queue) is raised again (the worker stops); contention is a
+        WARNING; anything else an ERROR followed by a pause. ``quiet`` sites (a read whose
+        answer is only a hint) log nothing and do not pause."""
         kind = classify(exc)
         if kind is Trouble.GONE:
             raise exc

@@ -16,14 +16,18 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import enum
 import logging
+import os
 import queue as stdqueue
+import sys
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..backends import forks
 from ..backends.base import ClaimedJob, Outcome, Released
 from ..context import JobContext
 from ..errors import JobError
@@ -115,6 +119,9 @@ class Executor:
         self._wedged: list[tuple[asyncio.AbstractEventLoop, threading.Thread | None]] = []
         self._async_tasks: set[asyncio.Task[None]] = set()  # asyncio keeps only weak refs
         self._closing = False
+        # The process the runners belong to: a handler's os.fork() leaves a copy of one of
+        # them in the child, which must run nothing more.
+        self._generation = forks.generation
 
     # -- what the control loop asks ---------------------------------------------------------
 
@@ -209,6 +216,15 @@ class Executor:
                 self._spawn_runner()
         return expired
 
+    def owns_current_thread(self) -> bool:
+        """Whether the calling thread runs handlers here (a runner or an event loop)."""
+        me = threading.current_thread()
+        return (
+            me in self._runners
+            or me is self._loop_thread
+            or any(me is thread for _, thread in self._wedged)
+        )
+
     def close(self) -> None:
         """Stop the runners and the event loop(s). A sync handler still running is left to
         end on its thread; async ones still pending are cancelled as their loop closes (their
@@ -224,6 +240,8 @@ class Executor:
     # -- running handlers ------------------------------------------------------------------
 
     def _begin(self, slot: Slot) -> bool:
+        if forks.generation != self._generation:
+            return False  # a handler forked: the child starts nothing (see _leave_child)
         with self._lock:
             if slot.state != BUFFERED:
                 return False
@@ -242,6 +260,8 @@ class Executor:
         return True
 
     def _end(self, slot: Slot, outcome: Outcome | None) -> None:
+        if forks.generation != self._generation:
+            _leave_child(slot)
         with self._lock:
             abandoned = slot.state != STARTED
             if not abandoned:
@@ -367,6 +387,23 @@ class Executor:
             # KeyboardInterrupt out of run_forever and kill the loop every async job runs on.
             return execution.failed(task, job, started, self.clock(), exc)
         return self._returned(slot, result)
+
+
+def _leave_child(slot: Slot) -> None:
+    """A handler forked and returned in the child: the child holds a copy of this worker
+    whose jobs, leases and connections are the parent's. It records nothing, starts nothing
+    and does not linger: it exits here, running no cleanup that could touch what it shares
+    with the parent (inherited connections are never closed)."""
+    log.warning(
+        "job %d's handler forked and returned in the child (pid %d): the child runs nothing "
+        "of errands and exits; end forked children yourself with os._exit()",
+        slot.job.id,
+        os.getpid(),
+    )
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(0)
 
 
 def _run_loop(loop: asyncio.AbstractEventLoop) -> None:

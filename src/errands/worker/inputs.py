@@ -33,6 +33,7 @@ class WorkerSource(Protocol):
     def execute_hooks(self) -> Chain | None: ...
     def services(self) -> list[Service]: ...
     def listen_for_work(self, on_change: Callable[[], None]) -> Listener: ...
+    def attach_worker(self, worker: LiveWorker) -> Callable[[], None]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +52,9 @@ class WorkerInputs:
     # The periodic schedules this process declares (recorded on its registry row, so a
     # schedule no live worker declares reads "retired").
     schedules: Sequence[str] = ()
+    # Tells the Queue a worker runs on it (so ``q.close()`` stops it first and never closes
+    # connections under it); returns the call that says it has stopped.
+    attach: Callable[[LiveWorker], Callable[[], None]] = lambda worker: _nothing
 
     @classmethod
     def of(cls, q: WorkerSource) -> WorkerInputs:
@@ -63,4 +67,17 @@ class WorkerInputs:
             hooks=q.execute_hooks,
             listen=q.listen_for_work,
             schedules=sorted(q.schedules),
+            attach=q.attach_worker,
         )
+
+
+class LiveWorker(Protocol):
+    """What the Queue may ask of a worker running on it."""
+
+    def stop_for_close(self) -> None: ...
+    def owns_current_thread(self) -> bool: ...
+    def wait_stopped(self, timeout: float) -> bool: ...
+
+
+def _nothing() -> None:
+    return None

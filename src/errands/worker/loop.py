@@ -26,6 +26,7 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from ..backends import forks
 from ..backends.base import (
     ClaimedJob,
     ClaimRequest,
@@ -45,13 +46,16 @@ from ..errors import (
     DatabaseReplacedError,
     InvalidTransitionError,
     JobError,
+    QueueClosedError,
 )
 from ..limits import limit_specs
 from ..maintenance.runner import Maintenance
 from . import execution
+from .attached import Attached
 from .db import WorkerDatabase
 from .executor import BUFFERED, STARTED, Executor, Finished, Slot, SlotState
 from .inputs import WorkerInputs, WorkerSource
+from .quarantine import Quarantine
 from .recorder import Recorder, WorkerSummary
 from .signals import SignalHandlers, Stop
 
@@ -93,9 +97,16 @@ class _JobLease:
         return self._slot.cancel_requested
 
     def heartbeat(self) -> bool:
+        if forks.generation != self._worker.generation:
+            return False  # a forked child holds no lease: it must not renew the parent's
         return self._worker._beat_one(self._slot.job)
 
     def complete(self, connection: Any, result: Any) -> None:
+        if forks.generation != self._worker.generation:
+            raise InvalidTransitionError(
+                f"job {self._slot.job.id} is held by the worker process that forked this one; "
+                "complete it there, not in the child"
+            )
         self._worker._complete_in(self._slot, connection, result)
 
     def progress(self, fraction: float, message: str | None) -> None:
@@ -105,7 +116,7 @@ class _JobLease:
         return [job for job, _ in self._worker.backend.upstream(self._slot.job.id)]
 
 
-class Worker:
+class Worker(Attached):
     """Runs a Queue's jobs: ``run()`` until stopped (or, with ``burst``, until nothing is
     left), or ``start()``, ``tick(now)`` step by step, ``close()``. Takes a Queue or just
     the ``WorkerInputs`` it needs; ``monotonic`` is the clock of every local deadline."""
@@ -156,6 +167,7 @@ class Worker:
         self.recorder = Recorder(self.backend, self.db, self.id, self.summary)
 
         self._held: dict[int, Slot] = {}
+        self._quarantine = Quarantine()  # a job whose previous attempt was lost runs alone
         self._progress_lock = threading.Lock()  # ctx.progress() on handler threads
         self._wake = threading.Event()
         self.executor = Executor(
@@ -171,6 +183,11 @@ class Worker:
         self._dirty = True  # something may have been enqueued: try a claim
         self._more = True  # the last claim was full: more is probably waiting
         self._stop = Stop()
+        # What its Queue may ask of it (attached.py); the supervisor's pid, watched.
+        self._control: threading.Thread | None = None
+        self._parent = os.getppid() if supervised else None
+        self._stopped = threading.Event()
+        self.generation = forks.generation  # see backends/forks.py
         self._signals = SignalHandlers(self._stop, supervised=supervised)
         self._avg_run = 0.0
         self._last_renewal = monotonic()
@@ -197,7 +214,7 @@ class Worker:
         self._stop.graceful = True
         self._wake.set()
 
-    def run(self) -> WorkerSummary:
+    def _run(self) -> None:
         if self.handle_signals:
             self._signals.install()
         try:
@@ -208,16 +225,16 @@ class Worker:
                         # Even a zero wait lets the runner threads have the GIL.
                         self._wake.wait(min(pause, MAX_WAIT))
                         self._wake.clear()
-            except DatabaseReplacedError:
-                # Outcomes would go to a file nobody reads: do not wait for running jobs.
-                log.error("the database file is gone; stopping without waiting for running jobs")
+            except (DatabaseReplacedError, QueueClosedError) as exc:
+                # Outcomes cannot be written (or would go to a file nobody reads): do not
+                # wait for running jobs; their leases recover them.
+                log.error("%s; stopping without waiting for running jobs", exc)
                 self._stop.now = True
                 raise
             finally:
                 self.close()
         finally:
             self._signals.restore()
-        return self.summary
 
     def start(self) -> None:
         """Register, recover this host's dead workers' jobs, listen for new work, start the
@@ -268,6 +285,7 @@ class Worker:
         self._flush(now)
         if self._stop.graceful:
             return None
+        self._run_quarantined()
 
         if mono >= self._next_maintenance:
             # Before the claim, which then sees what a service made due in this same step:
@@ -278,8 +296,10 @@ class Worker:
 
         claimed_nothing = False
         want = self._target_held() - len(self._held)
-        if self._renewal_lost:
-            want = 0  # cannot renew leases: take no new work until the database answers
+        if self._renewal_lost or self._quarantine.active:
+            # Cannot renew leases: take no new work until the database answers. A job in
+            # quarantine: it runs alone.
+            want = 0
         if want > 0 and (self._more or self._dirty or mono >= self._next_poll):
             self._dirty = False
             jobs = self._claim(want, now)
@@ -295,6 +315,7 @@ class Worker:
             self._heartbeat(now)
             self._next_beat = mono + s.heartbeat_seconds
         if mono >= self._next_cancel_check:
+            self._check_parent()
             # Advanced even when nothing is held: a deadline left in the past would make
             # the wait return at once, and an idle worker would spin.
             if self._held:
@@ -304,7 +325,7 @@ class Worker:
 
         if self.burst and claimed_nothing and not self._held and not self._done:
             return None
-        if self._more and self._target_held() > len(self._held):
+        if want > 0 and self._more and self._target_held() > len(self._held):
             return AGAIN
         wake_at = min(
             self._next_poll,
@@ -341,16 +362,31 @@ class Worker:
         return jobs
 
     def _take(self, jobs: list[ClaimedJob]) -> None:
-        """Hold and start just-claimed jobs."""
+        """Hold and start just-claimed jobs — a suspect waits to run alone (quarantine.py)."""
         tasks = self.tasks
+        hand_back: list[Slot] = []
         for job in jobs:
             slot = Slot(job, tasks[job.type])
             if slot.task.wants_ctx:
                 slot.ctx = JobContext(_JobLease(self, slot), job)
             slot.cancel_requested = job.cancel_requested
             self._held[job.id] = slot
-            self.executor.submit(slot)
+            back = self._quarantine.take(slot, self._held)
+            if back is None:
+                self.executor.submit(slot)
+            else:
+                hand_back.extend(back)
+        if hand_back:
+            self.executor.release_unstarted(hand_back)
         self.summary.claimed += len(jobs)
+        self._run_quarantined()  # alone already: start it now
+
+    def _run_quarantined(self) -> None:
+        ended, start = self._quarantine.step(self._held, bool(self._done))
+        if ended:
+            self._dirty = True  # claim again
+        if start is not None:
+            self.executor.submit(start)
 
     def _next_due(self) -> float | None:
         try:
@@ -376,7 +412,13 @@ class Worker:
         # Claim the next jobs in the same transaction as these outcomes: one commit per batch.
         want = self._target_held() - (len(self._held) - len(batch))
         request = None
-        if want > 0 and outcomes and not self._renewal_lost and not self._stop.graceful:
+        if (
+            want > 0
+            and outcomes
+            and not self._renewal_lost
+            and not self._quarantine.active
+            and not self._stop.graceful
+        ):
             request = ClaimRequest(
                 self.id, self.types, self.queues, want, self.settings.lease_seconds, self._limited
             )

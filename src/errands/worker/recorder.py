@@ -37,6 +37,7 @@ class WorkerSummary:
     db_errors: int = 0  # busy timeouts and other database errors survived
     recycled: bool = False  # stopped to be replaced: a sync handler overran its timeout
     interrupted: bool = False
+    queue_closed: bool = False  # stopped because the application closed its Queue
     outcomes: dict[str, int] = field(default_factory=dict)
 
     @property

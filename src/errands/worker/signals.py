@@ -1,8 +1,10 @@
-"""How a worker answers SIGTERM and SIGINT: the first asks for a graceful stop (running jobs
-finish, unstarted ones are handed back), a second one for a stop at once (leases recover what
-was running). Under the supervisor the stop at once is the supervisor's call, so a child takes
-a repeated signal as the same request and ignores SIGINT (docs/runtime.md, "Graceful
-shutdown")."""
+"""How a worker answers signals (docs/runtime.md, "Signals"). SIGTERM, SIGINT and SIGHUP (a
+terminal or ssh session closing): the first asks for a graceful stop (running jobs finish,
+unstarted ones are handed back), a second one for a stop at once (leases recover what was
+running). Under the supervisor the stop at once is the supervisor's call, so a child takes a
+repeated signal as the same request and ignores SIGINT. SIGUSR1 and SIGUSR2, whose default
+would kill the worker on the spot, are ignored with a log line — unless the application
+installed a handler of its own for them, which is left in place."""
 
 from __future__ import annotations
 
@@ -14,6 +16,11 @@ from types import FrameType
 from typing import Any
 
 log = logging.getLogger("errands.worker")
+
+# Each asks for a graceful stop; a second one (outside the supervisor) for a stop at once.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+# Signals whose default action would kill a worker at once, without a word: logged instead.
+IGNORED_SIGNALS = (signal.SIGUSR1, signal.SIGUSR2)
 
 
 @dataclass(slots=True)
@@ -32,14 +39,28 @@ class SignalHandlers:
         self._previous: dict[int, Any] = {}
 
     def install(self) -> None:
-        """Take over SIGTERM and SIGINT (only possible on the main thread)."""
+        """Take over SIGTERM, SIGINT and SIGHUP, and SIGUSR1/2 if nobody else did (only
+        possible on the main thread)."""
         if threading.current_thread() is not threading.main_thread():
             return
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        for sig in STOP_SIGNALS:
+            if sig == signal.SIGHUP and signal.getsignal(sig) == signal.SIG_IGN:
+                continue  # started under nohup: the user asked for SIGHUP to be ignored
             # Under the supervisor, Ctrl-C's SIGINT reaches the whole process group: the
             # supervisor turns it into one SIGTERM per child, so a child ignores it.
             handler = signal.SIG_IGN if self.supervised and sig == signal.SIGINT else None
             self._previous[sig] = signal.signal(sig, handler or self._on_signal)
+        for sig in IGNORED_SIGNALS:
+            # Only where the default (terminate at once) is in force: an application's own
+            # handler — or faulthandler's — stays.
+            if signal.getsignal(sig) == signal.SIG_DFL:
+                self._previous[sig] = signal.signal(sig, self._on_ignored)
+
+    def _on_ignored(self, signum: int, frame: FrameType | None) -> None:
+        log.info(
+            "%s ignored: it does not stop a worker (SIGTERM, SIGINT or SIGHUP stop it gracefully)",
+            signal.Signals(signum).name,
+        )
 
     def restore(self) -> None:
         for sig, handler in self._previous.items():

@@ -1,19 +1,22 @@
 """``errands worker --processes P``: run P worker processes and keep them running.
 
 Children are started fresh (``python -m errands worker …``), never forked from a process
-holding an open database connection. A child that dies is restarted with backoff; SIGTERM or
-SIGINT is passed on so each child shuts down gracefully; a second signal kills them all (their
-leases recover whatever was running).
+holding an open database connection. A child that dies is restarted with backoff; SIGTERM,
+SIGINT or SIGHUP is passed on so each child shuts down gracefully; a second signal kills them
+all (their leases recover whatever was running).
 
 A signal often reaches the children directly too: Ctrl-C sends SIGINT to the terminal's whole
 process group, ``kill -TERM -PGID`` and systemd (KillMode=control-group) signal every process.
 So children start with SIGINT ignored (the supervisor forwards it as SIGTERM) and take a
 repeated SIGTERM as the same request, never as "stop now": only a second signal to the
-supervisor means that (docs/runtime.md, "Graceful shutdown").
+supervisor means that (docs/runtime.md, "Graceful shutdown"). A supervisor killed outright
+(SIGKILL, the OOM killer) cannot pass anything on: each child asked the kernel for a SIGTERM
+when its parent dies (PR_SET_PDEATHSIG), and watches its parent pid besides.
 """
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import signal
@@ -23,6 +26,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import FrameType
+from typing import Any
+
+from .signals import IGNORED_SIGNALS, STOP_SIGNALS
 
 log = logging.getLogger("errands.supervisor")
 
@@ -67,12 +73,11 @@ class Supervisor:
         self.restarts = 0
 
     def _start(self, child: _Child) -> None:
+        me = os.getpid()
         child.proc = subprocess.Popen(
             [sys.executable, "-m", "errands", "worker", *self.child_args],
             env={**os.environ, SUPERVISED_ENV: "1"},
-            # Ignored from the first instruction, not only once the worker installs its
-            # handlers: a Ctrl-C during the child's start-up must not kill it mid-import.
-            preexec_fn=_ignore_sigint,
+            preexec_fn=lambda: _child_setup(me),
         )
         child.started = time.monotonic()
         log.info("worker process %d started (pid %d)", child.slot, child.proc.pid)
@@ -84,7 +89,15 @@ class Supervisor:
         # Nothing else here (no logging, no locks): the main loop acts on the flags.
 
     def run(self) -> int:
-        previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+        previous = {
+            s: signal.signal(s, self._on_signal)
+            for s in STOP_SIGNALS
+            # Under nohup SIGHUP stays ignored, as the user asked.
+            if not (s == signal.SIGHUP and signal.getsignal(s) == signal.SIG_IGN)
+        }
+        # Their default would kill the supervisor and orphan its children: ignored, as the
+        # children do (docs/runtime.md, "Signals").
+        previous.update({s: signal.signal(s, signal.SIG_IGN) for s in IGNORED_SIGNALS})
         try:
             for child in self.children:
                 self._start(child)
@@ -169,5 +182,30 @@ class Supervisor:
         return 0 if clean and not self._kill and not self._fatal else 1
 
 
-def _ignore_sigint() -> None:
+def _child_setup(supervisor: int) -> None:
+    """Run in each child between fork and exec. SIGINT is ignored from the first
+    instruction, not only once the worker installs its handlers: a Ctrl-C during the child's
+    start-up must not kill it mid-import. And the child asks the kernel for SIGTERM when its
+    supervisor dies (even by SIGKILL), so it stops gracefully instead of working on
+    unsupervised; the worker also watches its parent pid in case this is unavailable."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if _prctl is not None:
+        _prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+    if os.getppid() != supervisor:  # died before the request took effect
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _load_prctl() -> Any:
+    """libc's prctl, loaded here in the parent: nothing is loaded between fork and exec."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_prctl = _load_prctl()

@@ -165,7 +165,7 @@ SET status = :to_state,
 WHERE id IN (SELECT value::bigint FROM jsonb_array_elements_text(CAST(:job_ids AS jsonb)))
   AND status = 'queued'
 RETURNING id, queue, type, payload, priority, attempts, max_attempts, run_at, created_at,
-          cancel_requested, headers, limit_key, limit_group;
+          cancel_requested, headers, error_code, limit_key, limit_group;
 
 -- name: record_limit_starts
 -- The starts of just-claimed rate-limited jobs: :rows is a JSON array of [key, group, job_id].

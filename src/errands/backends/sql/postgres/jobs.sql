@@ -54,6 +54,8 @@ VALUES (:job_id, to_timestamp(:ts), :event, :actor, :detail);
 -- name: claim
 -- Claim up to :limit due jobs of the worker's types and queues, highest priority first.
 -- Unlimited jobs only (limited ones: flow.sql, claim_limited_*), none of a paused queue.
+-- error_code is the previous attempt's (a claim does not clear it): LOST:LEASE_EXPIRED puts
+-- the job in quarantine (worker/quarantine.py).
 -- SKIP LOCKED: concurrent claimers pass over rows another transaction is claiming instead of
 -- waiting for it, so many workers never claim the same attempt and never queue up on a lock.
 WITH due AS (
@@ -79,7 +81,8 @@ SET status = :to_state,
 FROM due
 WHERE jobs.id = due.id
 RETURNING jobs.id, jobs.queue, jobs.type, jobs.payload, jobs.priority, jobs.attempts,
-          jobs.max_attempts, jobs.run_at, jobs.created_at, jobs.cancel_requested, jobs.headers;
+          jobs.max_attempts, jobs.run_at, jobs.created_at, jobs.cancel_requested, jobs.headers,
+          jobs.error_code;
 
 -- name: open_attempts
 -- Open the attempt rows of just-claimed jobs (:job_ids is a JSON array).

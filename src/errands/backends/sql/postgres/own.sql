@@ -33,7 +33,7 @@ WITH due AS (
     WHERE jobs.id = due.id
     RETURNING jobs.id, jobs.queue, jobs.type, jobs.payload, jobs.priority, jobs.attempts,
               jobs.max_attempts, jobs.run_at, jobs.created_at, jobs.cancel_requested,
-              jobs.headers
+              jobs.headers, jobs.error_code
 ), opened AS (
     INSERT INTO job_attempts (job_id, attempt, worker_id, started_at, status)
     SELECT id, attempts, :worker_id, to_timestamp(:now), :status FROM claimed
@@ -44,7 +44,7 @@ WITH due AS (
     WHERE CAST(:event AS text) IS NOT NULL
 )
 SELECT id, queue, type, payload, priority, attempts, max_attempts, run_at, created_at,
-       cancel_requested, headers
+       cancel_requested, headers, error_code
 FROM claimed;
 
 -- name: insert_job_recorded

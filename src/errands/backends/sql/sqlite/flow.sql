@@ -165,7 +165,7 @@ SET status = :to_state,
     finished_at = NULL
 WHERE id IN (SELECT value FROM json_each(:job_ids)) AND status = 'queued'
 RETURNING id, queue, type, payload, priority, attempts, max_attempts, run_at, created_at, cancel_requested,
-          headers, limit_key, limit_group;
+          headers, error_code, limit_key, limit_group;
 
 -- name: record_limit_starts
 -- The starts of just-claimed rate-limited jobs: :rows is a JSON array of [key, group, job_id].

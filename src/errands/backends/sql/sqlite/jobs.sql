@@ -57,6 +57,8 @@ FROM json_each(:rows);
 -- name: claim
 -- Claim up to :limit due jobs of the worker's types and queues, highest priority first.
 -- Unlimited jobs only (limited ones: flow.sql, claim_limited_*), none of a paused queue.
+-- error_code is the previous attempt's (a claim does not clear it): LOST:LEASE_EXPIRED puts
+-- the job in quarantine (worker/quarantine.py).
 -- status = 'queued' is a literal (not bound) so SQLite can use the partial index jobs_due;
 -- INDEXED BY pins it: left to itself the planner may take another index over the queued rows
 -- and sort them all on each claim (measured with jobs_status_queue_type, dropped by migration
@@ -81,7 +83,7 @@ WHERE id IN (
     LIMIT :limit
 )
 RETURNING id, queue, type, payload, priority, attempts, max_attempts, run_at, created_at, cancel_requested,
-          headers;
+          headers, error_code;
 
 -- name: open_attempts
 -- Open the attempt rows of just-claimed jobs (:job_ids is a JSON array).
