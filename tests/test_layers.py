@@ -172,3 +172,15 @@ def test_the_checks_see_what_they_look_for(tmp_path: Path) -> None:
     }
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+MAX_LINES = 600  # docs/architecture.md: a file past this is split by concern
+
+
+def test_no_source_file_is_over_600_lines() -> None:
+    long = {
+        str(p.relative_to(PACKAGE)): n
+        for p in PACKAGE.rglob("*.py")
+        if (n := len(p.read_text().splitlines())) > MAX_LINES
+    }
+    assert long == {}

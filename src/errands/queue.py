@@ -24,6 +24,7 @@ from .client.enqueueing import EnqueueItem as EnqueueItem  # re-exported: enqueu
 from .client.enqueueing import Producer
 from .client.flow import FlowControl
 from .client.grouping import GroupCommitter
+from .client.lifecycle import Lifecycle
 from .core import payload as payload_json
 from .core import schedule, validate
 from .core.backoff import Backoff
@@ -61,7 +62,7 @@ DEFAULT_DB = "errands.db"
 MAX_CONCURRENCY = 10_000  # runner threads or concurrent async handlers per worker
 
 
-class Queue(Reads, Actions, FlowControl):
+class Queue(Lifecycle, Reads, Actions, FlowControl):
     """A job queue stored in one database.
 
     ``Queue("app.db")`` (or ``sqlite:///app.db``, relative; ``sqlite:////srv/app.db``, absolute)
@@ -169,86 +170,6 @@ class Queue(Reads, Actions, FlowControl):
     def display_url(self) -> str:
         """The database URL with any password hidden, for messages and logs."""
         return redact(self.url)
-
-    def __enter__(self) -> Queue:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    async def __aenter__(self) -> Queue:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-    def close(self) -> None:
-        """Close the database connections, listeners and any async pool.
-
-        A worker running on this Queue is stopped gracefully first (its running jobs finish,
-        prefetched ones are handed back): called from another thread, ``close`` waits for it
-        (up to ``shutdown_timeout`` + 5 s); called from inside the worker (a handler's
-        ``q.close()`` or ``with q:``), it returns at once and the Queue closes when the
-        worker has stopped. Connections are never closed under a thread using them. In a
-        process forked from the one that opened the Queue, ``close`` closes nothing: the
-        connections and listeners are the parent's."""
-        if forks.generation != self._generation:
-            return
-        with self._lock:
-            workers = list(self._workers)
-        if workers:
-            for worker in workers:
-                worker.stop_for_close()
-            if not any(w.owns_current_thread() for w in workers):
-                grace = self.settings.shutdown_timeout + 5.0
-                for worker in workers:
-                    worker.wait_stopped(grace)
-            with self._lock:
-                if self._workers:
-                    self._close_pending = True
-                    return
-        self._close_now()
-
-    def attach_worker(self, worker: LiveWorker) -> Callable[[], None]:
-        """A worker starts on this Queue; returns what it calls once stopped (which performs
-        a close asked for meanwhile)."""
-        with self._lock:
-            self._workers.append(worker)
-
-        def detach() -> None:
-            with self._lock:
-                self._workers.remove(worker)
-                close = self._close_pending and not self._workers
-                if close:
-                    self._close_pending = False
-            if close:
-                self._close_now()
-
-        return detach
-
-    def _close_now(self) -> None:
-        for hub in self._hubs.values():
-            hub.close()
-        with self._lock:
-            offload, self._offload = self._offload, None
-        if offload is not None:
-            offload.shutdown(wait=True)
-        self.backend.close()
-
-    async def aclose(self) -> None:
-        """``close()`` from async code: closes the async pool on this event loop, then the
-        rest without blocking the loop. In an async handler of a worker running on this
-        Queue it only asks that worker to stop, as ``close()`` does there (awaiting the
-        worker's stop from inside it would hold the handler until the shutdown timeout)."""
-        with self._lock:
-            inside = any(w.owns_current_thread() for w in self._workers)
-        if inside:
-            self.close()
-            return
-        aclose = getattr(self.backend, "aclose", None)
-        if aclose is not None:
-            await aclose()
-        await asyncio.to_thread(self.close)
 
     # -- middleware --------------------------------------------------------------------------
 
@@ -522,18 +443,6 @@ class Queue(Reads, Actions, FlowControl):
         outcome, stored in one transaction when the block exits without an exception."""
         item = pipelines.on_complete_item(on_complete)
         return pipelines.JobBatch(self._producer, item, actor, connection)
-
-    def get_batch(self, batch_id: int) -> pipelines.BatchInfo:
-        """A batch (``batch.id``): its callback's status and its members per state."""
-        return pipelines.get_batch(self.backend, validate.job_id(batch_id))
-
-    def upstream(self, job_id: int) -> list[Job]:
-        """The jobs ``job_id`` was enqueued after, in id order."""
-        return [job for job, _ in self.backend.upstream(validate.job_id(job_id))]
-
-    def downstream(self, job_id: int) -> list[Job]:
-        """The jobs enqueued after ``job_id``, in id order."""
-        return [job for job, _ in self.backend.downstream(validate.job_id(job_id))]
 
     async def _off_loop(self, fn: Callable[[], R]) -> R:
         """Run blocking work (a SQLite write and its fsync, a read) on this Queue's own small

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .. import limits
+from .. import limits, pipelines
 from ..backends.base import Backend, CancelReport, JobFilter, PruneProgress, PruneReport
 from ..core import validate
 from ..core.records import Attempt, EventRecord, Job
@@ -127,6 +127,18 @@ class Reads(_Parts):
         if type(hours) is not int or not 1 <= hours <= 24 * 31:
             raise ConfigurationError(f"hours must be a whole number from 1 to 744, got {hours!r}")
         return stats.hourly_throughput(self.backend, self.clock() if now is None else now, hours)
+
+    def get_batch(self, batch_id: int) -> pipelines.BatchInfo:
+        """A batch (``batch.id``): its callback's status and its members per state."""
+        return pipelines.get_batch(self.backend, validate.job_id(batch_id))
+
+    def upstream(self, job_id: int) -> list[Job]:
+        """The jobs ``job_id`` was enqueued after, in id order."""
+        return [job for job, _ in self.backend.upstream(validate.job_id(job_id))]
+
+    def downstream(self, job_id: int) -> list[Job]:
+        """The jobs enqueued after ``job_id``, in id order."""
+        return [job for job, _ in self.backend.downstream(validate.job_id(job_id))]
 
 
 class Actions(_Parts):

@@ -23,38 +23,32 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
 
 from ..backends import forks
 from ..backends.base import (
     ClaimedJob,
     ClaimRequest,
-    Failed,
     Listener,
     Retried,
     Snoozed,
-    Succeeded,
     WorkerInfo,
 )
 from ..client import declared
 from ..context import JobContext
-from ..core.records import Job
 from ..errors import (
     ConfigurationError,
     DatabaseError,
     DatabaseReplacedError,
-    InvalidTransitionError,
-    JobError,
     QueueClosedError,
 )
 from ..limits import limit_specs
 from ..maintenance.runner import Maintenance
-from . import execution
 from .attached import Attached
 from .db import WorkerDatabase
 from .executor import BUFFERED, STARTED, Executor, Finished, Slot, SlotState
 from .inputs import WorkerInputs, WorkerSource
+from .lease import HandlerLeases, JobLease
 from .quarantine import Quarantine
 from .recorder import Recorder, WorkerSummary
 from .signals import SignalHandlers, Stop
@@ -73,7 +67,6 @@ PREFETCH_HORIZON = 0.02
 # ~500 and the worker uses 15-40 % less CPU per no-op job (BENCHMARKS.md, issue #12).
 DEFAULT_MAX_PREFETCH = 1000
 CANCEL_CHECK_INTERVAL = 1.0
-PROGRESS_INTERVAL = 1.0  # ctx.progress(): at most one write a second per job
 # The longest sleep between steps: signal handlers only set flags (worker_signals.py), so the
 # loop must look at them at least this often.
 MAX_WAIT = 1.0
@@ -84,39 +77,7 @@ def make_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
-class _JobLease:
-    """What ``ctx`` sees of the worker (``context.Lease``): its own attempt's lease."""
-
-    __slots__ = ("_slot", "_worker")
-
-    def __init__(self, worker: Worker, slot: Slot) -> None:
-        self._worker, self._slot = worker, slot
-
-    @property
-    def cancel_requested(self) -> bool:
-        return self._slot.cancel_requested
-
-    def heartbeat(self) -> bool:
-        if forks.generation != self._worker.generation:
-            return False  # a forked child holds no lease: it must not renew the parent's
-        return self._worker._beat_one(self._slot.job)
-
-    def complete(self, connection: Any, result: Any) -> None:
-        if forks.generation != self._worker.generation:
-            raise InvalidTransitionError(
-                f"job {self._slot.job.id} is held by the worker process that forked this one; "
-                "complete it there, not in the child"
-            )
-        self._worker._complete_in(self._slot, connection, result)
-
-    def progress(self, fraction: float, message: str | None) -> None:
-        self._worker._progress(self._slot, fraction, message)
-
-    def upstream(self) -> list[Job]:
-        return [job for job, _ in self._worker.backend.upstream(self._slot.job.id)]
-
-
-class Worker(Attached):
+class Worker(Attached, HandlerLeases):
     """Runs a Queue's jobs: ``run()`` until stopped (or, with ``burst``, until nothing is
     left), or ``start()``, ``tick(now)`` step by step, ``close()``. Takes a Queue or just
     the ``WorkerInputs`` it needs; ``monotonic`` is the clock of every local deadline."""
@@ -368,7 +329,7 @@ class Worker(Attached):
         for job in jobs:
             slot = Slot(job, tasks[job.type])
             if slot.task.wants_ctx:
-                slot.ctx = JobContext(_JobLease(self, slot), job)
+                slot.ctx = JobContext(JobLease(self, slot), job)
             slot.cancel_requested = job.cancel_requested
             self._held[job.id] = slot
             back = self._quarantine.take(slot, self._held)
@@ -504,69 +465,6 @@ class Worker(Attached):
                 len(dead),
                 host,
                 len(report.recovered) + len(report.exhausted),
-            )
-
-    def _beat_one(self, job: ClaimedJob) -> bool:
-        """ctx.heartbeat(): extend one lease now, from the handler's thread. A database too
-        busy to answer is not a lost lease: the handler hears False only once the lease has
-        really run out by our own reckoning."""
-        now = self.clock()
-        lease = self.settings.lease_seconds
-        try:
-            (ok,) = self.db.call(
-                self.backend.heartbeat, self.id, [(job.id, job.attempt)], lease, now
-            )
-        except DatabaseError as exc:
-            log.warning("ctx.heartbeat() for job %d failed: %s", job.id, exc)
-            return self._mono() - self._last_renewal < lease
-        if not ok:
-            self._lose(job.id)
-        return ok
-
-    def _progress(self, slot: Slot, fraction: float, message: str | None) -> None:
-        """ctx.progress(): written now from the handler's thread if this slot wrote none in
-        the last PROGRESS_INTERVAL, else kept for the next heartbeat (the latest wins)."""
-        mono = self._mono()
-        with self._progress_lock:
-            if mono - slot.progress_written < PROGRESS_INTERVAL:
-                slot.progress = (fraction, message)
-                return
-            slot.progress, slot.progress_written = None, mono
-        self._write_progress(slot, fraction, message)
-
-    def _write_progress(self, slot: Slot, fraction: float, message: str | None) -> None:
-        job = slot.job
-        args = (self.id, job.id, job.attempt, fraction, message, self.clock())
-        try:
-            self.db.call(self.backend.record_progress, *args)
-        except DatabaseError as exc:  # progress is advisory: never fail the job for it
-            log.warning("ctx.progress() for job %d not stored: %s", job.id, exc)
-
-    def _flush_progress(self, slots: Iterable[Slot]) -> None:
-        """The latest progress each of ``slots`` reported since its last write: at each
-        heartbeat, and before a batch's outcomes (the fence needs the attempt running)."""
-        pending = []
-        with self._progress_lock:
-            for slot in slots:
-                if slot.progress is not None:
-                    pending.append((slot, *slot.progress))
-                    slot.progress, slot.progress_written = None, self._mono()
-        for slot, fraction, message in pending:
-            self._write_progress(slot, fraction, message)
-
-    def _complete_in(self, slot: Slot, connection: Any, result: Any) -> None:
-        """ctx.complete(): the success, written in the application's own transaction."""
-        job = slot.job
-        if self._held.get(job.id) is not slot:
-            raise InvalidTransitionError(f"job {job.id} is not held by this worker")
-        outcome = execution.succeeded(job, slot.started_at, result, self.settings.max_result_bytes)
-        if isinstance(outcome, Failed):
-            raise JobError(outcome.error_code, outcome.error_detail, retry=False)
-        assert isinstance(outcome, Succeeded)
-        if not self.db.call(self.backend.complete_in, connection, outcome, self.id, self.clock()):
-            raise InvalidTransitionError(
-                f"job {job.id} attempt {job.attempt} no longer holds the job (its lease "
-                "was recovered); roll back your transaction"
             )
 
     def _lose(self, job_id: int) -> None:
