@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
+import sys
+import time
+import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -84,3 +89,41 @@ def populate(q: errands.Queue) -> dict[str, Any]:
     q.run_worker(burst=True, concurrency=2, handle_signals=False)
     queued = [q.enqueue("remind", {"n": i}, delay=3600) for i in range(2)]
     return {"ok": ok, "failed": failed, "queued": queued}
+
+
+@contextmanager
+def served(db_url: str, token: str | None = None) -> Iterator[str]:
+    """``errands dashboard`` as a subprocess on a free loopback port."""
+    errands.Queue(db_url).close()
+    port = free_port()
+    env = dict(os.environ)
+    env.pop("ERRANDS_DASHBOARD_TOKEN", None)
+    if token:
+        env["ERRANDS_DASHBOARD_TOKEN"] = token
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "errands", "dashboard", "--db", db_url, "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+    base = f"http://127.0.0.1:{port}/"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(base + "healthz", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                out = proc.stdout.read() if proc.stdout else ""
+                pytest.fail(f"errands dashboard did not start: {out}")
+            time.sleep(0.1)
+        yield base
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        if proc.stdout:
+            proc.stdout.close()

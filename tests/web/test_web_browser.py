@@ -10,10 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +20,7 @@ import pytest
 import errands
 from ops_helpers import HOUR, is_postgres, register_worker, run_job
 from support import get_job
-from web_helpers import free_port, launch_chromium
+from web_helpers import launch_chromium, served
 
 # The overview screenshot the docs show is refreshed only on request (a test run must not
 # change tracked files):
@@ -42,34 +39,8 @@ def browser() -> Iterator[Any]:
 
 @pytest.fixture
 def dashboard(db_url: str) -> Iterator[str]:
-    errands.Queue(db_url).close()  # created and migrated before the server opens it
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "errands", "dashboard", "--db", db_url, "--port", str(port)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    base = f"http://127.0.0.1:{port}/"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(base + "healthz", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                out = proc.stdout.read() if proc.stdout else ""
-                pytest.fail(f"errands dashboard did not start: {out}")
-            time.sleep(0.1)
+    with served(db_url) as base:
         yield base
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-        if proc.stdout:
-            proc.stdout.close()
 
 
 def build(db_url: str) -> dict[str, Any]:

@@ -10,12 +10,8 @@ docs/screenshots/ (a normal run never changes tracked files).
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
-import urllib.request
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +20,7 @@ import pytest
 import errands
 from errands.backends.base import Retried
 from ops_helpers import HOUR, is_postgres, register_worker, run_job
-from web_helpers import free_port, launch_chromium
+from web_helpers import launch_chromium, served
 
 TOKEN = "browser-token-1234"
 SHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
@@ -37,44 +33,6 @@ LONG_CODE = "INTERNAL:ConnectionRefusedErrorFromTheUpstreamPaymentGateway"
 def chromium() -> Iterator[Any]:
     """The system chromium, or a skip saying why."""
     yield from launch_chromium()
-
-
-@contextmanager
-def served(db_url: str, token: str | None = None) -> Iterator[str]:
-    """``errands dashboard`` as a subprocess on a free loopback port."""
-    errands.Queue(db_url).close()
-    port = free_port()
-    env = dict(os.environ)
-    env.pop("ERRANDS_DASHBOARD_TOKEN", None)
-    if token:
-        env["ERRANDS_DASHBOARD_TOKEN"] = token
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "errands", "dashboard", "--db", db_url, "--port", str(port)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=env,
-    )
-    base = f"http://127.0.0.1:{port}/"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(base + "healthz", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                out = proc.stdout.read() if proc.stdout else ""
-                pytest.fail(f"errands dashboard did not start: {out}")
-            time.sleep(0.1)
-        yield base
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-        if proc.stdout:
-            proc.stdout.close()
 
 
 def build(db_url: str) -> dict[str, Any]:
