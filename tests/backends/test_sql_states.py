@@ -155,7 +155,8 @@ def classify(name: str, text: str) -> list[Finding]:
         elif column == "measure":
             states, rest = values & VOCABULARY, values - VOCABULARY
             problem = None
-            if states != TERMINAL_NAMES:
+            # A list naming outcomes names all of them; one of durations only names none.
+            if states and states != TERMINAL_NAMES:
                 problem = f"the outcomes of a measure list must be {sorted(TERMINAL_NAMES)}"
             elif not rest <= DURATIONS:
                 problem = f"unknown measures {sorted(rest - DURATIONS)}"

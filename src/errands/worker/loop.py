@@ -256,7 +256,7 @@ class Worker(Attached, HandlerLeases):
                 self._dirty = True
 
         claimed_nothing = False
-        want = self._target_held() - len(self._held)
+        want = self._quarantine.limit(self._target_held() - len(self._held))
         if self._renewal_lost or self._quarantine.active:
             # Cannot renew leases: take no new work until the database answers. A job in
             # quarantine: it runs alone.
@@ -340,6 +340,7 @@ class Worker(Attached, HandlerLeases):
         if hand_back:
             self.executor.release_unstarted(hand_back)
         self.summary.claimed += len(jobs)
+        self._quarantine.claimed(jobs)
         self._run_quarantined()  # alone already: start it now
 
     def _run_quarantined(self) -> None:
@@ -371,7 +372,7 @@ class Worker(Attached, HandlerLeases):
         self._flush_progress([slot for slot, _, _ in batch])
         outcomes = [(slot, o) for slot, o, _ in batch if o is not None]
         # Claim the next jobs in the same transaction as these outcomes: one commit per batch.
-        want = self._target_held() - (len(self._held) - len(batch))
+        want = self._quarantine.limit(self._target_held() - (len(self._held) - len(batch)))
         request = None
         if (
             want > 0

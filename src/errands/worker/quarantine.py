@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
+from ..backends.base import ClaimedJob
 from .executor import Slot
 
 log = logging.getLogger("errands.worker")
@@ -23,11 +24,23 @@ log = logging.getLogger("errands.worker")
 class Quarantine:
     """The worker's one quarantined job, if any (the control thread's alone)."""
 
-    __slots__ = ("_started", "slot")
+    __slots__ = ("_started", "cautious", "slot")
 
     def __init__(self) -> None:
         self.slot: Slot | None = None
         self._started = False
+        # After a suspect, claim one job at a time until a claim brings none: a crashed
+        # worker's whole prefetch comes back lost, and claiming full batches would hand back
+        # all but one suspect of each, again and again (quadratic in the suspects).
+        self.cautious = False
+
+    def limit(self, want: int) -> int:
+        """How many jobs the next claim may ask for."""
+        return min(want, 1) if self.cautious else want
+
+    def claimed(self, jobs: list[ClaimedJob]) -> None:
+        if jobs and not any(job.suspect for job in jobs):
+            self.cautious = False
 
     @property
     def active(self) -> bool:
@@ -41,6 +54,7 @@ class Quarantine:
         if not slot.job.suspect:
             return None
         self.slot, self._started = slot, False
+        self.cautious = True
         log.warning(
             "job %d attempt %d: its previous attempt was lost (its worker died or froze "
             "holding it); running it alone, with no other job held by this worker",
