@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -120,3 +124,22 @@ def get_job(q: errands.Queue, job_id: int) -> errands.Job:
 
 def event_names(q: errands.Queue, job_id: int) -> list[str]:
     return [e.event for e in q.events(job_id)]
+
+
+CLI_TIMEOUT = 120  # a bound for a hung command, never a performance assertion
+
+
+def run_cli(
+    cwd: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``python -m errands ARGS`` in ``cwd`` (importable from there), warnings as errors, with
+    no ``$ERRANDS_DB`` inherited unless ``env`` sets it."""
+    base = {k: v for k, v in os.environ.items() if k != "ERRANDS_DB"}
+    return subprocess.run(
+        [sys.executable, "-W", "error", "-m", "errands", *args],
+        cwd=cwd,
+        env={**base, "PYTHONPATH": str(cwd), **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=CLI_TIMEOUT,
+    )

@@ -4,10 +4,8 @@
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -16,22 +14,7 @@ import pytest
 import errands
 from errands.errors import DatabaseError
 from ops_helpers import is_postgres, register_worker
-
-TIMEOUT = 120  # a bound for a hung command, never a performance assertion
-
-
-def run(
-    cwd: Path, *args: str, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if k != "ERRANDS_DB"}
-    return subprocess.run(
-        [sys.executable, "-W", "error", "-m", "errands", *args],
-        cwd=cwd,
-        env={**base, "PYTHONPATH": str(cwd), **(env or {})},
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-    )
+from support import run_cli as run
 
 
 def error_line(r: subprocess.CompletedProcess[str], code: int, *words: str) -> str:

@@ -19,8 +19,7 @@ import pytest
 import errands
 from errands.cli import build_parser
 from errands.cli.common import duration
-
-TIMEOUT = 120  # a bound for a hung command, never a performance assertion
+from support import run_cli as run
 
 APP = """
 import errands
@@ -32,20 +31,6 @@ q = errands.Queue()
 def fine() -> str:
     return "ok"
 """
-
-
-def run(
-    cwd: Path, *args: str, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if k != "ERRANDS_DB"}
-    return subprocess.run(
-        [sys.executable, "-W", "error", "-m", "errands", *args],
-        cwd=cwd,
-        env={**base, "PYTHONPATH": str(cwd), **(env or {})},
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-    )
 
 
 def last_error(r: subprocess.CompletedProcess[str], code: int) -> str:
