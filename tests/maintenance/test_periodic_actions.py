@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -117,7 +118,7 @@ def test_unknown_or_absurd_names_are_refused(q: errands.Queue, name: str) -> Non
 
 
 def test_cli_disable_enable_run_and_check(
-    make_queue: Any, db_url: str, capsys: pytest.CaptureFixture[str]
+    make_queue: Callable[..., errands.Queue], db_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     q = make_queue(clock=Clock(time.time() - 86400))  # declared a day ago: long overdue now
 
