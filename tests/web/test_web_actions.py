@@ -96,7 +96,7 @@ def test_json_bulk_edits_by_ids_or_filters_with_dry_run(
     assert r.json()["changed"] == 3 and all(queue.get(i) is None for i in jobs["failed"])
     # bad bodies: 400, nothing done
     before = rows(db_url)
-    for bad in (
+    bodies: list[dict[str, Any]] = [
         {"ids": [1], "status": "queued"},
         {"ids": []},
         {"ids": [0]},
@@ -104,7 +104,8 @@ def test_json_bulk_edits_by_ids_or_filters_with_dry_run(
         {"ids": list(range(1, 10_002))},
         {"status": "running"},  # delete never selects running jobs
         {},
-    ):
+    ]
+    for bad in bodies:
         r = c.post("/api/admin/jobs/delete", json=bad)
         assert r.status_code == 400, bad
     assert c.post("/api/admin/jobs/priority", json={"ids": [1]}).status_code == 400
