@@ -146,3 +146,14 @@ def test_cli_disable_enable_run_and_check(
     assert main(["--db", db_url, "periodic", "enable", "nope"]) == 1
     assert "no periodic schedule named 'nope'" in capsys.readouterr().err
     assert main(["--db", db_url, "periodic", "disable"]) == 2
+
+
+def test_a_redeploy_keeps_a_schedule_disabled(db_url: str, clock: Clock) -> None:
+    with errands.Queue(db_url, clock=clock) as q:
+        _hourly(q)
+        q.disable_periodic("hourly", actor="ops")
+    with errands.Queue(db_url, clock=clock) as q:  # the same code deployed again
+        _hourly(q)
+        row = _row(q, "hourly")
+        assert (row.disabled_by, row.next_run_at) == ("ops", T0 + HOUR)
+        assert scheduler(q).run_once(T0 + HOUR + 1).enqueued == {}
