@@ -119,9 +119,7 @@ def test_job_page_buttons(db_url: str, q: errands.Queue, chromium: Any) -> None:
         page.close()
 
 
-def test_periodic_disable_enable_and_run_now(
-    db_url: str, q: errands.Queue, chromium: Any
-) -> None:
+def test_periodic_disable_enable_and_run_now(db_url: str, q: errands.Queue, chromium: Any) -> None:
     @q.periodic(every=3600, name="nightly")
     def nightly() -> None: ...
 
