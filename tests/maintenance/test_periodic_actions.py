@@ -157,3 +157,13 @@ def test_a_redeploy_keeps_a_schedule_disabled(db_url: str, clock: Clock) -> None
         row = _row(q, "hourly")
         assert (row.disabled_by, row.next_run_at) == ("ops", T0 + HOUR)
         assert scheduler(q).run_once(T0 + HOUR + 1).enqueued == {}
+
+
+def test_the_overdue_metric_leaves_a_disabled_schedule_out(q: errands.Queue, clock: Clock) -> None:
+    from errands.metrics import render_metrics
+
+    _hourly(q)
+    clock.now = T0 + 3 * HOUR  # its first tick was never enqueued: overdue
+    assert b'errands_periodic_overdue{name="hourly"} 1.0' in render_metrics(q)
+    q.disable_periodic("hourly")
+    assert b'errands_periodic_overdue{name="hourly"} 0.0' in render_metrics(q)
