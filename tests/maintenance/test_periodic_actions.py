@@ -167,3 +167,20 @@ def test_the_overdue_metric_leaves_a_disabled_schedule_out(q: errands.Queue, clo
     assert b'errands_periodic_overdue{name="hourly"} 1.0' in render_metrics(q)
     q.disable_periodic("hourly")
     assert b'errands_periodic_overdue{name="hourly"} 0.0' in render_metrics(q)
+
+
+def test_migration_0010_applied_again_keeps_the_switches(sqlite_path: str) -> None:
+    """SQLite has no ADD COLUMN IF NOT EXISTS: the runner skips a column already there, so the
+    script applied again (as the jobs rebuild test does) neither fails nor loses a switch."""
+    import sqlite3
+
+    with errands.Queue(sqlite_path) as q:
+        q.periodic(every=HOUR, name="hourly")(lambda: None)
+        q.disable_periodic("hourly", actor="ops")
+    conn = sqlite3.connect(sqlite_path)
+    with conn:
+        conn.execute("DELETE FROM errands_migrations WHERE version >= 10")
+    conn.close()
+    with errands.Queue(sqlite_path) as q:
+        assert _row(q, "hourly").disabled_by == "ops"
+        assert q.backend.schema_version() == 10

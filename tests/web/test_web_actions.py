@@ -4,6 +4,7 @@ CSRF token and in read-only mode with the rows unchanged; values shown are escap
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any
 from urllib.parse import urlencode
@@ -50,7 +51,9 @@ def _csrf(c: TestClient, path: str) -> str:
 # -- JSON ----------------------------------------------------------------------------------------
 
 
-def test_json_edits_of_one_job(queue: errands.Queue, jobs: dict[str, Any]) -> None:
+def test_json_edits_of_one_job(
+    queue: errands.Queue, jobs: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
     c = TestClient(create_app(queue))
     later, other = jobs["queued"]
     r = c.post(f"/api/admin/jobs/{later}/run_now", headers=JSON)
@@ -70,8 +73,10 @@ def test_json_edits_of_one_job(queue: errands.Queue, jobs: dict[str, Any]) -> No
     r = c.post(f"/api/admin/jobs/{done}/priority", json={"priority": 1})
     assert r.status_code == 409 and "succeeded" in r.json()["error"]
 
-    r = c.post(f"/api/admin/jobs/{done}/delete", headers=JSON)
+    with caplog.at_level(logging.INFO, logger="errands"):
+        r = c.post(f"/api/admin/jobs/{done}/delete", headers=JSON)
     assert r.json() == {"id": done, "result": "deleted"} and queue.get(done) is None
+    assert f"jobs deleted by api: {done}" in [rec.getMessage() for rec in caplog.records]
     assert c.post(f"/api/admin/jobs/{done}/delete", headers=JSON).status_code == 404
     assert c.post("/api/admin/jobs/99999999/run_now", headers=JSON).status_code == 404
 
