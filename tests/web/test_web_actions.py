@@ -280,6 +280,7 @@ def test_periodic_page_disable_enable_run_and_links(
     assert r.status_code == 303
     page = c.get(r.headers["location"]).text
     assert "Schedule nightly disabled" in page and 'class="badge">disabled<' in page
+    assert "none while disabled" in page
     assert ">Enable<" in page
     r = c.post("/periodic/run", data={"csrf": token, "name": "nightly"})
     ran = int(re.search(r"ran=(\d+)", r.headers["location"]).group(1))  # type: ignore[union-attr]
