@@ -284,7 +284,8 @@ def test_the_cli_finds_the_prefix_from_a_bare_db(app_url: str, tmp_path: Path) -
     assert '"queued": 1' in stats.stdout
     check = run_cli(tmp_path, "--db", bare, "check")
     assert "table" not in check.stderr, check.stderr  # no schema complaint, whatever the health
-    enq = run_cli(tmp_path, "--db", with_prefix(bare), "enqueue", "add", "--payload", '{"a": 2, "b": 2}')
+    payload = '{"a": 2, "b": 2}'
+    enq = run_cli(tmp_path, "--db", with_prefix(bare), "enqueue", "add", "--payload", payload)
     assert enq.returncode == 0, enq.stderr
     pruned = run_cli(tmp_path, "--db", bare, "prune")
     assert pruned.returncode == 0, pruned.stderr
