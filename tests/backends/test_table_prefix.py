@@ -12,7 +12,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -246,7 +246,8 @@ def test_connection_enqueue_commits_with_the_apps_own_transaction_or_not_at_all(
     with errands.Queue(with_prefix(app_url)) as q:
         if is_sqlite(app_url):
             app: Any = _sqlite(app_url)
-            mark, transaction = "?", lambda: app
+            mark = "?"
+            transaction: Callable[[], Any] = lambda: app  # noqa: E731
         else:
             import psycopg
 
