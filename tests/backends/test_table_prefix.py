@@ -227,8 +227,18 @@ def test_a_real_worker_process_runs_the_jobs_beside_the_apps_tables(
         ids = [q.enqueue("add", {"a": i, "b": 1}) for i in range(3)]
     (tmp_path / "prefixed_app.py").write_text(textwrap.dedent(WORKER_APP))
     # The worker's Queue names no prefix: it finds the one installation.
-    env = {"APP_DB": app_url if is_sqlite(app_url) else split_url(app_url)[0]}
-    done = run_cli(tmp_path, "worker", "--app", "prefixed_app:q", "--burst", env=env)
+    bare = app_url if is_sqlite(app_url) else split_url(app_url)[0]
+    env = {"APP_DB": bare}
+    # --db, the worker's cross-check, may name the prefix: another one is refused.
+    wrong = run_cli(
+        tmp_path,
+        *("worker", "--app", "prefixed_app:q", "--burst", "--db", with_prefix(bare, "q_")),
+        env=env,
+    )
+    assert wrong.returncode != 0 and "differs from the database" in wrong.stderr, wrong.stderr
+    done = run_cli(
+        tmp_path, "worker", "--app", "prefixed_app:q", "--burst", "--db", with_prefix(bare), env=env
+    )
     assert done.returncode == 0, done.stderr
     with errands.Queue(app_url) as q:
         assert q.table_prefix == PREFIX

@@ -306,8 +306,8 @@ def _refuse_uncopyable(src: sqlite3.Connection, dst: Any, path: str, names: Name
         raise GraduateError(
             f"{found} value(s) in {path} cannot be stored by PostgreSQL; nothing was copied:\n"
             + "\n".join(problems)
-            + f"\n{more}fix or clear them in the SQLite file (e.g. UPDATE jobs SET result = NULL "
-            "WHERE id = …), or delete those jobs, then run graduate again"
+            + f"\n{more}fix or clear them in the SQLite file (e.g. UPDATE {names.src('jobs')} "
+            "SET result = NULL WHERE id = …), or delete those jobs, then run graduate again"
         )
 
 
