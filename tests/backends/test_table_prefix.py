@@ -454,3 +454,11 @@ def test_the_cli_graduates_a_prefixed_file_named_bare(tmp_path: Path, pg_empty_u
     assert out.returncode == 0, out.stderr
     assert "prefix 'q_'" in out.stdout
     assert run_sql(pg_empty_url, "SELECT count(*) FROM q_jobs") == [(1,)]
+
+
+def test_a_prefix_whose_names_the_app_already_uses_is_refused_untouched(app_url: str) -> None:
+    run_sql(app_url, "CREATE TABLE app_jobs (id INTEGER PRIMARY KEY)")
+    before = objects(app_url), app_state(app_url)
+    with pytest.raises(SchemaConflictError, match=r"'app_jobs'.*another table_prefix than 'app_'"):
+        errands.Queue(with_prefix(app_url, "app_"))
+    assert (objects(app_url), app_state(app_url)) == before
