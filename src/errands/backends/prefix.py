@@ -113,8 +113,9 @@ def choose(named: str | None, found: list[str], where: str) -> str:
 
 def read_only_names(path: str, query: str) -> list[str]:
     """The first column of ``query`` on the SQLite file at ``path``, opened read-only (a
-    missing file: none): the discovery reads an application's file without changing it."""
-    if not os.path.exists(path):
+    missing file, or a directory: none, and opening it says what is wrong): the discovery
+    reads an application's file without changing it."""
+    if not os.path.isfile(path):
         return []
     conn = sqlite3.connect(f"file:{quote(path)}?mode=ro", uri=True)
     try:
