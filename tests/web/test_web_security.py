@@ -66,6 +66,21 @@ PROTECTED = {
     ("/api/admin/queues/{name}/pause", "POST"),
     ("/api/admin/queues/{name}/resume", "POST"),
     ("/api/admin/limits", "GET"),
+    # the operator's job edits and schedule switches (issue #25)
+    ("/api/admin/jobs/{job_id:int}/delete", "POST"),
+    ("/api/admin/jobs/{job_id:int}/run_now", "POST"),
+    ("/api/admin/jobs/{job_id:int}/priority", "POST"),
+    ("/api/admin/jobs/delete", "POST"),
+    ("/api/admin/jobs/run_now", "POST"),
+    ("/api/admin/jobs/priority", "POST"),
+    ("/api/admin/periodic/{name}/disable", "POST"),
+    ("/api/admin/periodic/{name}/enable", "POST"),
+    ("/api/admin/periodic/{name}/run", "POST"),
+    ("/jobs/{job_id:int}/delete", "POST"),
+    ("/jobs/{job_id:int}/run_now", "POST"),
+    ("/jobs/{job_id:int}/priority", "POST"),
+    ("/periodic/disable", "POST"),
+    ("/periodic/enable", "POST"),
 }
 PUBLIC_MOUNTS = {"/static"}
 MUTATIONS = {(e.path, e.methods[0]) for e in ROUTES if e.kind == "mutation"}

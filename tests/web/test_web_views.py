@@ -288,7 +288,7 @@ def test_act_on_the_selected_rows(db_url: str, queue: errands.Queue) -> None:
     for bad in ("id=abc", "id=0", "", f"id={2**64}"):
         raw = f"csrf={token}&action=retry&{bad}"
         assert c.post("/jobs/act", content=raw, headers=form).status_code == 400, bad
-    raw = f"csrf={token}&action=delete&id={ids['failed'][2]}"
+    raw = f"csrf={token}&action=explode&id={ids['failed'][2]}"
     assert c.post("/jobs/act", content=raw, headers=form).status_code == 400
     assert snapshot(db_url) == before
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -352,6 +353,14 @@ class SQLiteBackend(SQLBackend):
 
     def _run_script(self, conn: Any, script: str) -> None:
         for statement in _statements(script):
+            # SQLite has no ADD COLUMN IF NOT EXISTS: a column already there is skipped, so a
+            # script applied again over a migrated database (a test re-running the jobs
+            # rebuild of 0009 and what follows) does what PostgreSQL's IF NOT EXISTS does.
+            added = _ADD_COLUMN.match(statement)
+            if added is not None:
+                rows = conn.execute(self.q["table_columns"], {"table": added[1]}).fetchall()
+                if any(r[0] == added[2] for r in rows):
+                    continue
             conn.execute(statement)
 
     def migrate(self) -> None:
@@ -566,6 +575,9 @@ class _Held:
 
 def _lenient_text(data: bytes) -> str:
     return data.decode("utf-8", "replace")
+
+
+_ADD_COLUMN = re.compile(r"ALTER\s+TABLE\s+(\w+)\s+ADD\s+COLUMN\s+(\w+)\s", re.IGNORECASE)
 
 
 def _statements(script: str) -> list[str]:

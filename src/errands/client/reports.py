@@ -17,7 +17,7 @@ counts each attempt; a lost attempt has no outcome and is not counted).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..backends.base import Backend, PeriodicRow, StateCount, WindowRow
@@ -137,6 +137,11 @@ def collect(
         if p["overdue"]
     ]
     retired = [{"name": p["name"], "type": p["type"]} for p in schedules if p["retired"]]
+    disabled = [
+        {"name": p["name"], "type": p["type"], "since": p["disabled_at"], "by": p["disabled_by"]}
+        for p in schedules
+        if p["disabled"]
+    ]
     dt = to_datetime(now)
     return {
         "now": None if dt is None else dt.isoformat(),
@@ -156,6 +161,7 @@ def collect(
         "unhandled_types": unhandled,
         "periodic_overdue": overdue,
         "periodic_retired": retired,
+        "periodic_disabled": disabled,
         "workers": workers,
         "wal": wal(backend, now, alive_seconds),
     }
@@ -233,9 +239,18 @@ def describe_all(
     return [describe(r, now, retired=r.name in retired) for r in rows]
 
 
+def owed(row: PeriodicRow) -> PeriodicRow:
+    """The schedule as the overdue rule should judge it: a schedule enabled again owes no
+    tick it skipped while disabled, as if it had last succeeded when it was enabled."""
+    if row.enabled_at is None or (row.last_succeeded_at or 0.0) >= row.enabled_at:
+        return row
+    return replace(row, last_succeeded_at=row.enabled_at)
+
+
 def describe(row: PeriodicRow, now: float, *, retired: bool = False) -> dict[str, Any]:
     """A schedule as ``errands periodic --json`` prints it."""
-    reason = None if retired else overdue_reason(row, now)
+    disabled = row.disabled_at is not None
+    reason = None if retired or disabled else overdue_reason(owed(row), now)
     return {
         "name": row.name,
         "type": row.type,
@@ -254,6 +269,9 @@ def describe(row: PeriodicRow, now: float, *, retired: bool = False) -> dict[str
             None if row.first_enqueued_at is None else iso(row.first_enqueued_at)
         ),
         "retired": retired,
+        "disabled": disabled,
+        "disabled_at": None if row.disabled_at is None else iso(row.disabled_at),
+        "disabled_by": row.disabled_by,
         "overdue": reason is not None,
         "overdue_reason": reason,
     }

@@ -6,7 +6,6 @@ periodic schedules (with "run now") and workers (with the jobs each holds). Rend
 
 from __future__ import annotations
 
-import json
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +16,6 @@ from starlette.responses import RedirectResponse, Response
 
 from ..client import reports
 from ..core import rollup
-from ..errors import JobNotFoundError
 from . import api, charts, pages, params, search
 
 if TYPE_CHECKING:
@@ -114,33 +112,36 @@ async def failures(request: Request, dash: Dashboard) -> Response:
     )
 
 
+def _periodic_data(dash: Dashboard) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+    """The schedules, and each job type's newest error code of the last 24 h (from the error
+    figures: one small read, however many jobs): a schedule's "last error"."""
+    rows = api.periodic_rows(dash)
+    newest: dict[str, dict[str, Any]] = {}
+    for e in dash.queue.errors(top=100):
+        seen = newest.get(e["type"])
+        # None: a job still retrying (newer than any finished one)
+        rank = (e["last_seen"] is None, e["last_seen"] or "")
+        if seen is None or rank > (seen["last_seen"] is None, seen["last_seen"] or ""):
+            newest[e["type"]] = e
+    return rows, newest
+
+
 async def periodic(request: Request, dash: Dashboard) -> Response:
-    rows = await run_in_threadpool(api.periodic_rows, dash)
+    rows, errors = await run_in_threadpool(_periodic_data, dash)
+    query = request.query_params
     ran = None
-    if request.query_params.get("ran"):
-        ran = params.job_id(
-            params.integer(request.query_params, "ran", default=None, low=1, high=params.MAX_ID)
-        )
-    context = {"page": "periodic", "schedules": rows, "ran": ran}
+    if query.get("ran"):
+        ran = params.job_id(params.integer(query, "ran", default=None, low=1, high=params.MAX_ID))
+    switched = query.get("switched") if query.get("switched") in ("disable", "enable") else None
+    context = {
+        "page": "periodic",
+        "schedules": rows,
+        "errors": errors,
+        "ran": ran,
+        "switched": switched,
+        "switched_name": (params.text(query, "schedule") or "") if switched else "",
+    }
     return pages.render(request, dash, "periodic.html", context)
-
-
-def _run_schedule(dash: Dashboard, name: str) -> int:
-    """Enqueue a schedule's job now, as its next tick would (its own tick is not moved)."""
-    q = dash.queue
-    for row in q.backend.list_periodic():
-        if row.name == name:
-            return q.enqueue(row.type, json.loads(row.payload), queue=row.queue, actor=api.ACTOR)
-    raise JobNotFoundError(f"no periodic schedule named {name!r:.80}; see the Periodic page")
-
-
-async def periodic_run(request: Request, dash: Dashboard) -> Response:
-    name = params.text(request.state.form, "name")
-    if name is None:
-        raise params.BadParameter("name is required: the schedule to run now")
-    job_id = await run_in_threadpool(_run_schedule, dash, name)
-    target = request.url_for("periodic").include_query_params(ran=job_id)
-    return RedirectResponse(target, status_code=303)
 
 
 def _queues_data(dash: Dashboard) -> list[dict[str, Any]]:
