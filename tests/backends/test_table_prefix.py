@@ -249,6 +249,24 @@ def test_a_real_worker_process_runs_the_jobs_beside_the_apps_tables(
     assert app_state(app_url) == before
 
 
+def test_every_state_a_later_migration_allows_is_allowed_under_a_prefix(app_url: str) -> None:
+    """A migration that widens a CHECK (0008: an attempt `snoozed`; 0009: a job `waiting`)
+    drops the constraint by the name PostgreSQL generated from the table's name: under a
+    prefix that name carries the prefix too, or the old CHECK stays and refuses the state."""
+    with errands.Queue(with_prefix(app_url)) as q:
+
+        @q.task
+        def nap() -> None:
+            raise errands.Snooze(3600)
+
+        first = q.enqueue("nap", {})
+        later = q.enqueue("nap", {}, after=[first])
+        assert get_job(q, later).status == "waiting"
+        q.run_worker(concurrency=1, burst=True)
+        assert [a.status for a in q.attempts(first)] == ["snoozed"]
+        assert get_job(q, first).status == "queued"
+
+
 def test_connection_enqueue_commits_with_the_apps_own_transaction_or_not_at_all(
     app_url: str,
 ) -> None:

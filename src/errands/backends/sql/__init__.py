@@ -108,6 +108,12 @@ _CREATED = re.compile(
     r"\"?(\w+)\"?",
     re.IGNORECASE,
 )
+# ALTER TABLE … DROP|ADD CONSTRAINT [IF EXISTS] name: a later migration replacing a CHECK
+# names the constraint PostgreSQL generated as <table>_<column>_check, so with a prefix the
+# name must carry it too (errands_jobs_status_check), or the DROP misses the old CHECK.
+_CONSTRAINT = re.compile(
+    r"\b(?:DROP|ADD)\s+CONSTRAINT\s+(?:IF\s+EXISTS\s+)?\"?(\w+)\"?", re.IGNORECASE
+)
 
 
 @cache
@@ -135,8 +141,20 @@ def object_names(dialect: str) -> frozenset[str]:
     sequence and function errands' migrations create (read from the scripts, so it cannot
     drift from them), its migrations table and its channels."""
     return frozenset(
-        {name for _, name in created_objects(dialect)} | {MIGRATIONS_TABLE, *CHANNELS[dialect]}
+        {name for _, name in created_objects(dialect)}
+        | set(named_constraints(dialect))
+        | {MIGRATIONS_TABLE, *CHANNELS[dialect]}
     )
+
+
+@cache
+def named_constraints(dialect: str) -> tuple[str, ...]:
+    """The constraints a migration drops or adds by name (a CHECK replaced in place)."""
+    found: set[str] = set()
+    for _, script in migrations(dialect):
+        body = "\n".join(line.split("--", 1)[0] for line in script.splitlines())
+        found.update(name.lower() for name in _CONSTRAINT.findall(body))
+    return tuple(sorted(found))
 
 
 # One token at a time, leftmost first: a comment, a string literal, a quoted identifier, a
