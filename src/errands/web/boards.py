@@ -7,13 +7,14 @@ periodic schedules (with "run now") and workers (with the jobs each holds). Rend
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import URL
 from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response
+from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from ..client import reports
 from ..core import rollup
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     from .common import Dashboard
 
 FAILURE_WINDOWS = ("1h", "24h", "7d")
-FAILURE_PAGE = 50  # groups per page of /failures (the total is always shown)
+FAILURE_PAGE = 50  # groups per page of /failures and /api/admin/errors (the total is shown)
 MAX_GROUPS = 100_000  # error groups read for /failures: (code, type) pairs, not jobs
 CANCELLED_PREFIX = "CANCELLED:"  # an operator's or upstream's decision, not a failure
 
@@ -38,14 +39,77 @@ def failures_only(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 WEEK_TTL = 60.0  # seconds the 7-day figures are kept between refreshes (common.cached)
 
 
-def _failure_groups(dash: Dashboard, since: float) -> dict[str, Any]:
+def _failure_groups(dash: Dashboard, since: float, keep: bool) -> dict[str, Any]:
     def read() -> list[dict[str, Any]]:
         return dash.queue.errors(top=MAX_GROUPS, since=since)
 
-    rows = dash.cached(f"errors:{since}", WEEK_TTL, read) if since > 86400 else read()
+    # Kept only for the named windows (1h, 24h, 7d): any other duration is computed each time,
+    # so no one can fill the memory with keys.
+    rows = dash.cached(f"errors:{since}", WEEK_TTL, read) if keep and since > 86400 else read()
     groups = failures_only(rows)
     cancelled = sum(r["count"] for r in rows if r not in groups)
     return {"groups": groups, "cancelled": cancelled}
+
+
+@dataclass(frozen=True, slots=True)
+class FailureFilters:
+    """The failures' filters, the same on ``/failures`` and ``/api/admin/errors``: ``window``
+    (a duration: 1h, 24h, 7d or ``<n>[smhdw]`` up to 90 days; ``since`` is its older name,
+    still taken) and ``page`` (50 groups a page); the API also takes ``top`` (at most that
+    many groups of the page, 1-100)."""
+
+    window: str
+    seconds: float
+    page: int
+    top: int | None
+
+    def kept(self) -> dict[str, Any]:
+        return {"window": self.window}
+
+
+def failure_filters(query: Any) -> FailureFilters:
+    name = "window"
+    if not query.get("window") and query.get("since"):
+        name = "since"  # the older name of the API's window, kept for scripts
+    elif query.get("window") and query.get("since") and query["window"] != query["since"]:
+        raise params.BadParameter("give window (or its older name since), not both")
+    chosen = query.get(name) or "24h"
+    seconds = params.window(query, name)
+    number = params.integer(query, "page", default=1, low=1, high=1_000_000) or 1
+    top = params.integer(query, "top", default=None, low=1, high=100)
+    return FailureFilters(str(chosen), seconds, number, top)
+
+
+def failure_page(dash: Dashboard, f: FailureFilters) -> dict[str, Any]:
+    """The groups of one page of failures (without cancellations), with the totals."""
+    data = _failure_groups(dash, f.seconds, f.window in params.WINDOWS)
+    every = data["groups"]
+    page_count = max(-(-len(every) // FAILURE_PAGE), 1)
+    number = min(f.page, page_count)
+    shown = every[(number - 1) * FAILURE_PAGE : number * FAILURE_PAGE]
+    if f.top is not None:
+        shown = shown[: f.top]
+    return {
+        "groups": shown,
+        "page": number,
+        "pages": page_count,
+        "total_groups": len(every),
+        "total_jobs": sum(r["count"] for r in every),
+        "cancelled": data["cancelled"],
+    }
+
+
+async def api_errors(request: Request, dash: Dashboard) -> Response:
+    """``GET /api/admin/errors``: the rows of ``/failures`` with the same query string."""
+    f = failure_filters(request.query_params)
+    got = await run_in_threadpool(failure_page, dash, f)
+    body = {
+        "errors": got["groups"],
+        "window": f.window,
+        "since_seconds": f.seconds,
+        **{k: got[k] for k in ("page", "pages", "total_groups", "total_jobs", "cancelled")},
+    }
+    return JSONResponse(body)
 
 
 SAMPLE_CHARS = 200  # of a group's newest message, on the Failures page
@@ -64,17 +128,10 @@ def _samples(dash: Dashboard, groups: list[dict[str, Any]]) -> list[dict[str, An
 
 
 async def failures(request: Request, dash: Dashboard) -> Response:
-    query = request.query_params
-    chosen = query.get("window") or "24h"
-    if chosen not in FAILURE_WINDOWS:
-        raise params.BadParameter(f"window must be one of {', '.join(FAILURE_WINDOWS)}")
-    number = params.integer(query, "page", default=1, low=1, high=1_000_000) or 1
-    data = await run_in_threadpool(_failure_groups, dash, params.WINDOWS[chosen])
-    every = data["groups"]
-    page_count = max(-(-len(every) // FAILURE_PAGE), 1)
-    number = min(number, page_count)
-    shown = every[(number - 1) * FAILURE_PAGE : number * FAILURE_PAGE]
-    samples = await run_in_threadpool(_samples, dash, shown)
+    f = failure_filters(request.query_params)
+    got = await run_in_threadpool(failure_page, dash, f)
+    number, page_count = got["page"], got["pages"]
+    samples = await run_in_threadpool(_samples, dash, got["groups"])
     groups = [
         {
             **r,
@@ -86,11 +143,11 @@ async def failures(request: Request, dash: Dashboard) -> Response:
             ),
             "sample": sample,
         }
-        for r, sample in zip(shown, samples, strict=True)
+        for r, sample in zip(got["groups"], samples, strict=True)
     ]
 
     def page_url(n: int) -> URL:
-        return request.url_for("failures").include_query_params(window=chosen, page=n)
+        return request.url_for("failures").include_query_params(window=f.window, page=n)
 
     return pages.render(
         request,
@@ -99,17 +156,20 @@ async def failures(request: Request, dash: Dashboard) -> Response:
         {
             "page": "failures",
             "groups": groups,
-            "window": chosen,
+            "window": f.window,
             "windows": FAILURE_WINDOWS,
-            "total_groups": len(every),
-            "total_jobs": sum(r["count"] for r in every),
+            "total_groups": got["total_groups"],
+            "total_jobs": got["total_jobs"],
             "first_index": (number - 1) * FAILURE_PAGE + 1,
             "page_number": number,
             "page_count": page_count,
             "prev_url": page_url(number - 1) if number > 1 else None,
             "next_url": page_url(number + 1) if number < page_count else None,
-            "cancelled": data["cancelled"],
+            "cancelled": got["cancelled"],
             "cancelled_url": request.url_for("jobs").include_query_params(status="cancelled"),
+            "api_url": request.url_for("api_errors").include_query_params(
+                window=f.window, page=number
+            ),
         },
     )
 
@@ -226,15 +286,80 @@ async def workers(request: Request, dash: Dashboard) -> Response:
 CHART_WINDOWS = {"24h": 24, "7d": 168}
 
 
-def _overview_data(dash: Dashboard, hours: int) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class ChartFilters:
+    """The charts' filters, the same on the overview and ``/api/admin/charts``: ``window``
+    (24h or 7d), ``type`` and ``queue`` (exact names; either, both or neither)."""
+
+    window: str
+    type: str | None
+    queue: str | None
+
+    @property
+    def hours(self) -> int:
+        return CHART_WINDOWS[self.window]
+
+    def kept(self) -> dict[str, str]:
+        """The filters given, as query parameters (for links)."""
+        out = {"window": self.window, "type": self.type, "queue": self.queue}
+        return {k: v for k, v in out.items() if v is not None}
+
+
+def chart_filters(query: Any) -> ChartFilters:
+    chosen = query.get("window") or "24h"
+    if chosen not in CHART_WINDOWS:
+        raise params.BadParameter(
+            f"window must be one of {', '.join(CHART_WINDOWS)}; got {chosen!r:.40}"
+        )
+    return ChartFilters(chosen, params.text(query, "type"), params.text(query, "queue"))
+
+
+def known_names(dash: Dashboard) -> tuple[list[str], list[str]]:
+    """The job types and queues that have jobs (for the charts' selectors), kept a minute."""
+
+    def read() -> tuple[list[str], list[str]]:
+        rows = dash.queue.backend.state_counts()
+        return sorted({r.type for r in rows}), sorted({r.queue for r in rows})
+
+    return dash.cached("names", WEEK_TTL, read)
+
+
+def chart_series(
+    dash: Dashboard, f: ChartFilters
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(finished per hour, wait/run p50/p95 per hour) for the filters. All jobs, or one queue:
+    the minute figures (every attempt's run). One type (and queue): its rows still kept plus
+    the hourly rollup of its pruned ones (each job once: its last attempt). The 7-day figures
+    are kept a minute; for a type or queue only when it names one that has jobs, so hostile
+    names cannot fill the memory."""
+    q = dash.queue
+    now = q.clock()
+
+    def read() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        if f.type is not None:
+            return reports.hourly_of_type(q.backend, now, f.hours, f.type, f.queue)
+        return (
+            reports.hourly_throughput(q.backend, now, f.hours, f.queue),
+            reports.hourly_latency(q.backend, now, f.hours, f.queue),
+        )
+
+    if f.hours <= 24:
+        return read()
+    if f.type is not None or f.queue is not None:
+        types, queues = known_names(dash)
+        if (f.type is not None and f.type not in types) or (
+            f.queue is not None and f.queue not in queues
+        ):
+            return read()
+    return dash.cached(f"hours:{f.hours}:{f.type!r}:{f.queue!r}", WEEK_TTL, read)
+
+
+def _overview_data(dash: Dashboard, f: ChartFilters) -> dict[str, Any]:
     q = dash.queue
     figures = q.stats(top=20)
     figures["top_errors"] = failures_only(figures["top_errors"])[:6]
-
-    def read() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        return q.throughput(hours=hours), reports.hourly_latency(q.backend, q.clock(), hours)
-
-    series, latency = dash.cached(f"hours:{hours}", WEEK_TTL, read) if hours > 24 else read()
+    series, latency = chart_series(dash, f)
+    rows = figures["by_queue_type"]
     return {
         "stats": figures,
         "throughput_chart": charts.throughput(series),
@@ -243,13 +368,40 @@ def _overview_data(dash: Dashboard, hours: int) -> dict[str, Any]:
         "run_chart": charts.latency(latency, "run"),
         "counts_chart": charts.counts(figures["counts"]),
         "finished": sum(h["succeeded"] + h["failed"] + h["cancelled"] for h in series),
+        "types": sorted({r["type"] for r in rows} | ({f.type} if f.type else set())),
+        "queues": sorted({r["queue"] for r in rows} | ({f.queue} if f.queue else set())),
     }
 
 
 async def overview(request: Request, dash: Dashboard) -> Response:
-    chosen = request.query_params.get("window") or "24h"
-    if chosen not in CHART_WINDOWS:
-        raise params.BadParameter(f"window must be one of {', '.join(CHART_WINDOWS)}")
-    data = await run_in_threadpool(_overview_data, dash, CHART_WINDOWS[chosen])
-    context = {"page": "overview", "window": chosen, "windows": CHART_WINDOWS, **data}
+    f = chart_filters(request.query_params)
+    data = await run_in_threadpool(_overview_data, dash, f)
+    here = request.url_for("overview")
+    context = {
+        "page": "overview",
+        "window": f.window,
+        "windows": CHART_WINDOWS,
+        "f": f,
+        "window_urls": {
+            w: here.include_query_params(**{**f.kept(), "window": w}) for w in CHART_WINDOWS
+        },
+        "charts_api_url": request.url_for("api_charts").include_query_params(**f.kept()),
+        **data,
+    }
     return pages.render(request, dash, "overview.html", context)
+
+
+def charts_body(dash: Dashboard, f: ChartFilters) -> dict[str, Any]:
+    """``GET /api/admin/charts``: the overview's four charts as numbers, one entry per hour."""
+    series, latency = chart_series(dash, f)
+    return {
+        "window": f.window,
+        "type": f.type,
+        "queue": f.queue,
+        "hours": [{**s, **lat} for s, lat in zip(series, latency, strict=True)],
+    }
+
+
+async def api_charts(request: Request, dash: Dashboard) -> Response:
+    f = chart_filters(request.query_params)
+    return JSONResponse(await run_in_threadpool(charts_body, dash, f))

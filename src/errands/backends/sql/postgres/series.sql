@@ -47,3 +47,82 @@ FROM job_stats_minutely
 WHERE measure IN ('wait', 'run') AND minute >= to_timestamp(:since)
 GROUP BY 1, 2, 3
 ORDER BY 1, 2, 3;
+
+-- name: hourly_of_type
+-- The charts of one :type (and :queue when given), from the rows still in the table: per hour
+-- of finish and outcome, the jobs with the histogram buckets of their wait (due → start of
+-- the last attempt) and run (that start → outcome), as the Pruner's rollup counts them
+-- (rollup.durations), so an hour reads the same before and after it is pruned. NULL buckets:
+-- a job cancelled before it started has neither.
+SELECT hour, outcome, wait_bucket, run_bucket, COUNT(*) AS n,
+       MAX(w) AS wait_max, MAX(r) AS run_max
+FROM (
+    SELECT to_timestamp(floor(extract(epoch FROM finished_at) / 3600) * 3600) AS hour,
+           status AS outcome, w, r,
+           CASE WHEN w IS NOT NULL THEN errands_bucket(w) END AS wait_bucket,
+           CASE WHEN r IS NOT NULL THEN errands_bucket(r) END AS run_bucket
+    FROM (
+        SELECT finished_at, status,
+               CASE WHEN started_at IS NOT NULL AND run_at IS NOT NULL
+                    THEN GREATEST(EXTRACT(EPOCH FROM started_at) - EXTRACT(EPOCH FROM run_at),
+                                  0)::float8 END AS w,
+               CASE WHEN started_at IS NOT NULL
+                    THEN GREATEST(EXTRACT(EPOCH FROM finished_at)
+                                  - EXTRACT(EPOCH FROM started_at), 0)::float8 END AS r
+        FROM jobs
+        WHERE type = :type AND status IN ('succeeded', 'failed', 'cancelled')
+          AND finished_at >= to_timestamp(:since)
+          AND (CAST(:queue AS text) IS NULL OR queue = :queue)
+    ) AS f
+) AS b
+GROUP BY hour, outcome, wait_bucket, run_bucket;
+
+-- name: hourly_rollup_of_type
+-- The same charts' pruned part: the rolled-up hours of one :type (and :queue when given).
+SELECT hour, outcome, count AS n, wait_max, run_max, wait_hist, run_hist
+FROM job_stats_hourly
+WHERE hour >= to_timestamp(:since) AND type = :type
+  AND (CAST(:queue AS text) IS NULL OR queue = :queue)
+ORDER BY hour;
+
+-- name: hourly_outcomes_of_queue
+-- hourly_outcomes for one :queue: finished jobs per hour and outcome since :since.
+WITH kept AS (
+    SELECT COALESCE(to_timestamp(floor(extract(epoch FROM MIN(m)) / 3600) * 3600 + 3600),
+                    'infinity'::timestamptz) AS at
+    FROM (
+        SELECT MIN(minute) AS m FROM job_stats_minutely WHERE measure = 'succeeded'
+        UNION ALL SELECT MIN(minute) FROM job_stats_minutely WHERE measure = 'failed'
+        UNION ALL SELECT MIN(minute) FROM job_stats_minutely WHERE measure = 'cancelled'
+    ) AS oldest
+)
+SELECT hour, outcome, SUM(n) AS n FROM (
+    SELECT to_timestamp(floor(extract(epoch FROM minute) / 3600) * 3600) AS hour,
+           measure AS outcome, SUM(count) AS n
+    FROM job_stats_minutely, kept
+    WHERE measure IN ('succeeded', 'failed', 'cancelled')
+      AND minute >= GREATEST(to_timestamp(:since), kept.at) AND queue = :queue
+    GROUP BY 1, 2
+    UNION ALL
+    SELECT to_timestamp(floor(extract(epoch FROM finished_at) / 3600) * 3600) AS hour,
+           status AS outcome, COUNT(*) AS n
+    FROM jobs, kept
+    WHERE status IN ('succeeded', 'failed', 'cancelled') AND finished_at >= to_timestamp(:since)
+      AND finished_at < kept.at AND queue = :queue
+    GROUP BY 1, 2
+    UNION ALL
+    SELECT hour, outcome, SUM(count) AS n FROM job_stats_hourly, kept
+    WHERE hour >= to_timestamp(:since) AND hour < kept.at AND queue = :queue
+    GROUP BY hour, outcome
+) AS merged
+GROUP BY hour, outcome
+ORDER BY hour, outcome;
+
+-- name: hourly_latency_of_queue
+-- hourly_latency for one :queue.
+SELECT to_timestamp(floor(extract(epoch FROM minute) / 3600) * 3600) AS hour, measure, bucket,
+       SUM(count) AS count, MAX(maximum) AS maximum
+FROM job_stats_minutely
+WHERE measure IN ('wait', 'run') AND minute >= to_timestamp(:since) AND queue = :queue
+GROUP BY 1, 2, 3
+ORDER BY 1, 2, 3;
