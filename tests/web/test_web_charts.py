@@ -209,3 +209,25 @@ def test_hostile_names_are_text_and_do_not_fill_the_cache(queue: errands.Queue) 
     assert len(cache) == size  # unknown names are computed, never kept
     assert c.get("/api/admin/charts", params={"window": "7d", "type": "resize"}).json()
     assert len(cache) == size + 1  # a type that has jobs is kept a minute
+
+
+def test_hours_are_cut_in_utc_whatever_the_sessions_time_zone(pg_url: str) -> None:
+    """PostgreSQL cuts the hours in SQL: a database whose sessions run at +05:30 (no whole
+    hour off UTC) still puts each job in its UTC hour, for every kind of chart."""
+    import psycopg
+
+    dbname = pg_url.rsplit("/", 1)[1]
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f"ALTER DATABASE \"{dbname}\" SET TimeZone = 'Asia/Kolkata'")
+        assert conn.execute("SHOW TimeZone").fetchone() is not None
+    with errands.Queue(pg_url) as q:
+        with psycopg.connect(pg_url) as conn:
+            (zone,) = conn.execute("SHOW TimeZone").fetchone() or ("",)
+        assert zone == "Asia/Kolkata"
+        world = history(q)
+        c = TestClient(create_app(q))
+        for query in ("window=7d&type=resize", "window=7d", "window=7d&queue=images"):
+            week = charts_json(c, query)
+            recent = hour_of(week, world["hours"]["recent"])
+            assert recent["succeeded"] == (1 if "images" in query else 3 if "type" in query else 6)
+            assert all(h["hour"] % HOUR == 0 for h in week)
