@@ -318,24 +318,14 @@ def chart_filters(query: Any) -> ChartFilters:
     return ChartFilters(chosen, params.text(query, "type"), params.text(query, "queue"))
 
 
-def known_names(dash: Dashboard) -> tuple[list[str], list[str]]:
-    """The job types and queues that have jobs (for the charts' selectors), kept a minute."""
-
-    def read() -> tuple[list[str], list[str]]:
-        rows = dash.queue.backend.state_counts()
-        return sorted({r.type for r in rows}), sorted({r.queue for r in rows})
-
-    return dash.cached("names", WEEK_TTL, read)
-
-
 def chart_series(
     dash: Dashboard, f: ChartFilters
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(finished per hour, wait/run p50/p95 per hour) for the filters. All jobs, or one queue:
     the minute figures (every attempt's run). One type (and queue): its rows still kept plus
     the hourly rollup of its pruned ones (each job once: its last attempt). The 7-day figures
-    are kept a minute; for a type or queue only when it names one that has jobs, so hostile
-    names cannot fill the memory."""
+    are kept a minute; for a type or queue only when something of it finished in the week, so
+    hostile names (which match nothing) cannot fill the memory."""
     q = dash.queue
     now = q.clock()
 
@@ -349,13 +339,13 @@ def chart_series(
 
     if f.hours <= 24:
         return read()
-    if f.type is not None or f.queue is not None:
-        types, queues = known_names(dash)
-        if (f.type is not None and f.type not in types) or (
-            f.queue is not None and f.queue not in queues
-        ):
-            return read()
-    return dash.cached(f"hours:{f.hours}:{f.type!r}:{f.queue!r}", WEEK_TTL, read)
+    key = f"hours:{f.hours}:{f.type!r}:{f.queue!r}"
+    if f.type is None and f.queue is None:
+        return dash.cached(key, WEEK_TTL, read)
+    got = dash.cached(key, WEEK_TTL, read)
+    if not any(h["succeeded"] or h["failed"] or h["cancelled"] for h in got[0]):
+        dash.forget(key)
+    return got
 
 
 def _overview_stats(dash: Dashboard) -> dict[str, Any]:
