@@ -133,8 +133,24 @@ def test_since_is_still_taken_as_windows_older_name(queue: errands.Queue) -> Non
     for window in ("91d", "forever", "-1h"):
         assert c.get(f"/failures?window={window}").status_code == 400
         assert c.get(f"/api/admin/errors?window={window}").status_code == 400
-    # top, kept for scripts: at most that many groups of the page.
+    # top (SPEC: errors?top=N, the N largest): the size of a page, on both.
     assert len(c.get("/api/admin/errors?top=1").json()["errors"]) == 1
+
+
+def test_top_is_the_page_size_on_both(queue: errands.Queue) -> None:
+    failing(queue, 7)
+    c = TestClient(create_app(queue))
+    top3 = c.get("/api/admin/errors?top=3").json()
+    assert [e["type"] for e in top3["errors"]] == ["t06", "t05", "t04"]  # the 3 largest
+    assert top3["pages"] == 3 and top3["total_groups"] == 7
+    second = c.get("/api/admin/errors?top=3&page=2").json()
+    assert [e["type"] for e in second["errors"]] == ["t03", "t02", "t01"]
+    html = c.get("/failures?top=3&page=2").text
+    assert [g[1] for g in page_groups(html)] == ["t03", "t02", "t01"]
+    links = {unescape(u) for u in re.findall(r'href="([^"]+)"', html)}
+    assert "http://testserver/failures?window=24h&top=3&page=3" in links  # the pager keeps it
+    assert len(c.get("/api/admin/errors?top=100").json()["errors"]) == 7
+    assert c.get("/api/admin/errors?top=101").status_code == 400
 
 
 def test_the_overview_and_its_twin_give_the_same_totals(queue: errands.Queue) -> None:

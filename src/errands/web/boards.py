@@ -57,16 +57,21 @@ def _failure_groups(dash: Dashboard, since: float, keep: bool) -> dict[str, Any]
 class FailureFilters:
     """The failures' filters, the same on ``/failures`` and ``/api/admin/errors``: ``window``
     (a duration: 1h, 24h, 7d or ``<n>[smhdw]`` up to 90 days; ``since`` is its older name,
-    still taken) and ``page`` (50 groups a page); the API also takes ``top`` (at most that
-    many groups of the page, 1-100)."""
+    still taken), ``page`` and ``top``: groups a page, 1-100 (50 unless given; SPEC §5b's
+    ``/api/admin/errors?top=N`` is the N largest groups, page 1)."""
 
     window: str
     seconds: float
     page: int
     top: int | None
 
+    @property
+    def size(self) -> int:
+        return self.top or FAILURE_PAGE
+
     def kept(self) -> dict[str, Any]:
-        return {"window": self.window}
+        """The filters, as query parameters for links (``top`` only when given)."""
+        return {"window": self.window, **({"top": self.top} if self.top else {})}
 
 
 def failure_filters(query: Any) -> FailureFilters:
@@ -86,11 +91,10 @@ def failure_page(dash: Dashboard, f: FailureFilters) -> dict[str, Any]:
     """The groups of one page of failures (without cancellations), with the totals."""
     data = _failure_groups(dash, f.seconds, f.window in params.WINDOWS)
     every = data["groups"]
-    page_count = max(-(-len(every) // FAILURE_PAGE), 1)
+    size = f.size
+    page_count = max(-(-len(every) // size), 1)
     number = min(f.page, page_count)
-    shown = every[(number - 1) * FAILURE_PAGE : number * FAILURE_PAGE]
-    if f.top is not None:
-        shown = shown[: f.top]
+    shown = every[(number - 1) * size : number * size]
     return {
         "groups": shown,
         "page": number,
@@ -149,7 +153,7 @@ async def failures(request: Request, dash: Dashboard) -> Response:
     ]
 
     def page_url(n: int) -> URL:
-        return request.url_for("failures").include_query_params(window=f.window, page=n)
+        return request.url_for("failures").include_query_params(**f.kept(), page=n)
 
     return pages.render(
         request,
@@ -162,16 +166,14 @@ async def failures(request: Request, dash: Dashboard) -> Response:
             "windows": FAILURE_WINDOWS,
             "total_groups": got["total_groups"],
             "total_jobs": got["total_jobs"],
-            "first_index": (number - 1) * FAILURE_PAGE + 1,
+            "first_index": (number - 1) * f.size + 1,
             "page_number": number,
             "page_count": page_count,
             "prev_url": page_url(number - 1) if number > 1 else None,
             "next_url": page_url(number + 1) if number < page_count else None,
             "cancelled": got["cancelled"],
             "cancelled_url": request.url_for("jobs").include_query_params(status="cancelled"),
-            "api_url": request.url_for("api_errors").include_query_params(
-                window=f.window, page=number
-            ),
+            "api_url": request.url_for("api_errors").include_query_params(**f.kept(), page=number),
         },
     )
 
