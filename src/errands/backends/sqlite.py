@@ -26,7 +26,7 @@ from ..errors import (
     DatabaseError,
     DatabaseReplacedError,
 )
-from . import forks, sql, sqlite_wakeup
+from . import forks, prefix, sql, sqlite_wakeup
 from .base import ClaimedJob, ClaimRequest, EnqueueCall, NewJob, Outcome, RescueReport
 from .host import Conn
 from .sqlbase import SQLBackend
@@ -52,7 +52,9 @@ _NETWORK_FS = {
 
 
 def path_from_url(url: str) -> str:
-    """``app.db``, ``sqlite:///relative.db`` or ``sqlite:////absolute.db`` → a file path."""
+    """``app.db``, ``sqlite:///relative.db`` or ``sqlite:////absolute.db`` → a file path
+    (a ``?table_prefix=…`` is not part of it)."""
+    url = prefix.split_url(url)[0]
     if url.startswith("sqlite://"):
         rest = url[len("sqlite://") :]
         if not rest.startswith("/"):
@@ -149,7 +151,7 @@ class SQLiteBackend(SQLBackend):
     # a commit (client/grouping.py) instead of queueing on the file lock for one each.
     group_commit = True
 
-    def __init__(self, url: str, settings: Settings) -> None:
+    def __init__(self, url: str, settings: Settings, table_prefix: str | None = None) -> None:
         if sqlite3.sqlite_version_info < MIN_SQLITE:
             raise DatabaseError(
                 f"SQLite {sqlite3.sqlite_version} is too old: errands needs 3.35 or newer "
@@ -172,6 +174,15 @@ class SQLiteBackend(SQLBackend):
         self._lock = threading.Lock()
         self._generation = forks.generation  # see _after_fork
         self._notifier = sqlite_wakeup.Notifier(self.path)
+        self._use_prefix(table_prefix)
+
+    def _migrations_tables(self) -> list[str]:
+        # Read-only, like _preflight: nothing of an application's file changes (not even
+        # the switch to WAL) before errands knows which tables are its own.
+        try:
+            return prefix.read_only_names(self.path, self.q["installations"])
+        except sqlite3.Error as exc:
+            raise translate(exc, self.path) from exc
 
     # -- connections -----------------------------------------------------------------------
 
