@@ -231,3 +231,27 @@ def test_hours_are_cut_in_utc_whatever_the_sessions_time_zone(pg_url: str) -> No
             recent = hour_of(week, world["hours"]["recent"])
             assert recent["succeeded"] == (1 if "images" in query else 3 if "type" in query else 6)
             assert all(h["hour"] % HOUR == 0 for h in week)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def bare_url(request: pytest.FixtureRequest, tmp_path: Any) -> str:
+    """A database errands has not installed into yet (a table prefix chooses its names)."""
+    if request.param == "sqlite":
+        return str(tmp_path / "app.db")
+    url: str = request.getfixturevalue("pg_empty_url")
+    return url
+
+
+def test_a_types_charts_read_the_prefixed_tables(bare_url: str) -> None:
+    """With a table prefix (docs/operations.md) the charts' own queries read errands' prefixed
+    tables, before and after a prune."""
+    q = errands.Queue(bare_url, table_prefix="acme_", retention={"succeeded": 1, "cancelled": 1})
+    try:
+        world = history(q)
+        c = TestClient(create_app(q))
+        before = charts_json(c, "window=7d&type=resize")
+        assert hour_of(before, world["hours"]["recent"])["run_p95"] == 7.0
+        assert q.prune(now=time.time() + 5).total > 0
+        assert charts_json(TestClient(create_app(q)), "window=7d&type=resize") == before
+    finally:
+        q.close()
