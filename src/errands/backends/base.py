@@ -301,6 +301,21 @@ class WindowRow:
     maximum: float
 
 
+@dataclass(frozen=True, slots=True)
+class TypeHour:
+    """Finished jobs of one type in one hour and outcome (``hourly_of_type``): ``count`` jobs,
+    histograms of their wait and run (``errands.core.rollup.BOUNDS``; a job cancelled before it
+    started is in neither) and the largest of each, in seconds."""
+
+    hour: float
+    outcome: str
+    count: int
+    wait_hist: list[int]
+    run_hist: list[int]
+    wait_max: float
+    run_max: float
+
+
 class Listener(Protocol):
     def close(self) -> None: ...
 
@@ -457,8 +472,13 @@ class StatsVerbs(Protocol):
 
     def state_counts(self) -> list[StateCount]: ...
     def window_rows(self, since: float) -> list[WindowRow]: ...
-    def hourly_outcomes(self, since: float) -> list[tuple[float, str, int]]: ...
-    def hourly_latency(self, since: float) -> list[tuple[float, str, int, int, float]]: ...
+    def hourly_outcomes(
+        self, since: float, queue: str | None = None
+    ) -> list[tuple[float, str, int]]: ...
+    def hourly_latency(
+        self, since: float, queue: str | None = None
+    ) -> list[tuple[float, str, int, int, float]]: ...
+    def hourly_of_type(self, since: float, jtype: str, queue: str | None) -> list[TypeHour]: ...
     def rollup_totals(self) -> list[tuple[str, str, str, int]]: ...
     def queued_types(self) -> list[tuple[str, str, int]]: ...
     def retry_histogram(self, since: float, now: float | None = None) -> dict[str, int]: ...

@@ -115,7 +115,12 @@ class Reads(_Parts):
             running_limit=validate.integer(running_limit, "running_limit", 1, validate.INT32_MAX),
         )
         # Flow control: the paused queues (by whom, since when, why) and the limits.
-        out["paused_queues"] = [i.to_dict() for i in limits.queues(self.backend) if i.paused]
+        # Each queue's counts are read only when something is paused (most of the time
+        # nothing is, and counting the queued jobs per queue cost the overview 100-200 ms on
+        # PostgreSQL at 100,000 queued).
+        paused = self.backend.paused_queues()
+        queues = limits.queues(self.backend) if paused else []
+        out["paused_queues"] = [i.to_dict() for i in queues if i.paused]
         out["limits"] = [i.to_dict() for i in limits.limits(self.backend)]
         return out
 

@@ -201,15 +201,26 @@ def handles(worker: dict[str, Any], queue: str, jtype: str) -> bool:
     return (queues is None or queue in queues) and (types is None or jtype in types)
 
 
-def hourly_throughput(backend: Backend, now: float, hours: int) -> list[dict[str, Any]]:
-    """Finished jobs per hour over the ``hours`` hours up to ``now``, oldest first, one entry
-    per hour, zeros included (``Queue.throughput``)."""
-    first = (now // 3600.0 - (hours - 1)) * 3600.0
+def _first_hour(now: float, hours: int) -> float:
+    return (now // 3600.0 - (hours - 1)) * 3600.0
+
+
+def _empty_hours(first: float, hours: int) -> dict[float, dict[str, Any]]:
     series: dict[float, dict[str, Any]] = {}
     for i in range(hours):
         hour = first + 3600.0 * i
         series[hour] = {"hour": hour, "succeeded": 0, "failed": 0, "cancelled": 0}
-    for hour, outcome, n in backend.hourly_outcomes(first):
+    return series
+
+
+def hourly_throughput(
+    backend: Backend, now: float, hours: int, queue: str | None = None
+) -> list[dict[str, Any]]:
+    """Finished jobs per hour over the ``hours`` hours up to ``now``, oldest first, one entry
+    per hour, zeros included (``Queue.throughput``); of every queue or of ``queue``."""
+    first = _first_hour(now, hours)
+    series = _empty_hours(first, hours)
+    for hour, outcome, n in backend.hourly_outcomes(first, queue):
         slot = series.get(float(hour))
         if slot is not None and outcome in slot:
             slot[outcome] += n
@@ -277,17 +288,54 @@ def describe(row: PeriodicRow, now: float, *, retired: bool = False) -> dict[str
     }
 
 
-def hourly_latency(backend: Backend, now: float, hours: int) -> list[dict[str, Any]]:
+def hourly_latency(
+    backend: Backend, now: float, hours: int, queue: str | None = None
+) -> list[dict[str, Any]]:
     """Wait and run time p50/p95 per hour over the ``hours`` hours up to ``now``, oldest first,
-    one entry per hour (None where nothing finished), from the kept minute figures (8 days)."""
-    first = (now // 3600.0 - (hours - 1)) * 3600.0
+    one entry per hour (None where nothing finished), from the kept minute figures (8 days),
+    of every queue or of ``queue``."""
+    first = _first_hour(now, hours)
     measures: dict[tuple[float, str], Measure] = {}
-    for hour, measure, bucket, count, maximum in backend.hourly_latency(first):
+    for hour, measure, bucket, count, maximum in backend.hourly_latency(first, queue):
         m = measures.setdefault((float(hour), measure), Measure())
         m.count += count
         m.maximum = max(m.maximum, maximum)
         if 0 <= bucket < len(m.hist):
             m.hist[bucket] += count
+    return _latency_series(first, hours, measures)
+
+
+def hourly_of_type(
+    backend: Backend, now: float, hours: int, jtype: str, queue: str | None = None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """``hourly_throughput`` and ``hourly_latency`` of one job type (and ``queue``): each
+    finished job counted once — its outcome, its wait and the run of its last attempt — from
+    the rows still kept plus the hourly rollup of pruned ones (the same figures either way)."""
+    first = _first_hour(now, hours)
+    series = _empty_hours(first, hours)
+    measures: dict[tuple[float, str], Measure] = {}
+    for row in backend.hourly_of_type(first, jtype, queue):
+        slot = series.get(float(row.hour))
+        if slot is None:
+            continue
+        if row.outcome in slot:
+            slot[row.outcome] += row.count
+        for name, hist, maximum in (
+            ("wait", row.wait_hist, row.wait_max),
+            ("run", row.run_hist, row.run_max),
+        ):
+            if not any(hist):
+                continue
+            m = measures.setdefault((float(row.hour), name), Measure())
+            m.count += sum(hist)
+            m.maximum = max(m.maximum, maximum)
+            m.hist = rollup.merge(m.hist, hist)
+    return list(series.values()), _latency_series(first, hours, measures)
+
+
+def _latency_series(
+    first: float, hours: int, measures: dict[tuple[float, str], Measure]
+) -> list[dict[str, Any]]:
     series = []
     for i in range(hours):
         hour = first + 3600.0 * i

@@ -148,10 +148,11 @@ ROUTES: tuple[Endpoint, ...] = (
     ),
     _e("/api/admin/prune", api.prune, "POST", "api_prune", "protected", "mutation", True),
     _e("/api/admin/stats", api.stats, "GET", "api_stats", "protected", "read", True),
-    _e("/api/admin/errors", api.errors, "GET", "api_errors", "protected", "read", True),
+    _e("/api/admin/errors", boards.api_errors, "GET", "api_errors", "protected", "read", True),
     _e("/api/admin/workers", api.workers, "GET", "api_workers", "protected", "read", True),
     _e("/api/admin/periodic", api.periodic, "GET", "api_periodic", "protected", "read", True),
     _e("/api/admin/throughput", api.throughput, "GET", "api_throughput", "protected", "read", True),
+    _e("/api/admin/charts", boards.api_charts, "GET", "api_charts", "protected", "read", True),
     # Flow control (SPEC §4b); the dashboard's HTML for it is the pages' (branch dash)
     _e("/api/admin/queues", api.queues, "GET", "api_queues", "protected", "read", True),
     _e(
