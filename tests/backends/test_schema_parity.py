@@ -92,8 +92,10 @@ def postgres_schema(url: str) -> dict[str, Any]:
             ).fetchone()
             pk = tuple(pk_row[0]) if pk_row else ()
             indexes = set()
+            # indnatts counts INCLUDE columns too: SQLite has no INCLUDE, so its covering
+            # index lists them as trailing key columns (jobs_finished_type, migration 0011).
             for indexrelid, nkeys, unique, primary, partial, options in conn.execute(
-                "SELECT x.indexrelid, x.indnkeyatts, x.indisunique, x.indisprimary, "
+                "SELECT x.indexrelid, x.indnatts, x.indisunique, x.indisprimary, "
                 "x.indpred IS NOT NULL, x.indoption::int2[] FROM pg_index x "
                 "WHERE x.indrelid = %s::regclass",
                 (t,),
@@ -107,7 +109,7 @@ def postgres_schema(url: str) -> dict[str, Any]:
                                 "SELECT pg_get_indexdef(%s, %s, true)", (indexrelid, k + 1)
                             ).fetchone()
                         )[0],
-                        bool(options[k] & 1),  # INDOPTION_DESC
+                        k < len(options) and bool(options[k] & 1),  # INDOPTION_DESC
                     )
                     for k in range(nkeys)
                 )
