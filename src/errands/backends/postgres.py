@@ -193,14 +193,16 @@ class PostgresBackend(SQLBackend):
 
     @contextlib.contextmanager
     def _checkout(self) -> Iterator[psycopg.Connection[Any]]:
-        """A pooled connection, its return stamped for the freshness check (Freshness)."""
+        """A pooled connection (the pool's own ``connection()``, one context manager fewer
+        on every call), its return stamped for the freshness check (Freshness)."""
         pool = self._pool_here()
-        freshness = self._freshness
-        with pool.connection() as raw:
-            try:
+        raw = pool.getconn()
+        try:
+            with raw:  # as pool.connection(): an error rolls back, a broken one is replaced
                 yield raw
-            finally:
-                freshness.returned(raw)
+        finally:
+            self._freshness.returned(raw)
+            pool.putconn(raw)
 
     @contextlib.contextmanager
     def _write(self, name: str) -> Iterator[Conn]:
