@@ -278,15 +278,21 @@ def rq_(n: int, a: argparse.Namespace, env: dict[str, str]) -> dict[str, Any]:
     cmd = [os.path.join(os.path.dirname(sys.executable), "rq"), "worker", "--burst", "--url"]
     cmd += [a.redis, "peers"] + (["-w", RQ_WORKER_CLASS] if RQ_WORKER_CLASS else [])
     proc = worker(cmd, env, lambda: q.finished_job_registry.count, n)
+    many = threaded(n, lambda: lambda i: q.enqueue(apps.rq_noop, i))  # redis-py: thread-safe
     redis.flushdb()
-    return {"enqueue": rate(n, enq), "process": rate(n, proc), "how": "rq worker (forks per job)"}
+    return {
+        "enqueue": rate(n, enq),
+        "process": rate(n, proc),
+        **many,
+        "how": "rq worker (forks per job); producers share one rq Queue",
+    }
 
 
 def rq_simple(n: int, a: argparse.Namespace, env: dict[str, str]) -> dict[str, Any]:
     global RQ_WORKER_CLASS
     RQ_WORKER_CLASS = "rq.worker.SimpleWorker"
     result = rq_(n, a, env)
-    result["how"] = "rq worker -w SimpleWorker (no fork)"
+    result["how"] = "rq worker -w SimpleWorker (no fork); producers share one rq Queue"
     return result
 
 
