@@ -89,6 +89,7 @@ class Queue(Lifecycle, Reads, Actions, FlowControl):
         audit: Iterable[Event | str] | None = None,
         allow_network_filesystem: bool = False,
         allow_graduated: bool = False,
+        table_prefix: str | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         if url is None:
@@ -121,7 +122,7 @@ class Queue(Lifecycle, Reads, Actions, FlowControl):
         self._workers: list[LiveWorker] = []
         self._generation = forks.generation  # which process opened it (see close)
         self._close_pending = False
-        self.backend = open_backend(url, self.settings)
+        self.backend = open_backend(url, self.settings, table_prefix)
         try:
             self.backend.migrate()
         except BaseException:
@@ -170,6 +171,18 @@ class Queue(Lifecycle, Reads, Actions, FlowControl):
     def display_url(self) -> str:
         """The database URL with any password hidden, for messages and logs."""
         return redact(self.url)
+
+    @property
+    def table_prefix(self) -> str:
+        """The prefix of errands' table names in this database ('' for none): the one
+        named (``table_prefix=`` or ``?table_prefix=`` in the URL), else the one found."""
+        return self.backend.prefix
+
+    def table(self, name: str) -> str:
+        """What errands' table (or index, trigger) ``name`` is called in this database:
+        ``q.table("jobs")`` → ``"errands_jobs"`` under the prefix ``errands_``; for SQL of
+        your own, such as docs/operations.md's."""
+        return self.backend.table(name)
 
     # -- middleware --------------------------------------------------------------------------
 

@@ -273,8 +273,8 @@ def test_every_command_is_in_the_reference_and_named_in_the_readme() -> None:
     first_cells = [
         ln.split(" | ")[0] for ln in reference.splitlines() if ln.startswith("| `errands")
     ]
-    rows = {name for cell in first_cells for name in re.findall(r"`errands (\w+)", cell)}
+    rows = {name for cell in first_cells for name in re.findall(r"`errands ([\w-]+)", cell)}
     assert rows == commands
     (listed,) = re.findall(r"^The commands: (.*?)\.$", README, re.M | re.S)
-    assert set(re.findall(r"`(\w+)`", listed)) == commands
+    assert set(re.findall(r"`([\w-]+)`", listed)) == commands
     assert "docs/cli.md" in README and "| command | what it does |" not in README

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from errands.core.states import TRANSITIONS
+from errands.core.states import TRANSITIONS, Event
 
 ROOT = Path(__file__).resolve().parents[2]
 ARROW = re.compile(r"^\s*(\[\*\]|\w+) --> (\w+|\[\*\])(?:: (\w+) / (\w+))?\s*$")
@@ -24,6 +24,13 @@ def test_state_diagram_draws_exactly_the_transitions_table() -> None:
         for source in t.source or {"[*]"}:
             defined.add((str(source), t.target.value, t.name, event))
     assert drawn == defined
+
+
+def test_the_events_table_lists_exactly_the_events() -> None:
+    text = (ROOT / "docs" / "states.md").read_text()
+    section = text.split("## Events (`job_events.event`)")[1].split("\n## ")[0]
+    rows = set(re.findall(r"^\| `([A-Z_]+)` \|", section, re.M))
+    assert rows == {e.value for e in Event}
 
 
 def test_readme_opens_with_the_two_newcomer_commands() -> None:

@@ -126,6 +126,7 @@ def _screenshots(chromium: Any, base: str, world: dict[str, Any]) -> None:
     SHOTS.mkdir(parents=True, exist_ok=True)
     names = {
         "": "overview",
+        "?window=7d&type=resize": "overview-type",
         "jobs": "jobs",
         "jobs?view=retrying": "retrying",
         "failures": "failures",

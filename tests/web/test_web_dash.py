@@ -88,9 +88,15 @@ def test_every_form_action_redirects_and_a_reload_changes_nothing(
     @queue.periodic(every=3600, name="nightly")
     def nightly() -> None: ...
 
+    later = queue.enqueue("remind", {"n": 9}, delay=3600)
     c = TestClient(create_app(queue), follow_redirects=False)
     token = _csrf(c, f"/jobs/{ids['failed'][0]}")
     forms = {
+        "/jobs/{job_id:int}/priority": (f"/jobs/{later}/priority", {"priority": "3"}),
+        "/jobs/{job_id:int}/run_now": (f"/jobs/{later}/run_now", {}),
+        "/jobs/{job_id:int}/delete": (f"/jobs/{ids['ok'][0]}/delete", {}),
+        "/periodic/disable": ("/periodic/disable", {"name": "nightly"}),
+        "/periodic/enable": ("/periodic/enable", {"name": "nightly"}),
         "/jobs/{job_id:int}/retry": (f"/jobs/{ids['failed'][0]}/retry", {}),
         "/jobs/{job_id:int}/cancel": (f"/jobs/{ids['queued'][0]}/cancel", {}),
         "/bulk": ("/bulk", {"action": "retry", "status": "failed", "type": "charge"}),

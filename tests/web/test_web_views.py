@@ -288,7 +288,7 @@ def test_act_on_the_selected_rows(db_url: str, queue: errands.Queue) -> None:
     for bad in ("id=abc", "id=0", "", f"id={2**64}"):
         raw = f"csrf={token}&action=retry&{bad}"
         assert c.post("/jobs/act", content=raw, headers=form).status_code == 400, bad
-    raw = f"csrf={token}&action=delete&id={ids['failed'][2]}"
+    raw = f"csrf={token}&action=explode&id={ids['failed'][2]}"
     assert c.post("/jobs/act", content=raw, headers=form).status_code == 400
     assert snapshot(db_url) == before
 
@@ -357,10 +357,11 @@ def test_every_page_links_its_json_twin(queue: errands.Queue) -> None:
     populate(queue)
     c = TestClient(create_app(queue))
     pages = {
-        "/?window=7d": ("/api/admin/stats?window=7d", "/api/admin/throughput?hours=168"),
+        "/?window=7d": ("/api/admin/charts?window=7d", "/api/admin/stats?window=7d"),
+        "/?window=24h&type=resize": ("/api/admin/charts?window=24h&type=resize",),
         "/jobs?status=failed&type=charge": ("/api/admin/jobs?status=failed&type=charge&limit=50",),
         "/jobs?view=retrying&q=x": ("/api/admin/jobs?q=x&view=retrying&limit=50",),
-        "/failures?window=1h": ("/api/admin/errors?since=1h&top=100",),
+        "/failures?window=1h": ("/api/admin/errors?window=1h&page=1",),
         "/workers": ("/api/admin/workers",),
         "/periodic": ("/api/admin/periodic",),
     }

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 from ..core.settings import Settings
 from ..errors import ConfigurationError
+from . import prefix
 from .base import Backend
 from .urls import CONNINFO, redact, scrub, secrets
 
 
-def open_backend(url: str, settings: Settings) -> Backend:
+def open_backend(url: str, settings: Settings, table_prefix: str | None = None) -> Backend:
+    """The backend for ``url``; ``table_prefix`` (or ``?table_prefix=`` in the URL, which the
+    driver never sees) names errands' tables' prefix, else the database's own is found."""
+    url, from_url = prefix.split_url(url)
+    table_prefix = prefix.combine(from_url, table_prefix, url)
     if url.startswith(("postgresql://", "postgres://")):
         creds = url.partition("://")[2].rpartition("@")[0]
         if any(c in creds for c in "@/?#"):
@@ -25,7 +30,7 @@ def open_backend(url: str, settings: Settings) -> Backend:
             raise ConfigurationError(
                 f"{redact(url)} needs the PostgreSQL extra: pip install 'errands[postgres]' ({exc})"
             ) from exc
-        backend: Backend = PostgresBackend(url, settings)
+        backend: Backend = PostgresBackend(url, settings, table_prefix)
         return backend
     if "://" not in url and CONNINFO.search(url):
         # Not a file name: a libpq "host=… password=…" string would become a SQLite file
@@ -42,7 +47,7 @@ def open_backend(url: str, settings: Settings) -> Backend:
         )
     from .sqlite import SQLiteBackend
 
-    return SQLiteBackend(url, settings)
+    return SQLiteBackend(url, settings, table_prefix)
 
 
 __all__ = ["Backend", "open_backend", "redact", "scrub", "secrets"]

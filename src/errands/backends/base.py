@@ -192,6 +192,16 @@ class CancelReport:
 
 
 @dataclass(slots=True)
+class ActionReport:
+    """What an operator's delete, run-now or priority change did to the ids it was given:
+    ``changed`` (in the order given), and every other id with the reason it was left alone
+    (no such job, a state the action does not take, a waiting job depends on it…)."""
+
+    changed: list[int] = field(default_factory=list)
+    refused: dict[int, str] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
 class PruneReport:
     """What one ``Pruner.run_once`` did (or, with ``dry_run``, would do). Kept here beside the
     other reports so the CLI's imports stay put; only the Pruner builds it."""
@@ -236,6 +246,9 @@ class PeriodicRow:
     stored_succeeded_at: float | None
     next_run_raw: Any
     first_enqueued_at: float | None = None  # the first tick that enqueued a job
+    disabled_at: float | None = None  # an operator disabled it: the scheduler skips it
+    disabled_by: str | None = None
+    enabled_at: float | None = None  # last enabled again: the ticks skipped are not owed
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,6 +299,21 @@ class WindowRow:
     count: int
     total: float
     maximum: float
+
+
+@dataclass(frozen=True, slots=True)
+class TypeHour:
+    """Finished jobs of one type in one hour and outcome (``hourly_of_type``): ``count`` jobs,
+    histograms of their wait and run (``errands.core.rollup.BOUNDS``; a job cancelled before it
+    started is in neither) and the largest of each, in seconds."""
+
+    hour: float
+    outcome: str
+    count: int
+    wait_hist: list[int]
+    run_hist: list[int]
+    wait_max: float
+    run_max: float
 
 
 class Listener(Protocol):
@@ -342,6 +370,11 @@ class JobVerbs(Protocol):
     def match_ids(
         self, status: str, *, type: str | None, queue: str | None, error_code: str | None
     ) -> list[int]: ...
+    def delete_jobs(self, job_ids: Sequence[int], actor: str, now: float) -> ActionReport: ...
+    def run_now(self, job_ids: Sequence[int], actor: str, now: float) -> ActionReport: ...
+    def set_priority(
+        self, job_ids: Sequence[int], priority: int, actor: str, now: float
+    ) -> ActionReport: ...
     # reads
     def get_job(self, job_id: int) -> Job | None: ...
     def list_jobs(self, flt: JobFilter) -> list[Job]: ...
@@ -407,6 +440,9 @@ class PeriodicVerbs(Protocol):
     ) -> tuple[bool, int | None]: ...
     def record_periodic_success(self, name: str, succeeded_at: float) -> None: ...
     def remove_periodic(self, name: str) -> bool: ...
+    def disable_periodic(self, name: str, actor: str, now: float) -> bool | None: ...
+    def enable_periodic(self, name: str, next_run_at: float, now: float) -> bool | None: ...
+    def run_periodic(self, name: str, job: NewJob, actor: str, now: float) -> int | None: ...
 
 
 class TaskTypeVerbs(Protocol):
@@ -436,8 +472,13 @@ class StatsVerbs(Protocol):
 
     def state_counts(self) -> list[StateCount]: ...
     def window_rows(self, since: float) -> list[WindowRow]: ...
-    def hourly_outcomes(self, since: float) -> list[tuple[float, str, int]]: ...
-    def hourly_latency(self, since: float) -> list[tuple[float, str, int, int, float]]: ...
+    def hourly_outcomes(
+        self, since: float, queue: str | None = None
+    ) -> list[tuple[float, str, int]]: ...
+    def hourly_latency(
+        self, since: float, queue: str | None = None
+    ) -> list[tuple[float, str, int, int, float]]: ...
+    def hourly_of_type(self, since: float, jtype: str, queue: str | None) -> list[TypeHour]: ...
     def rollup_totals(self) -> list[tuple[str, str, str, int]]: ...
     def queued_types(self) -> list[tuple[str, str, int]]: ...
     def retry_histogram(self, since: float, now: float | None = None) -> dict[str, int]: ...
@@ -490,7 +531,10 @@ class FlowVerbs(Protocol):
 class SchemaVerbs(Protocol):
     """The schema and the connections (backends/schema.py and the dialect)."""
 
+    prefix: str  # the table prefix in use ('' for none; prefix.py)
+
     def migrate(self) -> None: ...
+    def table(self, name: str) -> str: ...
     def schema_version(self) -> int: ...
     def close(self) -> None: ...
     def check_identity(self) -> None: ...  # DatabaseReplacedError: the file was swapped

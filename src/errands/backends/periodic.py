@@ -62,6 +62,9 @@ class SQLPeriodic(SQLHost):
                 stored_succeeded_at=ep(r["stored_succeeded_at"]),
                 next_run_raw=r["next_run_at"],
                 first_enqueued_at=ep(r["first_enqueued_at"]),
+                disabled_at=ep(r["disabled_at"]),
+                disabled_by=r["disabled_by"],
+                enabled_at=ep(r["enabled_at"]),
             )
             for r in self._fetch("list_periodic")
         ]
@@ -92,11 +95,47 @@ class SQLPeriodic(SQLHost):
         with self._write("remove_periodic") as conn:
             return conn.execute(self.q["remove_periodic"], {"name": name}).fetchone() is not None
 
+    def disable_periodic(self, name: str, actor: str, now: float) -> bool | None:
+        """Disable a schedule (the scheduler enqueues none of its ticks until it is enabled);
+        True if this disabled it, False if it already was, None if there is no such schedule."""
+        with self._write("periodic_disable") as conn:
+            params = {"name": name, "actor": actor, "now": now}
+            if conn.execute(self.q["disable_periodic"], params).fetchone() is not None:
+                return True
+            return _exists(conn, self.q, name)
+
+    def enable_periodic(self, name: str, next_run_at: float, now: float) -> bool | None:
+        """Enable a disabled schedule, its next tick at ``next_run_at`` (the first after now:
+        skipped ticks are not caught up); True if this enabled it, False if it was not
+        disabled, None if there is no such schedule."""
+        with self._write("periodic_enable") as conn:
+            params = {"name": name, "next_run_at": next_run_at, "now": now}
+            if conn.execute(self.q["enable_periodic"], params).fetchone() is not None:
+                return True
+            return _exists(conn, self.q, name)
+
+    def run_periodic(
+        self: JobInserter, name: str, job: NewJob, actor: str, now: float
+    ) -> int | None:
+        """Enqueue one run of a schedule now, outside its ticks (its own next tick is not
+        moved), as ``actor`` — in one transaction with the check that the schedule exists;
+        None if it does not."""
+        with self._write("periodic_run") as conn:
+            if _exists(conn, self.q, name) is None:
+                return None
+            (job_id,) = self._insert(conn, [job], now, actor)
+            return job_id
+
     def record_periodic_success(self, name: str, succeeded_at: float) -> None:
         with self._write("periodic_success") as conn:
             conn.execute(
                 self.q["record_periodic_success"], {"name": name, "succeeded_at": succeeded_at}
             )
+
+
+def _exists(conn: Conn, q: dict[str, str], name: str) -> bool | None:
+    """False if the schedule exists, None if not (the verbs' "nothing changed" answers)."""
+    return False if conn.execute(q["periodic_exists"], {"name": name}).fetchone() else None
 
 
 def _float(value: Any) -> float | None:

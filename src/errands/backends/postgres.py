@@ -103,7 +103,7 @@ class PostgresBackend(SQLBackend):
     concurrent_writers = True  # lock a dependent before checking it (deps.py)
     other_jobs_table_hint = "use another database, or a schema of its own (options=-csearch_path=…)"
 
-    def __init__(self, url: str, settings: Settings) -> None:
+    def __init__(self, url: str, settings: Settings, table_prefix: str | None = None) -> None:
         self.url = url
         self.settings = settings
         self.where = describe(url)
@@ -155,6 +155,29 @@ class PostgresBackend(SQLBackend):
         self._afreshness = Freshness()
         self._generation = forks.generation
         self._pool = self._new_pool()
+        try:
+            self._use_prefix(table_prefix)
+        except BaseException:
+            self.close()
+            raise
+
+    def _use_prefix(self, named: str | None) -> None:
+        super()._use_prefix(named)
+        # The fixed statements and the channels follow the prefix too (sql.with_prefix).
+        fixed = {
+            "notify": _NOTIFY,
+            "notify_finished": _NOTIFY_FINISHED,
+            "next_ids": _NEXT_IDS,
+            "copy_jobs": _COPY_JOBS,
+            "copy_events": _COPY_EVENTS,
+        }
+        self._fixed = {k: sql.with_prefix(self.dialect, v, self.prefix) for k, v in fixed.items()}
+        self.channel = self.prefix + CHANNEL
+        self.finished_channel = self.prefix + FINISHED_CHANNEL
+        # The one-by-one enqueue's statements (this prefix's text), prepared on their first
+        # run on each connection (Conn.prepared: every backend's of this process).
+        hot = {self.q[name] for name in ("insert_job_recorded", "active_job_by_unique_key")}
+        Conn.prepared = Conn.prepared | hot
 
     def _new_pool(self) -> ConnectionPool[psycopg.Connection[Any]]:
         self._freshness = freshness = Freshness()
@@ -419,7 +442,7 @@ class PostgresBackend(SQLBackend):
             ids = yield from super()._insert_steps(jobs, now, actor)
         if any(j.run_at <= now for j in jobs):
             # Delivered at commit (or never, on rollback): listeners wake for committed jobs only.
-            yield Step(_NOTIFY, None, EXEC)
+            yield Step(self._fixed["notify"], None, EXEC)
         return ids
 
     def _insert_one_steps(self, job: NewJob, now: float, actor: str) -> Steps[list[int]]:
@@ -449,7 +472,7 @@ class PostgresBackend(SQLBackend):
             held = yield Step(self.q["active_job_by_unique_key"], {"unique_key": job.unique_key})
             if held is not None:
                 if due:
-                    yield Step(_NOTIFY, None, EXEC)
+                    yield Step(self._fixed["notify"], None, EXEC)
                 return [held[0]]
             # The holder finished between the two statements (each sees the latest commits):
             # the key is free again, so insert.
@@ -457,7 +480,7 @@ class PostgresBackend(SQLBackend):
     def _copy_steps(self, jobs: Sequence[NewJob], now: float, actor: str) -> Steps[list[int]]:
         """Ids drawn from the identity sequence first, so COPY (which returns nothing) can
         write them and the caller still gets them in order."""
-        ids = sorted(r[0] for r in (yield Step(_NEXT_IDS, (len(jobs),), ALL)))
+        ids = sorted(r[0] for r in (yield Step(self._fixed["next_ids"], (len(jobs),), ALL)))
         created, queued = _ts(now), T_ENQUEUE.target.value
         rows = [
             (
@@ -474,17 +497,17 @@ class PostgresBackend(SQLBackend):
             )
             for job_id, j in zip(ids, jobs, strict=True)
         ]
-        yield Step(_COPY_JOBS, rows, COPY)
+        yield Step(self._fixed["copy_jobs"], rows, COPY)
         event = T_ENQUEUE.event
         if event is not None and event in self._audit:
             events = [(job_id, created, event.value, actor, None) for job_id in ids]
-            yield Step(_COPY_EVENTS, events, COPY)
+            yield Step(self._fixed["copy_events"], events, COPY)
         return ids
 
     def _work_appeared(self) -> None:
         # A resume or a raised limit: wake idle workers (delivered at this commit).
         with self._write("wake") as conn:
-            conn.execute(_NOTIFY)
+            conn.execute(self._fixed["notify"])
 
     def _claim_rows(
         self, conn: Any, params: dict[str, Any], now: float
@@ -502,28 +525,32 @@ class PostgresBackend(SQLBackend):
     def listen(self, on_change: Callable[[], None], *, completions: bool = False) -> NotifyListener:
         # completions: not announced on this channel (waiters use listen_finished, one NOTIFY
         # per finishing transaction on a channel of its own that idle workers do not hear).
-        return NotifyListener(self.url, self.where, lambda _payload: on_change(), CHANNEL)
+        return NotifyListener(self.url, self.where, lambda _payload: on_change(), self.channel)
 
     def listen_finished(self, on_finish: Callable[[frozenset[int] | None], None]) -> NotifyListener:
         def parse(payload: str | None) -> None:
             on_finish(frozenset(int(i) for i in payload.split(",")) if payload else None)
 
-        return NotifyListener(self.url, self.where, parse, channel=FINISHED_CHANNEL)
+        return NotifyListener(self.url, self.where, parse, channel=self.finished_channel)
 
     def _finished(self, conn: Any, job_ids: Sequence[int]) -> None:
         # One NOTIFY per transaction, however many jobs it finished; PostgreSQL delivers it
         # at commit (never on rollback) and folds identical ones within a transaction.
         payload = ",".join(map(str, job_ids))
-        conn.execute(_NOTIFY_FINISHED, (payload if len(payload) <= NOTIFY_PAYLOAD_MAX else "",))
+        conn.execute(
+            self._fixed["notify_finished"], (payload if len(payload) <= NOTIFY_PAYLOAD_MAX else "",)
+        )
 
     def _finished_step(self, job_ids: Sequence[int]) -> Step | None:
         payload = ",".join(map(str, job_ids))
         return Step(
-            _NOTIFY_FINISHED, (payload if len(payload) <= NOTIFY_PAYLOAD_MAX else "",), EXEC
+            self._fixed["notify_finished"],
+            (payload if len(payload) <= NOTIFY_PAYLOAD_MAX else "",),
+            EXEC,
         )
 
     def _queued_step(self) -> Step | None:
-        return Step(_NOTIFY, None, EXEC)
+        return Step(self._fixed["notify"], None, EXEC)
 
     # -- dialect hooks (host.SQLHost) -----------------------------------------------------
 
@@ -558,9 +585,3 @@ _PG_EPOCH = 946684800.0
 def _micros(t: float) -> int:
     """The microseconds ``to_timestamp(t)`` stores, from PostgreSQL's epoch."""
     return round((t - _PG_EPOCH) * 1e6)
-
-
-# The one-by-one enqueue's statements, prepared on their first run on each connection.
-Conn.prepared = frozenset(
-    PostgresBackend.q[name] for name in ("insert_job_recorded", "active_job_by_unique_key")
-)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 
 from ..errors import SchemaConflictError, SchemaVersionError
+from . import prefix as prefixes
 from . import sql as sql_files
 from .host import Conn, SQLHost
 
@@ -19,6 +20,27 @@ class SQLSchema(SQLHost):
     schema_target: int  # the schema version this errands writes
     where: str  # how messages name the database: a file path, or host:port/dbname
     other_jobs_table_hint: str = "use another database for errands"
+    prefix: str = ""  # the table prefix in use (prefix.py), '' for none
+
+    def _migrations_tables(self) -> list[str]:
+        """The names of the tables here that may be an errands migrations table (the
+        ``installations`` query), read without writing anything."""
+        with self._read() as conn:
+            return [str(r["name"]) for r in self._dicts(conn.execute(self.q["installations"], {}))]
+
+    def _use_prefix(self, named: str | None) -> None:
+        """Settle the table prefix before anything else reads or writes: the one named, or
+        the one the database's installation was created with (prefix.choose)."""
+        found = prefixes.installed(self._migrations_tables())
+        self.prefix = prefixes.choose(named, found, self.where)
+        self.q = sql_files.queries(self.dialect, self.prefix)
+
+    def table(self, name: str) -> str:
+        """The name errands' object ``name`` has here: ``name`` with this database's table
+        prefix (``jobs`` → ``errands_jobs``). Only errands' own names are accepted."""
+        if name not in sql_files.object_names(self.dialect):
+            raise ValueError(f"{name!r} is not one of errands' tables, indexes or triggers")
+        return self.prefix + name
 
     def _serialize_migrations(self, conn: Conn) -> None:
         """Make concurrent migrators queue up (SQLite's BEGIN IMMEDIATE already does)."""
@@ -42,7 +64,7 @@ class SQLSchema(SQLHost):
                 conn.execute(q["create_schema_table"], {})
             current = self._version(conn)
             self._refuse_newer(current)
-            for version, script in sql_files.migrations(self.dialect):
+            for version, script in sql_files.migrations(self.dialect, self.prefix):
                 if version <= current:
                     continue
                 self._run_script(conn, script)
@@ -63,15 +85,25 @@ class SQLSchema(SQLHost):
         """A database errands has never migrated must not already use a name errands' own
         migrations create: CREATE would fail half-way, or errands would read the
         application's table as its own."""
-        names = [name for _, name in sql_files.created_objects(self.dialect)]
+        names = [self.prefix + name for _, name in sql_files.created_objects(self.dialect)]
         rows = conn.execute(self.q["conflicting_objects"], {"names": self._list(names)})
         found = [f"{r['kind']} '{r['name']}'" for r in self._dicts(rows)]
         if found:
             raise SchemaConflictError(
                 f"{self.where} already has {', '.join(found)}, which errands did not create "
                 f"and needs the name{'s' if len(found) > 1 else ''} of; "
-                f"{self.other_jobs_table_hint} — nothing was changed"
+                f"{self._conflict_hint()} — nothing was changed"
             )
+
+    def _conflict_hint(self) -> str:
+        if self.prefix:
+            return (
+                f"choose another table_prefix than {self.prefix!r}, or {self.other_jobs_table_hint}"
+            )
+        return (
+            "give errands' tables a prefix of their own: Queue(url, table_prefix='errands_') "
+            f"or ?table_prefix=errands_ in the URL; or {self.other_jobs_table_hint}"
+        )
 
     def schema_version(self) -> int:
         with self._read() as conn:

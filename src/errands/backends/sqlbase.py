@@ -18,6 +18,7 @@ from __future__ import annotations
 from .deps import SQLDeps
 from .flow import SQLFlow
 from .jobs import SQLJobs
+from .jobs_actions import SQLJobActions
 from .jobs_operator import SQLJobOperator
 from .leader import SQLLeader
 from .periodic import SQLPeriodic
@@ -32,6 +33,7 @@ class SQLBackend(
     SQLSchema,
     SQLJobs,
     SQLJobOperator,
+    SQLJobActions,
     SQLLeader,
     SQLWorkers,
     SQLPeriodic,

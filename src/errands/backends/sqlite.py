@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -26,7 +27,7 @@ from ..errors import (
     DatabaseError,
     DatabaseReplacedError,
 )
-from . import forks, sql, sqlite_wakeup
+from . import forks, prefix, sql, sqlite_wakeup
 from .base import ClaimedJob, ClaimRequest, EnqueueCall, NewJob, Outcome, RescueReport
 from .host import Conn
 from .sqlbase import SQLBackend
@@ -52,7 +53,9 @@ _NETWORK_FS = {
 
 
 def path_from_url(url: str) -> str:
-    """``app.db``, ``sqlite:///relative.db`` or ``sqlite:////absolute.db`` → a file path."""
+    """``app.db``, ``sqlite:///relative.db`` or ``sqlite:////absolute.db`` → a file path
+    (a ``?table_prefix=…`` is not part of it)."""
+    url = prefix.split_url(url)[0]
     if url.startswith("sqlite://"):
         rest = url[len("sqlite://") :]
         if not rest.startswith("/"):
@@ -151,7 +154,7 @@ class SQLiteBackend(SQLBackend):
     # cursor.lastrowid and rowcount, and AUTOINCREMENT ids under the write lock (jobs.py).
     counted_inserts = True
 
-    def __init__(self, url: str, settings: Settings) -> None:
+    def __init__(self, url: str, settings: Settings, table_prefix: str | None = None) -> None:
         if sqlite3.sqlite_version_info < MIN_SQLITE:
             raise DatabaseError(
                 f"SQLite {sqlite3.sqlite_version} is too old: errands needs 3.35 or newer "
@@ -174,6 +177,15 @@ class SQLiteBackend(SQLBackend):
         self._lock = threading.Lock()
         self._generation = forks.generation  # see _after_fork
         self._notifier = sqlite_wakeup.Notifier(self.path)
+        self._use_prefix(table_prefix)
+
+    def _migrations_tables(self) -> list[str]:
+        # Read-only, like _preflight: nothing of an application's file changes (not even
+        # the switch to WAL) before errands knows which tables are its own.
+        try:
+            return prefix.read_only_names(self.path, self.q["installations"])
+        except sqlite3.Error as exc:
+            raise translate(exc, self.path) from exc
 
     # -- connections -----------------------------------------------------------------------
 
@@ -343,6 +355,14 @@ class SQLiteBackend(SQLBackend):
 
     def _run_script(self, conn: Any, script: str) -> None:
         for statement in _statements(script):
+            # SQLite has no ADD COLUMN IF NOT EXISTS: a column already there is skipped, so a
+            # script applied again over a migrated database (a test re-running the jobs
+            # rebuild of 0009 and what follows) does what PostgreSQL's IF NOT EXISTS does.
+            added = _ADD_COLUMN.match(statement)
+            if added is not None:
+                rows = conn.execute(self.q["table_columns"], {"table": added[1]}).fetchall()
+                if any(r[0] == added[2] for r in rows):
+                    continue
             conn.execute(statement)
 
     def migrate(self) -> None:
@@ -557,6 +577,9 @@ class _Held:
 
 def _lenient_text(data: bytes) -> str:
     return data.decode("utf-8", "replace")
+
+
+_ADD_COLUMN = re.compile(r"ALTER\s+TABLE\s+(\w+)\s+ADD\s+COLUMN\s+(\w+)\s", re.IGNORECASE)
 
 
 def _statements(script: str) -> list[str]:

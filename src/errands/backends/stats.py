@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..core import rollup
-from .base import StateCount, WindowRow
+from .base import StateCount, TypeHour, WindowRow
 from .host import SQLHost, iso
 
 
@@ -42,16 +42,67 @@ class SQLStats(SQLHost):
             for r in rows
         ]
 
-    def hourly_outcomes(self, since: float) -> list[tuple[float, str, int]]:
+    def hourly_outcomes(
+        self, since: float, queue: str | None = None
+    ) -> list[tuple[float, str, int]]:
         """(hour start, outcome, jobs) for every hour since ``since`` that has finished jobs
-        (series.sql): hours the minute figures cover whole from them, older ones from live
-        rows plus the rollup of pruned ones."""
-        rows = self._fetch("hourly_outcomes", {"since": since})
+        (series.sql), of every queue or of ``queue``: hours the minute figures cover whole
+        from them, older ones from live rows plus the rollup of pruned ones."""
+        if queue is None:
+            rows = self._fetch("hourly_outcomes", {"since": since})
+        else:
+            rows = self._fetch("hourly_outcomes_of_queue", {"since": since, "queue": queue})
         return [(self._epoch(r["hour"]) or 0.0, str(r["outcome"]), int(r["n"])) for r in rows]
 
-    def hourly_latency(self, since: float) -> list[tuple[float, str, int, int, float]]:
-        """(hour start, ``wait`` | ``run``, bucket, count, maximum) since ``since``."""
-        rows = self._fetch("hourly_latency", {"since": since})
+    def hourly_of_type(self, since: float, jtype: str, queue: str | None) -> list[TypeHour]:
+        """The hours since ``since`` of one job type (and ``queue``, when given): from the
+        finished rows still in ``jobs`` plus the hourly rollup of pruned ones, which count
+        the same (each finished job once: its outcome, the wait and run of its last attempt),
+        so an hour reads the same before and after it is pruned. Costs a range of the rows of
+        that type in the window (series.sql: ``hourly_of_type``)."""
+        params = {"since": since, "type": jtype, "queue": queue}
+        out = []
+        for r in self._fetch("hourly_of_type", params):
+            n = int(r["n"])
+            wait, run = rollup.empty(), rollup.empty()
+            if r["wait_bucket"] is not None:
+                wait[int(r["wait_bucket"])] += n
+            if r["run_bucket"] is not None:
+                run[int(r["run_bucket"])] += n
+            out.append(
+                TypeHour(
+                    self._epoch(r["hour"]) or 0.0,
+                    str(r["outcome"]),
+                    n,
+                    wait,
+                    run,
+                    float(r["wait_max"] or 0.0),
+                    float(r["run_max"] or 0.0),
+                )
+            )
+        for r in self._fetch("hourly_rollup_of_type", params):
+            out.append(
+                TypeHour(
+                    self._epoch(r["hour"]) or 0.0,
+                    str(r["outcome"]),
+                    int(r["n"]),
+                    rollup.load(r["wait_hist"]),
+                    rollup.load(r["run_hist"]),
+                    float(r["wait_max"] or 0.0),
+                    float(r["run_max"] or 0.0),
+                )
+            )
+        return out
+
+    def hourly_latency(
+        self, since: float, queue: str | None = None
+    ) -> list[tuple[float, str, int, int, float]]:
+        """(hour start, ``wait`` | ``run``, bucket, count, maximum) since ``since``, of every
+        queue or of ``queue`` (the minute figures: every attempt's run)."""
+        if queue is None:
+            rows = self._fetch("hourly_latency", {"since": since})
+        else:
+            rows = self._fetch("hourly_latency_of_queue", {"since": since, "queue": queue})
         return [
             (
                 self._epoch(r["hour"]) or 0.0,

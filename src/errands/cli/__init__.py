@@ -18,7 +18,7 @@ from typing import Any
 from .. import __version__
 from ..backends import scrub
 from ..errors import ErrandsError
-from . import dashboard, deps, flow, graduate, jobs, ops, output, worker
+from . import actions, dashboard, deps, flow, graduate, jobs, ops, output, worker
 from .common import UsageError, add_db, add_json, duration
 from .jobs import int_between, positive_int
 
@@ -58,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     worker.register(sub)
     jobs.register(sub)
+    actions.register(sub)
     deps.register(sub, jobs.job_id)
     ops.register(sub)
     flow.register(sub)

@@ -70,18 +70,14 @@ def is_sqlite(url: str) -> bool:
     return "://" not in url or url.startswith("sqlite://")
 
 
-def _schema_version(path: str) -> int:
-    """errands' schema version, read without writing: the highest row of its own
-    ``errands_migrations`` table (0 when the file has none; ``user_version`` is the app's)."""
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        if not conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'errands_migrations'"
-        ).fetchone():
-            return 0
-        return int(conn.execute("SELECT MAX(version) FROM errands_migrations").fetchone()[0] or 0)
-    finally:
-        conn.close()
+def _has_queue(path: str) -> bool:
+    """Whether the SQLite file holds an errands queue (its migrations table, under any table
+    prefix), read without writing (``user_version`` is the app's)."""
+    from ..backends import prefix
+    from ..backends.sql import queries
+
+    names = prefix.read_only_names(path, queries("sqlite")["installations"])
+    return bool(prefix.installed(names))
 
 
 def sqlite_problem(
@@ -128,14 +124,14 @@ def sqlite_problem(
     if create or not need_tables:
         return None
     try:
-        version = _schema_version(path)
+        has_queue = _has_queue(path)
     except sqlite3.Error as exc:
         return (
             f"{shown} (from {where}) starts like an SQLite database but cannot be read ({exc}); "
             "if it is your queue it may be corrupt: restore it from a backup "
             "(see docs/operations.md)"
         )
-    if version == 0:
+    if not has_queue:
         return (
             f"{shown} (from {where}) is an SQLite database without an errands queue in it; "
             f"{hint}, or start your application once so its Queue creates the tables"

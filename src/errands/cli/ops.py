@@ -23,7 +23,7 @@ from ..client.reports import describe_all
 from ..core import validate
 from ..errors import ErrandsError
 from ..queue import MAX_BATCH, Queue
-from . import jobs
+from . import actions, jobs
 from .common import add_db, duration, open_queue
 
 OK, ACT, USAGE = 0, 1, 2
@@ -115,11 +115,17 @@ def register(subparsers: Any) -> None:
         subparsers,
         "periodic",
         "periodic schedules: next run, last success, overdue, retired; "
-        "`errands periodic remove NAME` deletes a retired one",
+        "`errands periodic disable|enable|run NAME`; `errands periodic remove NAME` deletes a "
+        "retired one",
         _periodic,
     )
-    p.add_argument("action", nargs="?", choices=["remove"], help="remove NAME")
-    p.add_argument("name", nargs="?", help="the schedule to remove")
+    p.add_argument(
+        "action",
+        nargs="?",
+        choices=["remove", "disable", "enable", "run"],
+        help="remove NAME (a retired one), disable/enable NAME, run NAME (one job now)",
+    )
+    p.add_argument("name", nargs="?", help="the schedule")
     p.add_argument("--json", action="store_true")
 
     p = _add(subparsers, "check", "health probe: exit 1 with one line per problem", _check)
@@ -234,6 +240,8 @@ def render_stats(st: dict[str, Any], url: str) -> str:
         lines.append(f"OVERDUE   periodic {o['name']}: {o['reason']}")
     for o in st.get("periodic_retired", ()):
         lines.append(f"retired   periodic {o['name']}: no live worker declares it")
+    for o in st.get("periodic_disabled", ()):
+        lines.append(f"disabled  periodic {o['name']}: since {o['since']} by {o['by']}")
     if st["wal"]["warning"]:
         lines.append(f"WAL       {st['wal']['warning']}")
     workers = st["workers"]
@@ -366,6 +374,12 @@ def _vacuum(args: argparse.Namespace) -> int:
 
 
 def _periodic(args: argparse.Namespace) -> int:
+    if args.action in ("disable", "enable", "run"):
+        if not args.name:
+            print(f"errands: usage: errands periodic {args.action} NAME", file=sys.stderr)
+            return USAGE
+        with _open(args) as q:
+            return actions.periodic_action(args, q)
     if args.action == "remove" or args.name is not None:
         return _periodic_remove(args)
     with _open(args) as q:
@@ -380,7 +394,9 @@ def _periodic(args: argparse.Namespace) -> int:
     for r in rows:
         when = r["cron"] or f"every {_age(r['every_seconds'])}"
         state = (
-            f"OVERDUE: {r['overdue_reason']}"
+            f"DISABLED since {r['disabled_at']} by {r['disabled_by']}"
+            if r["disabled"]
+            else f"OVERDUE: {r['overdue_reason']}"
             if r["overdue"]
             else "retired: no live worker declares it (errands periodic remove NAME)"
             if r["retired"]

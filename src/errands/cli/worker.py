@@ -164,7 +164,15 @@ def _app_raised(module_name: str) -> CommandFailed:
     return CommandFailed(f"importing {module_name} raised {name}: {value}; see the traceback above")
 
 
-def _same_db(a: str, b: str) -> bool:
+def _same_db(a: str, b: str, prefix: str) -> bool:
+    """Whether ``a`` names the database of the Queue at ``b`` (which uses table ``prefix``):
+    a ``?table_prefix=`` in ``a`` must be that prefix; the one found when none is named."""
+    from ..backends.prefix import split_url
+
+    a, named = split_url(a)
+    b = split_url(b)[0]
+    if named is not None and named != prefix:
+        return False
     if is_sqlite(a) and is_sqlite(b):
         from ..backends.sqlite import path_from_url
 
@@ -182,14 +190,14 @@ def _pg_key(url: str) -> str:
 def check_database(spec: str, queue: Queue, db: str | None) -> None:
     """Refuse to start when --db or $ERRANDS_DB names another database than the app's Queue:
     a worker on the wrong database processes nothing while the jobs wait elsewhere."""
-    if db and not _same_db(db, queue.url):
+    if db and not _same_db(db, queue.url, queue.table_prefix):
         raise UsageError(
             f"--db {redact(db)} differs from the database of {spec}'s Queue "
             f"({queue.display_url}); the worker runs on the app's Queue — drop --db, or build "
             "the Queue from the right URL (errands.Queue() with no URL reads $ERRANDS_DB)"
         )
     env = os.environ.get(ENV_DB)
-    if env and not db and not _same_db(env, queue.url):
+    if env and not db and not _same_db(env, queue.url, queue.table_prefix):
         raise UsageError(
             f"${ENV_DB} is {redact(env)} but {spec}'s Queue uses {queue.display_url}; the worker "
             f"runs on the app's Queue — build it with errands.Queue() (no URL: it reads "
@@ -224,7 +232,10 @@ def check_new_file(args: argparse.Namespace) -> bool:
 def say_created(args: argparse.Namespace, queue: Queue, was_missing: bool) -> None:
     """Loudly, when the app's Queue has just created the file the worker was pointed at: a new
     file holds none of the jobs the application enqueued elsewhere."""
-    if not (was_missing and is_sqlite(queue.url) and _same_db(resolve_db(args), queue.url)):
+    named = resolve_db(args)
+    if not (
+        was_missing and is_sqlite(queue.url) and _same_db(named, queue.url, queue.table_prefix)
+    ):
         return
     from ..backends.sqlite import path_from_url
 

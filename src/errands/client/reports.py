@@ -17,7 +17,7 @@ counts each attempt; a lost attempt has no outcome and is not counted).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..backends.base import Backend, PeriodicRow, StateCount, WindowRow
@@ -137,6 +137,11 @@ def collect(
         if p["overdue"]
     ]
     retired = [{"name": p["name"], "type": p["type"]} for p in schedules if p["retired"]]
+    disabled = [
+        {"name": p["name"], "type": p["type"], "since": p["disabled_at"], "by": p["disabled_by"]}
+        for p in schedules
+        if p["disabled"]
+    ]
     dt = to_datetime(now)
     return {
         "now": None if dt is None else dt.isoformat(),
@@ -156,6 +161,7 @@ def collect(
         "unhandled_types": unhandled,
         "periodic_overdue": overdue,
         "periodic_retired": retired,
+        "periodic_disabled": disabled,
         "workers": workers,
         "wal": wal(backend, now, alive_seconds),
     }
@@ -195,15 +201,26 @@ def handles(worker: dict[str, Any], queue: str, jtype: str) -> bool:
     return (queues is None or queue in queues) and (types is None or jtype in types)
 
 
-def hourly_throughput(backend: Backend, now: float, hours: int) -> list[dict[str, Any]]:
-    """Finished jobs per hour over the ``hours`` hours up to ``now``, oldest first, one entry
-    per hour, zeros included (``Queue.throughput``)."""
-    first = (now // 3600.0 - (hours - 1)) * 3600.0
+def _first_hour(now: float, hours: int) -> float:
+    return (now // 3600.0 - (hours - 1)) * 3600.0
+
+
+def _empty_hours(first: float, hours: int) -> dict[float, dict[str, Any]]:
     series: dict[float, dict[str, Any]] = {}
     for i in range(hours):
         hour = first + 3600.0 * i
         series[hour] = {"hour": hour, "succeeded": 0, "failed": 0, "cancelled": 0}
-    for hour, outcome, n in backend.hourly_outcomes(first):
+    return series
+
+
+def hourly_throughput(
+    backend: Backend, now: float, hours: int, queue: str | None = None
+) -> list[dict[str, Any]]:
+    """Finished jobs per hour over the ``hours`` hours up to ``now``, oldest first, one entry
+    per hour, zeros included (``Queue.throughput``); of every queue or of ``queue``."""
+    first = _first_hour(now, hours)
+    series = _empty_hours(first, hours)
+    for hour, outcome, n in backend.hourly_outcomes(first, queue):
         slot = series.get(float(hour))
         if slot is not None and outcome in slot:
             slot[outcome] += n
@@ -233,9 +250,18 @@ def describe_all(
     return [describe(r, now, retired=r.name in retired) for r in rows]
 
 
+def owed(row: PeriodicRow) -> PeriodicRow:
+    """The schedule as the overdue rule should judge it: a schedule enabled again owes no
+    tick it skipped while disabled, as if it had last succeeded when it was enabled."""
+    if row.enabled_at is None or (row.last_succeeded_at or 0.0) >= row.enabled_at:
+        return row
+    return replace(row, last_succeeded_at=row.enabled_at)
+
+
 def describe(row: PeriodicRow, now: float, *, retired: bool = False) -> dict[str, Any]:
     """A schedule as ``errands periodic --json`` prints it."""
-    reason = None if retired else overdue_reason(row, now)
+    disabled = row.disabled_at is not None
+    reason = None if retired or disabled else overdue_reason(owed(row), now)
     return {
         "name": row.name,
         "type": row.type,
@@ -254,22 +280,62 @@ def describe(row: PeriodicRow, now: float, *, retired: bool = False) -> dict[str
             None if row.first_enqueued_at is None else iso(row.first_enqueued_at)
         ),
         "retired": retired,
+        "disabled": disabled,
+        "disabled_at": None if row.disabled_at is None else iso(row.disabled_at),
+        "disabled_by": row.disabled_by,
         "overdue": reason is not None,
         "overdue_reason": reason,
     }
 
 
-def hourly_latency(backend: Backend, now: float, hours: int) -> list[dict[str, Any]]:
+def hourly_latency(
+    backend: Backend, now: float, hours: int, queue: str | None = None
+) -> list[dict[str, Any]]:
     """Wait and run time p50/p95 per hour over the ``hours`` hours up to ``now``, oldest first,
-    one entry per hour (None where nothing finished), from the kept minute figures (8 days)."""
-    first = (now // 3600.0 - (hours - 1)) * 3600.0
+    one entry per hour (None where nothing finished), from the kept minute figures (8 days),
+    of every queue or of ``queue``."""
+    first = _first_hour(now, hours)
     measures: dict[tuple[float, str], Measure] = {}
-    for hour, measure, bucket, count, maximum in backend.hourly_latency(first):
+    for hour, measure, bucket, count, maximum in backend.hourly_latency(first, queue):
         m = measures.setdefault((float(hour), measure), Measure())
         m.count += count
         m.maximum = max(m.maximum, maximum)
         if 0 <= bucket < len(m.hist):
             m.hist[bucket] += count
+    return _latency_series(first, hours, measures)
+
+
+def hourly_of_type(
+    backend: Backend, now: float, hours: int, jtype: str, queue: str | None = None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """``hourly_throughput`` and ``hourly_latency`` of one job type (and ``queue``): each
+    finished job counted once — its outcome, its wait and the run of its last attempt — from
+    the rows still kept plus the hourly rollup of pruned ones (the same figures either way)."""
+    first = _first_hour(now, hours)
+    series = _empty_hours(first, hours)
+    measures: dict[tuple[float, str], Measure] = {}
+    for row in backend.hourly_of_type(first, jtype, queue):
+        slot = series.get(float(row.hour))
+        if slot is None:
+            continue
+        if row.outcome in slot:
+            slot[row.outcome] += row.count
+        for name, hist, maximum in (
+            ("wait", row.wait_hist, row.wait_max),
+            ("run", row.run_hist, row.run_max),
+        ):
+            if not any(hist):
+                continue
+            m = measures.setdefault((float(row.hour), name), Measure())
+            m.count += sum(hist)
+            m.maximum = max(m.maximum, maximum)
+            m.hist = rollup.merge(m.hist, hist)
+    return list(series.values()), _latency_series(first, hours, measures)
+
+
+def _latency_series(
+    first: float, hours: int, measures: dict[tuple[float, str], Measure]
+) -> list[dict[str, Any]]:
     series = []
     for i in range(hours):
         hour = first + 3600.0 * i

@@ -50,6 +50,10 @@ class Event(StrEnum):
     SNOOZED = "SNOOZED"
     WAITING = "WAITING"  # enqueued after other jobs (detail: their ids)
     READY = "READY"  # its last upstream became final: queued (detail: that upstream)
+    # Operator edits that keep the state (not transitions): run now moves a queued job's
+    # future run_at to now; a priority change. Detail: the old and new values.
+    RESCHEDULED = "RESCHEDULED"
+    PRIORITY_CHANGED = "PRIORITY_CHANGED"
 
 
 # HEARTBEAT would write a row per running job per beat; STARTED is recorded with the outcome
@@ -94,6 +98,16 @@ TRANSITIONS: dict[str, Transition] = {
         _t("revive", {State.CANCELLED}, State.WAITING, Event.RETRIED),
     )
 }
+
+
+# The operator's edits of a job that keep its state, and the states each is fenced on (the
+# SQL binds them from here, as it binds the transitions'): run now takes a queued job whose
+# run_at is later (a scheduled job, or a retry waiting out its backoff); a priority change, a
+# job not yet claimed; a delete, any job but a running one (cancel it first) — and never one
+# a waiting job depends on (SPEC §4c, as prune).
+RUN_NOW_FROM: frozenset[State] = frozenset({State.QUEUED})
+REPRIORITIZE_FROM: frozenset[State] = frozenset({State.QUEUED, State.WAITING})
+DELETE_FROM: frozenset[State] = frozenset(State) - {State.RUNNING}
 
 
 def transition(name: str) -> Transition:

@@ -47,6 +47,7 @@ class SchedulerReport:
     enqueued: dict[str, int] = field(default_factory=dict)  # schedule name → job id
     skipped: list[str] = field(default_factory=list)  # ticks dropped by catch_up="skip"
     lost_race: list[str] = field(default_factory=list)  # another scheduler took the tick
+    disabled: list[str] = field(default_factory=list)  # due, but an operator disabled it
 
 
 class PeriodicScheduler:
@@ -88,6 +89,9 @@ class PeriodicScheduler:
             ):
                 backend.record_periodic_success(row.name, row.last_succeeded_at)
             if row.next_run_at is None or row.next_run_at > now:
+                continue
+            if row.disabled_at is not None:  # an operator disabled it: no tick is enqueued
+                report.disabled.append(row.name)
                 continue
             cron, interval, tz = row.cron, row.interval_seconds, row.timezone
             following = next_tick(cron, interval, tz, row.next_run_at)

@@ -191,13 +191,6 @@ async def stats(request: Request, dash: Dashboard) -> Response:
     return JSONResponse(out)
 
 
-async def errors(request: Request, dash: Dashboard) -> Response:
-    top = params.integer(request.query_params, "top", default=10, low=1, high=100)
-    since = params.window(request.query_params, "since")
-    rows = await run_in_threadpool(dash.queue.errors, top=top or 10, since=since)
-    return JSONResponse({"errors": rows, "since_seconds": since})
-
-
 async def workers(request: Request, dash: Dashboard) -> Response:
     rows = await run_in_threadpool(dash.queue.workers)
     return JSONResponse({"workers": rows})

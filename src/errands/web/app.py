@@ -34,7 +34,7 @@ from ..errors import (
     JobNotFoundError,
     PayloadError,
 )
-from . import api, boards, pages
+from . import actions, api, boards, pages
 from .common import Dashboard
 from .middleware import MAX_BODY, BodyLimit, SecurityHeaders
 from .params import BadParameter, unknown_query
@@ -66,6 +66,9 @@ def _e(
 ) -> Endpoint:
     return Endpoint(path, handler, (method,), name, access, kind, api)
 
+
+MUTATE_API: tuple[Access, Kind, bool] = ("protected", "mutation", True)
+MUTATE_PAGE: tuple[Access, Kind, bool] = ("protected", "mutation", False)
 
 ROUTES: tuple[Endpoint, ...] = (
     _e("/healthz", api.healthz, "GET", "healthz", "public", "read", True),
@@ -112,12 +115,44 @@ ROUTES: tuple[Endpoint, ...] = (
         "mutation",
         True,
     ),
+    # The operator's job edits and schedule switches (issue #25): web/actions.py
+    *(
+        _e(f"/api/admin/jobs/{{job_id:int}}/{verb}", handler, "POST", f"api_{verb}", *MUTATE_API)
+        for verb, handler in (
+            ("delete", actions.api_delete),
+            ("run_now", actions.api_run_now),
+            ("priority", actions.api_priority),
+        )
+    ),
+    *(
+        _e(f"/api/admin/jobs/{verb}", handler, "POST", f"api_bulk_{verb}", *MUTATE_API)
+        for verb, handler in (
+            ("delete", actions.api_bulk_delete),
+            ("run_now", actions.api_bulk_run_now),
+            ("priority", actions.api_bulk_priority),
+        )
+    ),
+    *(
+        _e(
+            f"/api/admin/periodic/{{name}}/{verb}",
+            handler,
+            "POST",
+            f"api_periodic_{verb}",
+            *MUTATE_API,
+        )
+        for verb, handler in (
+            ("disable", actions.api_periodic_disable),
+            ("enable", actions.api_periodic_enable),
+            ("run", actions.api_periodic_run),
+        )
+    ),
     _e("/api/admin/prune", api.prune, "POST", "api_prune", "protected", "mutation", True),
     _e("/api/admin/stats", api.stats, "GET", "api_stats", "protected", "read", True),
-    _e("/api/admin/errors", api.errors, "GET", "api_errors", "protected", "read", True),
+    _e("/api/admin/errors", boards.api_errors, "GET", "api_errors", "protected", "read", True),
     _e("/api/admin/workers", api.workers, "GET", "api_workers", "protected", "read", True),
     _e("/api/admin/periodic", api.periodic, "GET", "api_periodic", "protected", "read", True),
     _e("/api/admin/throughput", api.throughput, "GET", "api_throughput", "protected", "read", True),
+    _e("/api/admin/charts", boards.api_charts, "GET", "api_charts", "protected", "read", True),
     # Flow control (SPEC §4b); the dashboard's HTML for it is the pages' (branch dash)
     _e("/api/admin/queues", api.queues, "GET", "api_queues", "protected", "read", True),
     _e(
@@ -157,6 +192,14 @@ ROUTES: tuple[Endpoint, ...] = (
     ),
     _e("/jobs/{job_id:int}/retry", pages.retry, "POST", "retry", "protected", "mutation", False),
     _e("/jobs/{job_id:int}/cancel", pages.cancel, "POST", "cancel", "protected", "mutation", False),
+    *(
+        _e(f"/jobs/{{job_id:int}}/{verb}", handler, "POST", verb, *MUTATE_PAGE)
+        for verb, handler in (
+            ("delete", actions.page_delete),
+            ("run_now", actions.page_run_now),
+            ("priority", actions.page_priority),
+        )
+    ),
     _e("/jobs/act", pages.act_on_selected, "POST", "act", "protected", "mutation", False),
     _e("/bulk/confirm", pages.bulk_confirm, "GET", "bulk", "protected", "read", False),
     _e("/bulk", pages.bulk_run, "POST", "bulk_post", "protected", "mutation", False),
@@ -173,8 +216,13 @@ ROUTES: tuple[Endpoint, ...] = (
         False,
     ),
     _e("/periodic", boards.periodic, "GET", "periodic", "protected", "read", False),
-    _e(
-        "/periodic/run", boards.periodic_run, "POST", "periodic_run", "protected", "mutation", False
+    *(
+        _e(f"/periodic/{verb}", handler, "POST", f"periodic_{verb}", *MUTATE_PAGE)
+        for verb, handler in (
+            ("run", actions.page_periodic_run),
+            ("disable", actions.page_periodic_disable),
+            ("enable", actions.page_periodic_enable),
+        )
     ),
     _e("/workers", boards.workers, "GET", "workers", "protected", "read", False),
     _e("/prune/confirm", pages.prune_confirm, "GET", "prune", "protected", "read", False),
@@ -183,7 +231,16 @@ ROUTES: tuple[Endpoint, ...] = (
 # Mounted sub-apps, classified like routes: the static files hold no data (CSS and the script).
 PUBLIC_MOUNTS = ("/static",)
 # JSON mutations whose body may ask only to count (``"dry_run": true``): allowed read-only.
-DRY_RUN_OK = frozenset({"api_bulk_retry", "api_bulk_cancel", "api_prune"})
+DRY_RUN_OK = frozenset(
+    {
+        "api_bulk_retry",
+        "api_bulk_cancel",
+        "api_bulk_delete",
+        "api_bulk_run_now",
+        "api_bulk_priority",
+        "api_prune",
+    }
+)
 OPEN_WARNING = (
     "this dashboard has no token and no auth: anyone who can reach it can read every job{acts}. "
     "Pass token= or auth= to create_app (or allowed_hosts= to answer loopback names only)"
@@ -331,7 +388,9 @@ def create_app(
     guard = Guard(token=token, auth=auth, secret_key=secret_key)
     warning = None
     if token is None and auth is None and not allowed_hosts:
-        warning = OPEN_WARNING.format(acts="" if read_only else " and retry, cancel or prune them")
+        warning = OPEN_WARNING.format(
+            acts="" if read_only else " and retry, cancel, delete or prune them"
+        )
         log.warning("errands dashboard: %s", warning)
     dash = Dashboard(queue, guard, read_only=read_only, title=title, open_warning=warning)
     middleware = [Middleware(SecurityHeaders), Middleware(BodyLimit, limit=MAX_BODY)]

@@ -6,25 +6,26 @@ periodic schedules (with "run now") and workers (with the jobs each holds). Rend
 
 from __future__ import annotations
 
-import json
+from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
+import anyio
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import URL
 from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response
+from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from ..client import reports
 from ..core import rollup
-from ..errors import JobNotFoundError
 from . import api, charts, pages, params, search
 
 if TYPE_CHECKING:
     from .common import Dashboard
 
 FAILURE_WINDOWS = ("1h", "24h", "7d")
-FAILURE_PAGE = 50  # groups per page of /failures (the total is always shown)
+FAILURE_PAGE = 50  # groups per page of /failures and /api/admin/errors (the total is shown)
 MAX_GROUPS = 100_000  # error groups read for /failures: (code, type) pairs, not jobs
 CANCELLED_PREFIX = "CANCELLED:"  # an operator's or upstream's decision, not a failure
 
@@ -38,14 +39,81 @@ def failures_only(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 WEEK_TTL = 60.0  # seconds the 7-day figures are kept between refreshes (common.cached)
 
 
-def _failure_groups(dash: Dashboard, since: float) -> dict[str, Any]:
+def _failure_groups(dash: Dashboard, since: float, keep: bool) -> dict[str, Any]:
     def read() -> list[dict[str, Any]]:
         return dash.queue.errors(top=MAX_GROUPS, since=since)
 
-    rows = dash.cached(f"errors:{since}", WEEK_TTL, read) if since > 86400 else read()
+    # Kept only for the named windows (1h, 24h, 7d): any other duration is computed each time,
+    # so no one can fill the memory with keys.
+    rows = dash.cached(f"errors:{since}", WEEK_TTL, read) if keep and since > 86400 else read()
     groups = failures_only(rows)
     cancelled = sum(r["count"] for r in rows if r not in groups)
     return {"groups": groups, "cancelled": cancelled}
+
+
+@dataclass(frozen=True, slots=True)
+class FailureFilters:
+    """The failures' filters, the same on ``/failures`` and ``/api/admin/errors``: ``window``
+    (a duration: 1h, 24h, 7d or ``<n>[smhdw]`` up to 90 days; ``since`` is its older name,
+    still taken), ``page`` and ``top``: groups a page, 1-100 (50 unless given; SPEC §5b's
+    ``/api/admin/errors?top=N`` is the N largest groups, page 1)."""
+
+    window: str
+    seconds: float
+    page: int
+    top: int | None
+
+    @property
+    def size(self) -> int:
+        return self.top or FAILURE_PAGE
+
+    def kept(self) -> dict[str, Any]:
+        """The filters, as query parameters for links (``top`` only when given)."""
+        return {"window": self.window, **({"top": self.top} if self.top else {})}
+
+
+def failure_filters(query: Any) -> FailureFilters:
+    name = "window"
+    if not query.get("window") and query.get("since"):
+        name = "since"  # the older name of the API's window, kept for scripts
+    elif query.get("window") and query.get("since") and query["window"] != query["since"]:
+        raise params.BadParameter("give window (or its older name since), not both")
+    chosen = query.get(name) or "24h"
+    seconds = params.window(query, name)
+    number = params.integer(query, "page", default=1, low=1, high=1_000_000) or 1
+    top = params.integer(query, "top", default=None, low=1, high=100)
+    return FailureFilters(str(chosen), seconds, number, top)
+
+
+def failure_page(dash: Dashboard, f: FailureFilters) -> dict[str, Any]:
+    """The groups of one page of failures (without cancellations), with the totals."""
+    data = _failure_groups(dash, f.seconds, f.window in params.WINDOWS)
+    every = data["groups"]
+    size = f.size
+    page_count = max(-(-len(every) // size), 1)
+    number = min(f.page, page_count)
+    shown = every[(number - 1) * size : number * size]
+    return {
+        "groups": shown,
+        "page": number,
+        "pages": page_count,
+        "total_groups": len(every),
+        "total_jobs": sum(r["count"] for r in every),
+        "cancelled": data["cancelled"],
+    }
+
+
+async def api_errors(request: Request, dash: Dashboard) -> Response:
+    """``GET /api/admin/errors``: the rows of ``/failures`` with the same query string."""
+    f = failure_filters(request.query_params)
+    got = await run_in_threadpool(failure_page, dash, f)
+    body = {
+        "errors": got["groups"],
+        "window": f.window,
+        "since_seconds": f.seconds,
+        **{k: got[k] for k in ("page", "pages", "total_groups", "total_jobs", "cancelled")},
+    }
+    return JSONResponse(body)
 
 
 SAMPLE_CHARS = 200  # of a group's newest message, on the Failures page
@@ -64,17 +132,10 @@ def _samples(dash: Dashboard, groups: list[dict[str, Any]]) -> list[dict[str, An
 
 
 async def failures(request: Request, dash: Dashboard) -> Response:
-    query = request.query_params
-    chosen = query.get("window") or "24h"
-    if chosen not in FAILURE_WINDOWS:
-        raise params.BadParameter(f"window must be one of {', '.join(FAILURE_WINDOWS)}")
-    number = params.integer(query, "page", default=1, low=1, high=1_000_000) or 1
-    data = await run_in_threadpool(_failure_groups, dash, params.WINDOWS[chosen])
-    every = data["groups"]
-    page_count = max(-(-len(every) // FAILURE_PAGE), 1)
-    number = min(number, page_count)
-    shown = every[(number - 1) * FAILURE_PAGE : number * FAILURE_PAGE]
-    samples = await run_in_threadpool(_samples, dash, shown)
+    f = failure_filters(request.query_params)
+    got = await run_in_threadpool(failure_page, dash, f)
+    number, page_count = got["page"], got["pages"]
+    samples = await run_in_threadpool(_samples, dash, got["groups"])
     groups = [
         {
             **r,
@@ -86,11 +147,11 @@ async def failures(request: Request, dash: Dashboard) -> Response:
             ),
             "sample": sample,
         }
-        for r, sample in zip(shown, samples, strict=True)
+        for r, sample in zip(got["groups"], samples, strict=True)
     ]
 
     def page_url(n: int) -> URL:
-        return request.url_for("failures").include_query_params(window=chosen, page=n)
+        return request.url_for("failures").include_query_params(**f.kept(), page=n)
 
     return pages.render(
         request,
@@ -99,48 +160,52 @@ async def failures(request: Request, dash: Dashboard) -> Response:
         {
             "page": "failures",
             "groups": groups,
-            "window": chosen,
+            "window": f.window,
             "windows": FAILURE_WINDOWS,
-            "total_groups": len(every),
-            "total_jobs": sum(r["count"] for r in every),
-            "first_index": (number - 1) * FAILURE_PAGE + 1,
+            "total_groups": got["total_groups"],
+            "total_jobs": got["total_jobs"],
+            "first_index": (number - 1) * f.size + 1,
             "page_number": number,
             "page_count": page_count,
             "prev_url": page_url(number - 1) if number > 1 else None,
             "next_url": page_url(number + 1) if number < page_count else None,
-            "cancelled": data["cancelled"],
+            "cancelled": got["cancelled"],
             "cancelled_url": request.url_for("jobs").include_query_params(status="cancelled"),
+            "api_url": request.url_for("api_errors").include_query_params(**f.kept(), page=number),
         },
     )
 
 
+def _periodic_data(dash: Dashboard) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+    """The schedules, and each job type's newest error code of the last 24 h (from the error
+    figures: one small read, however many jobs): a schedule's "last error"."""
+    rows = api.periodic_rows(dash)
+    newest: dict[str, dict[str, Any]] = {}
+    for e in dash.queue.errors(top=100):
+        seen = newest.get(e["type"])
+        # None: a job still retrying (newer than any finished one)
+        rank = (e["last_seen"] is None, e["last_seen"] or "")
+        if seen is None or rank > (seen["last_seen"] is None, seen["last_seen"] or ""):
+            newest[e["type"]] = e
+    return rows, newest
+
+
 async def periodic(request: Request, dash: Dashboard) -> Response:
-    rows = await run_in_threadpool(api.periodic_rows, dash)
+    rows, errors = await run_in_threadpool(_periodic_data, dash)
+    query = request.query_params
     ran = None
-    if request.query_params.get("ran"):
-        ran = params.job_id(
-            params.integer(request.query_params, "ran", default=None, low=1, high=params.MAX_ID)
-        )
-    context = {"page": "periodic", "schedules": rows, "ran": ran}
+    if query.get("ran"):
+        ran = params.job_id(params.integer(query, "ran", default=None, low=1, high=params.MAX_ID))
+    switched = query.get("switched") if query.get("switched") in ("disable", "enable") else None
+    context = {
+        "page": "periodic",
+        "schedules": rows,
+        "errors": errors,
+        "ran": ran,
+        "switched": switched,
+        "switched_name": (params.text(query, "schedule") or "") if switched else "",
+    }
     return pages.render(request, dash, "periodic.html", context)
-
-
-def _run_schedule(dash: Dashboard, name: str) -> int:
-    """Enqueue a schedule's job now, as its next tick would (its own tick is not moved)."""
-    q = dash.queue
-    for row in q.backend.list_periodic():
-        if row.name == name:
-            return q.enqueue(row.type, json.loads(row.payload), queue=row.queue, actor=api.ACTOR)
-    raise JobNotFoundError(f"no periodic schedule named {name!r:.80}; see the Periodic page")
-
-
-async def periodic_run(request: Request, dash: Dashboard) -> Response:
-    name = params.text(request.state.form, "name")
-    if name is None:
-        raise params.BadParameter("name is required: the schedule to run now")
-    job_id = await run_in_threadpool(_run_schedule, dash, name)
-    target = request.url_for("periodic").include_query_params(ran=job_id)
-    return RedirectResponse(target, status_code=303)
 
 
 def _queues_data(dash: Dashboard) -> list[dict[str, Any]]:
@@ -224,17 +289,103 @@ async def workers(request: Request, dash: Dashboard) -> Response:
 
 
 CHART_WINDOWS = {"24h": 24, "7d": 168}
+A = TypeVar("A")
+B = TypeVar("B")
 
 
-def _overview_data(dash: Dashboard, hours: int) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class ChartFilters:
+    """The charts' filters, the same on the overview and ``/api/admin/charts``: ``window``
+    (24h or 7d), ``type`` and ``queue`` (exact names; either, both or neither)."""
+
+    window: str
+    type: str | None
+    queue: str | None
+
+    @property
+    def hours(self) -> int:
+        return CHART_WINDOWS[self.window]
+
+    def kept(self) -> dict[str, str]:
+        """The filters given, as query parameters (for links)."""
+        out = {"window": self.window, "type": self.type, "queue": self.queue}
+        return {k: v for k, v in out.items() if v is not None}
+
+
+def chart_filters(query: Any) -> ChartFilters:
+    chosen = query.get("window") or "24h"
+    if chosen not in CHART_WINDOWS:
+        raise params.BadParameter(
+            f"window must be one of {', '.join(CHART_WINDOWS)}; got {chosen!r:.40}"
+        )
+    return ChartFilters(chosen, params.text(query, "type"), params.text(query, "queue"))
+
+
+def chart_series(
+    dash: Dashboard, f: ChartFilters
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(finished per hour, wait/run p50/p95 per hour) for the filters. All jobs, or one queue:
+    the minute figures (every attempt's run). One type (and queue): its rows still kept plus
+    the hourly rollup of its pruned ones (each job once: its last attempt). The 7-day figures
+    are kept a minute; for a type or queue only when something of it finished in the week, so
+    hostile names (which match nothing) cannot fill the memory."""
     q = dash.queue
-    figures = q.stats(top=20)
-    figures["top_errors"] = failures_only(figures["top_errors"])[:6]
+    now = q.clock()
 
     def read() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        return q.throughput(hours=hours), reports.hourly_latency(q.backend, q.clock(), hours)
+        if f.type is not None:
+            return reports.hourly_of_type(q.backend, now, f.hours, f.type, f.queue)
+        return (
+            reports.hourly_throughput(q.backend, now, f.hours, f.queue),
+            reports.hourly_latency(q.backend, now, f.hours, f.queue),
+        )
 
-    series, latency = dash.cached(f"hours:{hours}", WEEK_TTL, read) if hours > 24 else read()
+    if f.hours <= 24:
+        return read()
+    key = f"hours:{f.hours}:{f.type!r}:{f.queue!r}"
+    if f.type is None and f.queue is None:
+        return dash.cached(key, WEEK_TTL, read)
+    got = dash.cached(key, WEEK_TTL, read)
+    if not any(h["succeeded"] or h["failed"] or h["cancelled"] for h in got[0]):
+        dash.forget(key)
+    return got
+
+
+def _overview_stats(dash: Dashboard) -> dict[str, Any]:
+    figures = dash.queue.stats(top=20)
+    figures["top_errors"] = failures_only(figures["top_errors"])[:6]
+    return figures
+
+
+async def _both(first: Callable[[], A], second: Callable[[], B]) -> tuple[A, B]:
+    """Two reads at once, each in a worker thread of the pool every handler uses (their
+    connections are the pool threads' own): the page waits for the slower, not the sum. The
+    first error of either is raised as itself (not an exception group), so the app's error
+    pages still answer it."""
+    done: dict[int, Any] = {}
+    failed: list[BaseException] = []
+
+    async def run(slot: int, fn: Callable[[], Any]) -> None:
+        try:
+            done[slot] = await run_in_threadpool(fn)
+        except Exception as exc:  # kept and raised below, as itself
+            failed.append(exc)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run, 0, first)
+        tg.start_soon(run, 1, second)
+    if failed:
+        raise failed[0]
+    return done[0], done[1]
+
+
+def _overview_data(
+    figures: dict[str, Any],
+    series: list[dict[str, Any]],
+    latency: list[dict[str, Any]],
+    f: ChartFilters,
+) -> dict[str, Any]:
+    rows = figures["by_queue_type"]
     return {
         "stats": figures,
         "throughput_chart": charts.throughput(series),
@@ -243,13 +394,45 @@ def _overview_data(dash: Dashboard, hours: int) -> dict[str, Any]:
         "run_chart": charts.latency(latency, "run"),
         "counts_chart": charts.counts(figures["counts"]),
         "finished": sum(h["succeeded"] + h["failed"] + h["cancelled"] for h in series),
+        "types": sorted({r["type"] for r in rows} | ({f.type} if f.type else set())),
+        "queues": sorted({r["queue"] for r in rows} | ({f.queue} if f.queue else set())),
     }
 
 
 async def overview(request: Request, dash: Dashboard) -> Response:
-    chosen = request.query_params.get("window") or "24h"
-    if chosen not in CHART_WINDOWS:
-        raise params.BadParameter(f"window must be one of {', '.join(CHART_WINDOWS)}")
-    data = await run_in_threadpool(_overview_data, dash, CHART_WINDOWS[chosen])
-    context = {"page": "overview", "window": chosen, "windows": CHART_WINDOWS, **data}
+    f = chart_filters(request.query_params)
+    # The figures and the charts are independent reads: on the first (uncached) view of a
+    # type's week each costs about as much as the other (BENCHMARKS.md).
+    figures, (series, latency) = await _both(
+        partial(_overview_stats, dash), partial(chart_series, dash, f)
+    )
+    data = _overview_data(figures, series, latency, f)
+    here = request.url_for("overview")
+    context = {
+        "page": "overview",
+        "window": f.window,
+        "windows": CHART_WINDOWS,
+        "f": f,
+        "window_urls": {
+            w: here.include_query_params(**{**f.kept(), "window": w}) for w in CHART_WINDOWS
+        },
+        "charts_api_url": request.url_for("api_charts").include_query_params(**f.kept()),
+        **data,
+    }
     return pages.render(request, dash, "overview.html", context)
+
+
+def charts_body(dash: Dashboard, f: ChartFilters) -> dict[str, Any]:
+    """``GET /api/admin/charts``: the overview's four charts as numbers, one entry per hour."""
+    series, latency = chart_series(dash, f)
+    return {
+        "window": f.window,
+        "type": f.type,
+        "queue": f.queue,
+        "hours": [{**s, **lat} for s, lat in zip(series, latency, strict=True)],
+    }
+
+
+async def api_charts(request: Request, dash: Dashboard) -> Response:
+    f = chart_filters(request.query_params)
+    return JSONResponse(await run_in_threadpool(charts_body, dash, f))

@@ -61,3 +61,7 @@ class Dashboard:
         value = compute()
         self._cache[key] = (now + ttl, value)
         return value
+
+    def forget(self, key: str) -> None:
+        """Drop what ``cached`` kept under ``key`` (a figure not worth keeping)."""
+        self._cache.pop(key, None)

@@ -21,7 +21,7 @@ from starlette.responses import RedirectResponse, Response
 
 from ..client import bulk
 from ..errors import JobNotFoundError
-from . import api, params, search
+from . import actions, api, params, search
 from .security import SESSION_COOKIE
 
 if TYPE_CHECKING:
@@ -220,6 +220,7 @@ async def jobs(request: Request, dash: Dashboard) -> Response:
             "bulk_action": bulk_action,
             "bulk_url": bulk_url,
             "acted": _acted(request.query_params),
+            "deleted": _deleted(request.query_params),
             "can_select": not dash.read_only,
             "back": str(request.url.path) + (f"?{request.url.query}" if request.url.query else ""),
         },
@@ -229,13 +230,20 @@ async def jobs(request: Request, dash: Dashboard) -> Response:
 def _acted(query: Any) -> dict[str, Any] | None:
     """What "act on the selected rows" did, from the address it redirected to."""
     action = query.get("acted")
-    if action not in ("retry", "cancel"):
+    if action not in SELECTED_ACTIONS:
         return None
     counts = {
         k: params.integer(query, k, default=0, low=0, high=MAX_SELECTED)
         for k in ("changed", "requested", "skipped")
     }
     return {"action": action, **counts}
+
+
+def _deleted(query: Any) -> int | None:
+    """The job the job page's Delete removed (it has no page left: the list says so)."""
+    if not query.get("deleted"):
+        return None
+    return params.integer(query, "deleted", default=None, low=1, high=params.MAX_ID)
 
 
 async def find_job(request: Request, dash: Dashboard) -> Response:
@@ -285,19 +293,33 @@ def timeline(job: Any, attempts: list[Any], now: float) -> list[dict[str, Any]]:
     return steps
 
 
-def commands(job: Any) -> list[tuple[str, str]]:
+def commands(job: Any, now: float) -> list[tuple[str, str]]:
     """(what, command) for each thing an operator can do to this job from a shell."""
     out = [("show", f"errands show {job.id}")]
     if job.status in bulk.RETRYABLE:
         out.append(("retry", f"errands retry {job.id}"))
     if job.status in bulk.CANCELLABLE:
         out.append(("cancel", f"errands cancel {job.id}"))
+    if can_run_now(job, now):
+        out.append(("run now", f"errands run-now {job.id}"))
+    if job.status in bulk.REPRIORITIZABLE:
+        out.append(("priority", f"errands priority {job.priority} {job.id}"))
+    if job.status in bulk.DELETABLE:
+        out.append(("delete", f"errands delete {job.id}"))
     return out
+
+
+def can_run_now(job: Any, now: float) -> bool:
+    """A queued job whose run_at is still ahead (scheduled, or a retry's backoff)."""
+    return (
+        job.status in bulk.RUNNABLE_NOW and job.run_at is not None and job.run_at.timestamp() > now
+    )
 
 
 async def job(request: Request, dash: Dashboard) -> Response:
     d = await run_in_threadpool(api.job_detail, dash, _job_id(request))
     j = d["job"]
+    now = dash.queue.clock()
     payload, payload_cut = preview(j.payload)
     result, result_cut = preview(j.result) if j.result is not None else ("", False)
     events = [
@@ -322,8 +344,11 @@ async def job(request: Request, dash: Dashboard) -> Response:
             "result_cut": result_cut,
             "can_retry": j.status in bulk.RETRYABLE,
             "can_cancel": j.status in bulk.CANCELLABLE,
-            "timeline": timeline(j, d["attempts"], dash.queue.clock()),
-            "commands": commands(j),
+            "can_run_now": can_run_now(j, now),
+            "can_reprioritize": j.status in bulk.REPRIORITIZABLE,
+            "can_delete": j.status in bulk.DELETABLE,
+            "timeline": timeline(j, d["attempts"], now),
+            "commands": commands(j, now),
             "deps": {
                 **d["deps"],
                 # This job's own rule, the same on each of its upstream edges.
@@ -395,14 +420,16 @@ async def cancel(request: Request, dash: Dashboard) -> Response:
 
 
 MAX_SELECTED = 500  # ids one "act on the selected rows" may name (one page at most)
+SELECTED_ACTIONS = ("retry", "cancel", *actions.EDITS)
 
 
 async def act_on_selected(request: Request, dash: Dashboard) -> Response:
-    """Retry or cancel the rows ticked on a list page: each job fenced on its state, so one
-    that moved on is skipped; then back to the list (Post/Redirect/Get) saying what happened."""
+    """Retry, cancel, delete, run now or reprioritize the rows ticked on a list page: each job
+    fenced on its state, so one that moved on is skipped; then back to the list
+    (Post/Redirect/Get) saying what happened."""
     raw = (await request.body()).decode("utf-8", errors="replace")
     pairs = parse_qsl(raw, keep_blank_values=True)
-    action = _bulk_action(request.state.form)
+    action = _bulk_action(request.state.form, SELECTED_ACTIONS)
     ids: list[int] = []
     for key, value in pairs:
         if key == "id":
@@ -415,8 +442,12 @@ async def act_on_selected(request: Request, dash: Dashboard) -> Response:
     if len(ids) > MAX_SELECTED:
         raise params.BadParameter(f"at most {MAX_SELECTED} jobs at once; use a bulk action")
     q = dash.queue
-    act = bulk.retry if action == "retry" else bulk.cancel
-    report = await run_in_threadpool(act, q.backend, ids, api.ACTOR, q.clock())
+    if action in actions.EDITS:
+        priority = actions.priority_of(request.state.form) if action == "priority" else None
+        report = await run_in_threadpool(actions.act, dash, action, ids, priority)
+    else:
+        act = bulk.retry if action == "retry" else bulk.cancel
+        report = await run_in_threadpool(act, q.backend, ids, api.ACTOR, q.clock())
     target = URL(safe_next(request, request.state.form.get("back"))).include_query_params(
         acted=action,
         changed=len(report.changed),
@@ -426,10 +457,10 @@ async def act_on_selected(request: Request, dash: Dashboard) -> Response:
     return RedirectResponse(str(target), status_code=303)
 
 
-def _bulk_action(fields: Any) -> str:
+def _bulk_action(fields: Any, allowed: tuple[str, ...] = ("retry", "cancel")) -> str:
     action = fields.get("action")
-    if action not in ("retry", "cancel"):
-        raise params.BadParameter("action must be retry or cancel")
+    if action not in allowed:
+        raise params.BadParameter(f"action must be {' or '.join(allowed)}")
     return str(action)
 
 

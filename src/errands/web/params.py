@@ -27,8 +27,10 @@ JOB_FILTERS = ("status", "type", "queue", "error_code", "q", "view", "limit", "c
 API_QUERY: dict[str, frozenset[str]] = {
     "api_jobs": frozenset(JOB_FILTERS),
     "api_stats": frozenset({"window", "top"}),
-    "api_errors": frozenset({"top", "since"}),
+    # The failures page's filters (``since``: the older name of ``window``, still taken).
+    "api_errors": frozenset({"window", "since", "page", "top"}),
     "api_throughput": frozenset({"hours"}),
+    "api_charts": frozenset({"window", "type", "queue"}),  # the overview's charts
 }
 
 

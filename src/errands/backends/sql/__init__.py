@@ -58,9 +58,10 @@ def parse(text: str) -> dict[str, str]:
 
 
 @cache
-def queries(dialect: str) -> dict[str, str]:
+def queries(dialect: str, prefix: str = "") -> dict[str, str]:
     """Every named query of a dialect: all its ``*.sql`` files except migrations, so
-    concerns can live in files of their own (jobs, ops, periodic…)."""
+    concerns can live in files of their own (jobs, ops, periodic…); with a table ``prefix``,
+    every name of errands' objects in them carries it (``with_prefix``)."""
     merged: dict[str, str] = {}
     for entry in sorted(
         resources.files(__package__).joinpath(dialect).iterdir(), key=lambda e: e.name
@@ -69,7 +70,7 @@ def queries(dialect: str) -> dict[str, str]:
             for name, statement in parse(entry.read_text()).items():
                 if name in merged:
                     raise ValueError(f"{dialect}: query {name!r} is defined in two files")
-                merged[name] = PARAMETER_STYLE[dialect](statement)
+                merged[name] = PARAMETER_STYLE[dialect](with_prefix(dialect, statement, prefix))
     return merged
 
 
@@ -85,13 +86,14 @@ def own_queries(dialect: str) -> frozenset[str]:
 
 
 @cache
-def migrations(dialect: str) -> tuple[tuple[int, str], ...]:
-    """(version, script) pairs in order."""
+def migrations(dialect: str, prefix: str = "") -> tuple[tuple[int, str], ...]:
+    """(version, script) pairs in order; with a table ``prefix``, the names of errands'
+    objects in them carry it (``with_prefix``)."""
     found = []
     for entry in resources.files(__package__).joinpath(dialect).iterdir():
         match = re.fullmatch(r"migration_(\d{4})\.sql", entry.name)
         if match:
-            found.append((int(match.group(1)), entry.read_text()))
+            found.append((int(match.group(1)), with_prefix(dialect, entry.read_text(), prefix)))
     found.sort()
     versions = [v for v, _ in found]
     if versions != list(range(1, len(versions) + 1)):
@@ -106,6 +108,12 @@ _CREATED = re.compile(
     r"\"?(\w+)\"?",
     re.IGNORECASE,
 )
+# ALTER TABLE … DROP|ADD CONSTRAINT [IF EXISTS] name: a later migration replacing a CHECK
+# names the constraint PostgreSQL generated as <table>_<column>_check, so with a prefix the
+# name must carry it too (errands_jobs_status_check), or the DROP misses the old CHECK.
+_CONSTRAINT = re.compile(
+    r"\b(?:DROP|ADD)\s+CONSTRAINT\s+(?:IF\s+EXISTS\s+)?\"?(\w+)\"?", re.IGNORECASE
+)
 
 
 @cache
@@ -118,3 +126,63 @@ def created_objects(dialect: str) -> tuple[tuple[str, str], ...]:
         for kind, name in _CREATED.findall(body):
             found.setdefault(name.lower(), kind.lower())
     return tuple(sorted((kind, name) for name, kind in found.items()))
+
+
+# The objects errands keeps outside the migrations' CREATE statements: its migrations table
+# (schema.sql) and, on PostgreSQL, the wake-up channels (LISTEN/NOTIFY names share the whole
+# database, so a second installation must not wake the first one's workers).
+MIGRATIONS_TABLE = "errands_migrations"
+CHANNELS = {"sqlite": (), "postgres": ("errands_jobs", "errands_finished")}
+
+
+@cache
+def object_names(dialect: str) -> frozenset[str]:
+    """The one list of names a table prefix applies to: every table, index, trigger, view,
+    sequence and function errands' migrations create (read from the scripts, so it cannot
+    drift from them), its migrations table and its channels."""
+    return frozenset(
+        {name for _, name in created_objects(dialect)}
+        | set(named_constraints(dialect))
+        | {MIGRATIONS_TABLE, *CHANNELS[dialect]}
+    )
+
+
+@cache
+def named_constraints(dialect: str) -> tuple[str, ...]:
+    """The constraints a migration drops or adds by name (a CHECK replaced in place)."""
+    found: set[str] = set()
+    for _, script in migrations(dialect):
+        body = "\n".join(line.split("--", 1)[0] for line in script.splitlines())
+        found.update(name.lower() for name in _CONSTRAINT.findall(body))
+    return tuple(sorted(found))
+
+
+# One token at a time, leftmost first: a comment, a string literal, a quoted identifier, a
+# parameter (:name, or psycopg's %(name)s) or a cast are kept whole; a bare word is a name.
+_NAMES = re.compile(
+    r"--[^\n]*|'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|::|:[A-Za-z_]\w*|%\([A-Za-z_]\w*\)s"
+    r"|\b[A-Za-z_]\w*\b"
+)
+
+
+def with_prefix(dialect: str, statement: str, prefix: str) -> str:
+    """``statement`` with every name of ``object_names(dialect)`` carrying ``prefix``: a bare
+    word, a quoted identifier, or a string literal that is exactly such a name (how the
+    catalog queries and ``pg_notify`` name them). Comments, other literals, parameters and
+    column names are left alone (no column of errands' shares a name with one of its objects:
+    tests/backends/test_table_prefix.py). ``prefix`` is checked by the caller
+    (``validate_prefix``)."""
+    if not prefix:
+        return statement
+    names = object_names(dialect)
+
+    def swap(match: re.Match[str]) -> str:
+        token = match.group(0)
+        if token[0] in "'\"":
+            inner = token[1:-1]
+            return f"{token[0]}{prefix}{inner}{token[0]}" if inner.lower() in names else token
+        if token.lower() in names:
+            return prefix + token
+        return token
+
+    return _NAMES.sub(swap, statement)

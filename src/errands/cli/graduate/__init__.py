@@ -130,6 +130,11 @@ def run(args: argparse.Namespace) -> int:
                 f"now point your workers and application at {redact(args.to)} "
                 f"(ERRANDS_DB={redact(args.to)}; see docs/postgres.md, cut-over)"
             )
+            if report.table_prefix:
+                print(
+                    f"errands' tables there carry the prefix {report.table_prefix!r}, as in "
+                    "the file: processes that name no table_prefix find it"
+                )
     return 0 if report.ok else 1
 
 

@@ -59,11 +59,32 @@ TABLES: tuple[tuple[str, tuple[str, ...]], ...] = (
 IDENTITY_TABLES = ("jobs", "job_attempts", "job_events", "job_blobs")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MASK = (1 << 64) - 1
-SOURCE_Q = named.queries("sqlite")  # the source is always SQLite, the target PostgreSQL
-TARGET_Q = named.queries("postgres")
 MAX_REPORTED = 50  # rows listed by name when some cannot be copied
 
 Progress = Callable[[str, int, int], None]  # (table, rows done, rows in source)
+
+
+@dataclass(frozen=True, slots=True)
+class Names:
+    """The table prefix of each side (docs/operations.md): the source's own, and the
+    target's — by default the same — with each side's named queries under it."""
+
+    source_prefix: str = ""
+    target_prefix: str = ""
+
+    def src(self, table: str) -> str:
+        return self.source_prefix + table
+
+    def dst(self, table: str) -> str:
+        return self.target_prefix + table
+
+    @property
+    def source_q(self) -> dict[str, str]:  # the source is always SQLite, the target PostgreSQL
+        return named.queries("sqlite", self.source_prefix)
+
+    @property
+    def target_q(self) -> dict[str, str]:
+        return named.queries("postgres", self.target_prefix)
 
 
 class GraduateError(ErrandsError):
@@ -93,6 +114,7 @@ class Report:
     complete: bool = False  # False: stopped early (max_batches); run again to carry on
     resumed: bool = False
     seconds: float = 0.0
+    table_prefix: str = ""  # the target's (docs/operations.md)
 
     @property
     def ok(self) -> bool:
@@ -142,7 +164,7 @@ def graduate(
     """
     import psycopg
 
-    from ...backends import redact
+    from ...backends import prefix, redact
     from ...backends.pg_connection import describe
     from ...backends.sqlite import path_from_url
     from ...queue import Queue
@@ -159,11 +181,17 @@ def graduate(
         raise GraduateError(f"{path} does not exist; give the SQLite queue with --db PATH")
     started = time.monotonic()
     source_id = os.path.realpath(path)
-    # Opening each as a Queue checks (and, for the target, creates) the schema.
-    with Queue(path, allow_graduated=True) as src_q, Queue(pg_url) as dst_q:
+    # Opening each as a Queue checks (and, for the target, creates) the schema. The target
+    # keeps the source's table prefix unless its URL names one (?table_prefix=…).
+    pg_url, named_prefix = prefix.split_url(pg_url)
+    with Queue(sqlite_url, allow_graduated=True) as src_q:
+        names = Names(src_q.table_prefix, src_q.table_prefix)
         src_version = src_q.backend.schema_version()
-        dst_version = dst_q.backend.schema_version()
         live = [] if ignore_live_workers else src_q.workers(now=time.time())
+    target_prefix = names.source_prefix if named_prefix is None else named_prefix
+    with Queue(pg_url, table_prefix=target_prefix) as dst_q:
+        names = Names(names.source_prefix, dst_q.table_prefix)
+        dst_version = dst_q.backend.schema_version()
     if live:
         raise GraduateError(_live_workers_message(path, live))
     if src_version != dst_version:
@@ -171,7 +199,7 @@ def graduate(
             f"{path} is at schema version {src_version} but the target at {dst_version}; "
             "run the same errands version on both (open the older one with it to migrate)"
         )
-    report = Report(source=path, target=describe(pg_url))
+    report = Report(source=path, target=describe(pg_url), table_prefix=names.target_prefix)
     src = sqlite3.connect(path, isolation_level=None)
     # Bytes that are not UTF-8 (an older errands could store a lone surrogate) are read as
     # surrogate escapes, so the check below can name the row instead of the read failing.
@@ -180,43 +208,54 @@ def graduate(
         src.execute("BEGIN")  # one snapshot for the copy and the verification
         with psycopg.connect(pg_url, autocommit=True) as dst:
             _json_as_text(dst)
-            _refuse_uncopyable(src, dst, path)
-            report.resumed = _claim_target(dst, source_id, force, report.target)
+            _refuse_uncopyable(src, dst, path, names)
+            report.resumed = _claim_target(dst, source_id, force, report.target, names)
             batches = 0
             for table, key in TABLES:
                 t = TableReport(table)
                 report.tables.append(t)
-                columns = _source_columns(src, table)
-                types = _target_types(dst, table)
+                columns = _source_columns(src, table, names)
+                types = _target_types(dst, table, names)
                 missing = set(columns) - set(types)
                 if missing:
                     raise GraduateError(
                         f"target table {table} lacks columns {sorted(missing)}; both sides must "
                         "be migrated by the same errands version"
                     )
-                (t.source_rows,) = src.execute(f"SELECT count(*) FROM {_quoted(table)}").fetchone()
+                count = f"SELECT count(*) FROM {_quoted(names.src(table))}"
+                (t.source_rows,) = src.execute(count).fetchone()
                 done = _copy_table(
-                    src, dst, t, key, columns, types, batch_size, progress, max_batches, batches
+                    src,
+                    dst,
+                    t,
+                    key,
+                    columns,
+                    types,
+                    batch_size,
+                    progress,
+                    max_batches,
+                    batches,
+                    names,
                 )
                 batches = done
                 if max_batches is not None and batches >= max_batches:
                     report.seconds = time.monotonic() - started
                     return report
-            _advance_sequences(dst)
+            _advance_sequences(dst, names)
             for t in report.tables:
-                _verify(src, dst, t, dict(TABLES)[t.name])
+                _verify(src, dst, t, dict(TABLES)[t.name], names)
             report.complete = True
             # The figures stats reads are kept by errands' own writes, which COPY is not.
-            with Queue(pg_url) as dst_q:
+            with Queue(pg_url, table_prefix=names.target_prefix) as dst_q:
                 dst_q.recount_figures()
             if report.ok:
                 params = {"source": source_id, "now": time.time()}
-                dst.execute(TARGET_Q["finish_graduation"], params)
+                dst.execute(names.target_q["finish_graduation"], params)
     finally:
         src.close()
     if report.ok:
         # The file now refuses new work, naming where its queue went (no password).
-        with Queue(path, allow_graduated=True) as src_q:
+        with Queue(sqlite_url, allow_graduated=True) as src_q:
             src_q.backend.mark_graduated(redact(pg_url), time.time())
     report.seconds = time.monotonic() - started
     return report
@@ -237,7 +276,7 @@ def _live_workers_message(path: str, live: list[dict[str, Any]]) -> str:
     )
 
 
-def _refuse_uncopyable(src: sqlite3.Connection, dst: Any, path: str) -> None:
+def _refuse_uncopyable(src: sqlite3.Connection, dst: Any, path: str, names: Names) -> None:
     """Before anything is copied: every row PostgreSQL could not store (a NUL character or
     bytes that are not UTF-8 in a text or JSON column; JSON that is not JSON), by table and
     key, one line each. Rows written by this errands never qualify: it refuses them at enqueue
@@ -245,12 +284,13 @@ def _refuse_uncopyable(src: sqlite3.Connection, dst: Any, path: str) -> None:
     problems: list[str] = []
     found = 0
     for table, key in TABLES:
-        types = _target_types(dst, table)
-        columns = _source_columns(src, table)
+        types = _target_types(dst, table, names)
+        columns = _source_columns(src, table, names)
         checked = [c for c in columns if types.get(c) in ("jsonb", "text")]
         if not checked:
             continue
-        select = f"SELECT {', '.join(map(_quoted, (*key, *checked)))} FROM {_quoted(table)}"
+        columns_sql = ", ".join(map(_quoted, (*key, *checked)))
+        select = f"SELECT {columns_sql} FROM {_quoted(names.src(table))}"
         for row in src.execute(select):
             keys, values = row[: len(key)], row[len(key) :]
             for column, value in zip(checked, values, strict=True):
@@ -266,8 +306,8 @@ def _refuse_uncopyable(src: sqlite3.Connection, dst: Any, path: str) -> None:
         raise GraduateError(
             f"{found} value(s) in {path} cannot be stored by PostgreSQL; nothing was copied:\n"
             + "\n".join(problems)
-            + f"\n{more}fix or clear them in the SQLite file (e.g. UPDATE jobs SET result = NULL "
-            "WHERE id = …), or delete those jobs, then run graduate again"
+            + f"\n{more}fix or clear them in the SQLite file (e.g. UPDATE {names.src('jobs')} "
+            "SET result = NULL WHERE id = …), or delete those jobs, then run graduate again"
         )
 
 
@@ -296,16 +336,16 @@ def _escaped_text(data: bytes) -> str:
     return data.decode("utf-8", "surrogateescape")
 
 
-def _claim_target(dst: Any, source_id: str, force: bool, where: str) -> bool:
+def _claim_target(dst: Any, source_id: str, force: bool, where: str, names: Names) -> bool:
     """Refuse a non-empty target unless it is our own unfinished work; returns resumed."""
     from psycopg import sql
 
-    ours = dst.execute(TARGET_Q["graduation_of"], {"source": source_id}).fetchone()
+    ours = dst.execute(names.target_q["graduation_of"], {"source": source_id}).fetchone()
     occupied = [
         table
         for table, _ in TABLES
         if dst.execute(
-            sql.SQL("SELECT EXISTS (SELECT 1 FROM {})").format(sql.Identifier(table))
+            sql.SQL("SELECT EXISTS (SELECT 1 FROM {})").format(sql.Identifier(names.dst(table)))
         ).fetchone()[0]
     ]
     if occupied and ours is None and not force:
@@ -313,17 +353,17 @@ def _claim_target(dst: Any, source_id: str, force: bool, where: str) -> bool:
             f"the target {where} already has rows in {', '.join(occupied)}; graduate into an "
             "empty database, or pass --force to merge (rows whose ids exist there are kept)"
         )
-    dst.execute(TARGET_Q["start_graduation"], {"source": source_id, "now": time.time()})
+    dst.execute(names.target_q["start_graduation"], {"source": source_id, "now": time.time()})
     return bool(occupied) and ours is not None
 
 
-def _source_columns(src: sqlite3.Connection, table: str) -> list[str]:
-    rows = src.execute(SOURCE_Q["table_columns"], {"table": table}).fetchall()
+def _source_columns(src: sqlite3.Connection, table: str, names: Names) -> list[str]:
+    rows = src.execute(names.source_q["table_columns"], {"table": names.src(table)}).fetchall()
     return [str(name) for name, _ in rows]
 
 
-def _target_types(dst: Any, table: str) -> dict[str, str]:
-    rows = dst.execute(TARGET_Q["table_columns"], {"table": table}).fetchall()
+def _target_types(dst: Any, table: str, names: Names) -> dict[str, str]:
+    rows = dst.execute(names.target_q["table_columns"], {"table": names.dst(table)}).fetchall()
     return {name: dtype for name, dtype in rows}
 
 
@@ -344,17 +384,18 @@ def _copy_table(
     progress: Progress | None,
     max_batches: int | None,
     batches: int,
+    names: Names,
 ) -> int:
     """Copy one table in rowid order; returns the batch count so far."""
     import psycopg
     from psycopg import sql
 
     select = (
-        f"SELECT rowid, {', '.join(map(_quoted, columns))} FROM {_quoted(t.name)} "
+        f"SELECT rowid, {', '.join(map(_quoted, columns))} FROM {_quoted(names.src(t.name))} "
         "WHERE rowid > ? ORDER BY rowid LIMIT ?"
     )
     insert = sql.SQL("INSERT INTO {} ({}) VALUES ({}) ON CONFLICT DO NOTHING").format(
-        sql.Identifier(t.name),
+        sql.Identifier(names.dst(t.name)),
         sql.SQL(", ").join(sql.Identifier(c) for c in columns),
         sql.SQL(", ").join(sql.Placeholder() for _ in columns),
     )
@@ -373,7 +414,7 @@ def _copy_table(
                 r[0]
                 for r in dst.execute(
                     sql.SQL("SELECT id FROM {} WHERE id BETWEEN %s AND %s").format(
-                        sql.Identifier(t.name)
+                        sql.Identifier(names.dst(t.name))
                     ),
                     (lo, hi),
                 )
@@ -404,26 +445,29 @@ def _copy_table(
     return batches
 
 
-def _advance_sequences(dst: Any) -> None:
+def _advance_sequences(dst: Any, names: Names) -> None:
     """Identity sequences past the copied ids, so new jobs never reuse one (never backwards)."""
-    dst.execute(TARGET_Q["advance_identities"])
+    dst.execute(names.target_q["advance_identities"])
 
 
-def _verify(src: sqlite3.Connection, dst: Any, t: TableReport, key: tuple[str, ...]) -> None:
+def _verify(
+    src: sqlite3.Connection, dst: Any, t: TableReport, key: tuple[str, ...], names: Names
+) -> None:
     from psycopg import sql
 
-    types = _target_types(dst, t.name)
-    columns = _source_columns(src, t.name)
+    types = _target_types(dst, t.name, names)
+    columns = _source_columns(src, t.name, names)
     kinds = [types[c] for c in columns]
     keypos = [columns.index(k) for k in key]
     src_sum, keys = 0, set()
-    for row in src.execute(f"SELECT {', '.join(map(_quoted, columns))} FROM {_quoted(t.name)}"):
+    source = f"SELECT {', '.join(map(_quoted, columns))} FROM {_quoted(names.src(t.name))}"
+    for row in src.execute(source):
         norm = tuple(_norm_source(kind, v) for kind, v in zip(kinds, row, strict=True))
         keys.add(tuple(norm[i] for i in keypos))
         src_sum = (src_sum + _digest(norm)) & _MASK
     dst_sum, matched, total = 0, 0, 0
     select = sql.SQL("SELECT {} FROM {}").format(
-        sql.SQL(", ").join(sql.Identifier(c) for c in columns), sql.Identifier(t.name)
+        sql.SQL(", ").join(sql.Identifier(c) for c in columns), sql.Identifier(names.dst(t.name))
     )
     # A server-side cursor streams the table instead of loading it whole.
     with dst.transaction(), dst.cursor(name=f"errands_verify_{t.name}") as cur:

@@ -96,9 +96,19 @@
     });
   }
 
+  // A destructive action asks first: data-confirm on the form, or on the button pressed.
+  function confirmSubmit(event) {
+    var button = event.submitter;
+    var text = (button && button.dataset.confirm) || event.target.dataset.confirm;
+    if (text && !window.confirm(text)) {
+      event.preventDefault();
+    }
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
     status = document.getElementById("live-status");
     document.addEventListener("click", copy);
+    document.addEventListener("submit", confirmSubmit);
     if (document.body.dataset.live === "1") {
       timer = window.setInterval(refresh, PERIOD_MS);
     }

@@ -30,7 +30,7 @@ SELECT p.name, p.cron, p.interval_seconds, p.timezone, p.type, p.payload, p.queu
                 (SELECT MAX(j.finished_at) FROM jobs j
                  WHERE j.status = 'succeeded' AND j.type = p.type)) AS last_succeeded_at,
        p.catch_up, p.grace_seconds, p.last_succeeded_at AS stored_succeeded_at,
-       p.first_enqueued_at
+       p.first_enqueued_at, p.disabled_at, p.disabled_by, p.enabled_at
 FROM periodic p ORDER BY p.name;
 
 -- name: advance_periodic
@@ -44,6 +44,7 @@ UPDATE periodic SET next_run_at = to_timestamp(:next_run_at),
     first_enqueued_at = CASE WHEN :enqueued = 1 AND first_enqueued_at IS NULL THEN to_timestamp(:now)
                         ELSE first_enqueued_at END
 WHERE name = :name AND next_run_at = CAST(:expected AS timestamptz)
+  AND disabled_at IS NULL
 RETURNING name;
 
 -- name: record_periodic_success
@@ -56,3 +57,23 @@ WHERE name = :name
 -- Delete a schedule's row (`errands periodic remove NAME`); its jobs stay as they are.
 DELETE FROM periodic WHERE name = :name
 RETURNING name;
+
+-- name: disable_periodic
+-- An operator disables a schedule: the scheduler enqueues none of its ticks (advance_periodic
+-- is fenced on disabled_at IS NULL). A disabled one keeps who disabled it first, and when.
+UPDATE periodic SET disabled_at = to_timestamp(:now), disabled_by = :actor
+WHERE name = :name AND disabled_at IS NULL
+RETURNING name;
+
+-- name: enable_periodic
+-- Enable a disabled schedule again: its next tick is the first after now (:next_run_at; the
+-- ticks it skipped are not caught up), and enabled_at marks when, so those skipped ticks are
+-- never owed (overdue). Enabling an enabled schedule changes nothing.
+UPDATE periodic SET disabled_at = NULL, disabled_by = NULL, enabled_at = to_timestamp(:now),
+    next_run_at = to_timestamp(:next_run_at)
+WHERE name = :name AND disabled_at IS NOT NULL
+RETURNING name;
+
+-- name: periodic_exists
+-- Whether a schedule of this name exists (run now reads it in its own transaction).
+SELECT name FROM periodic WHERE name = :name;

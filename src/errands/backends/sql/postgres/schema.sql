@@ -32,3 +32,9 @@ SELECT COALESCE(MAX(version), 0) AS version FROM errands_migrations;
 -- name: record_migration
 -- Record an applied schema version.
 INSERT INTO errands_migrations (version, applied_at) VALUES (:version, to_timestamp(:now));
+
+-- name: installations
+-- Tables in current_schema() that may be an errands migrations table, under any table
+-- prefix (prefix.py picks the ones that are).
+SELECT tablename AS name FROM pg_tables
+WHERE schemaname = current_schema() AND tablename LIKE '%errands\_migrations' ESCAPE '\';

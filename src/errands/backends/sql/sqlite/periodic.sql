@@ -27,7 +27,7 @@ SELECT p.name, p.cron, p.interval_seconds, p.timezone, p.type, p.payload, p.queu
            COALESCE((SELECT MAX(j.finished_at) FROM jobs j
                      WHERE j.status = 'succeeded' AND j.type = p.type), 0)) AS last_succeeded_at,
        p.catch_up, p.grace_seconds, p.last_succeeded_at AS stored_succeeded_at,
-       p.first_enqueued_at
+       p.first_enqueued_at, p.disabled_at, p.disabled_by, p.enabled_at
 FROM periodic p ORDER BY p.name;
 
 -- name: advance_periodic
@@ -37,7 +37,7 @@ UPDATE periodic SET next_run_at = :next_run_at,
     last_enqueued_at = CASE WHEN :enqueued = 1 THEN :now ELSE last_enqueued_at END,
     first_enqueued_at = CASE WHEN :enqueued = 1 AND first_enqueued_at IS NULL THEN :now
                         ELSE first_enqueued_at END
-WHERE name = :name AND next_run_at = :expected
+WHERE name = :name AND next_run_at = :expected AND disabled_at IS NULL
 RETURNING name;
 
 -- name: record_periodic_success
@@ -49,3 +49,23 @@ WHERE name = :name AND (last_succeeded_at IS NULL OR last_succeeded_at < :succee
 -- Delete a schedule's row (`errands periodic remove NAME`); its jobs stay as they are.
 DELETE FROM periodic WHERE name = :name
 RETURNING name;
+
+-- name: disable_periodic
+-- An operator disables a schedule: the scheduler enqueues none of its ticks (advance_periodic
+-- is fenced on disabled_at IS NULL). A disabled one keeps who disabled it first, and when.
+UPDATE periodic SET disabled_at = :now, disabled_by = :actor
+WHERE name = :name AND disabled_at IS NULL
+RETURNING name;
+
+-- name: enable_periodic
+-- Enable a disabled schedule again: its next tick is the first after now (:next_run_at; the
+-- ticks it skipped are not caught up), and enabled_at marks when, so those skipped ticks are
+-- never owed (overdue). Enabling an enabled schedule changes nothing.
+UPDATE periodic SET disabled_at = NULL, disabled_by = NULL, enabled_at = :now,
+    next_run_at = :next_run_at
+WHERE name = :name AND disabled_at IS NOT NULL
+RETURNING name;
+
+-- name: periodic_exists
+-- Whether a schedule of this name exists (run now reads it in its own transaction).
+SELECT name FROM periodic WHERE name = :name;

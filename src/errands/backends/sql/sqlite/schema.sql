@@ -22,3 +22,8 @@ SELECT COALESCE(MAX(version), 0) AS version FROM errands_migrations;
 -- name: record_migration
 -- Record an applied schema version.
 INSERT INTO errands_migrations (version, applied_at) VALUES (:version, :now);
+
+-- name: installations
+-- Tables that may be an errands migrations table, under any table prefix (prefix.py picks
+-- the ones that are).
+SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE '%errands\_migrations' ESCAPE '\';
