@@ -7,7 +7,8 @@ Each peer is installed from PyPI into its own virtual environment under bench/.v
 on first use; delete a directory to reinstall), so no peer's dependencies touch errands' own
 environment. errands runs from the project's .venv. PostgreSQL peers need the server at
 --pg (default 127.0.0.1:5432, trust) and create their own databases
-(errands_peer_<name>); RQ needs Redis at --redis (db 13 is flushed). Results go to
+(errands_peer_<name>); RQ needs Redis at --redis (db 13 is flushed). Each peer also
+enqueues from 8 threads at once (workload.py: ``enqueue_threads``, p50/p99 per call). Results go to
 bench/results/peers.json and bench/results/peers.md, with each library's version.
 """
 
@@ -95,16 +96,19 @@ def table(results: list[dict[str, Any]], jobs: int) -> str:
         f"{os.cpu_count()} CPUs, {platform.system()} {platform.release()}, Python "
         f"{platform.python_version()}; load average at the end {load}.",
         "",
-        "| library | version | store | enqueue one by one, jobs/s | process, jobs/s | how |",
-        "|---|---|---|---:|---:|---|",
+        "| library | version | store | enqueue one by one, jobs/s | enqueue, 8 threads, jobs/s "
+        "| 8 threads: p50 / p99 ms per call | process, jobs/s | how |",
+        "|---|---|---|---:|---:|---:|---:|---|",
     ]
     for r in results:
         if "error" in r:
             lines.append(f"| {r['peer']} | | | failed: {r['error'][:120]} | | |")
             continue
+        many = f"{r['enqueue_threads']:,.0f}" if "enqueue_threads" in r else "—"
+        lat = f"{r['p50_ms']} / {r['p99_ms']}" if "p50_ms" in r else "—"
         lines.append(
-            f"| {r['peer']} | {r['version']} | {r['store']} | {r['enqueue']:,.0f} | "
-            f"{r['process']:,.0f} | {r['how']} |"
+            f"| {r['peer']} | {r['version']} | {r['store']} | {r['enqueue']:,.0f} | {many} | "
+            f"{lat} | {r['process']:,.0f} | {r['how']} |"
         )
     return "\n".join(lines) + "\n"
 

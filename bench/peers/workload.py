@@ -6,7 +6,12 @@ The workload is the same for everyone: N no-op jobs enqueued one at a time (each
 after the library has stored the job), then processed by the library's own worker started in
 the way its documentation shows (a separate process where it has one; a loop over its
 get/ack API where it is a plain queue), timed from the worker's start until the library
-reports every job done. Worker start-up is inside that time for everyone. Prints one JSON line.
+reports every job done. Worker start-up is inside that time for everyone. Then, into the same
+store (its jobs now done), N more jobs enqueued one call per job by THREADS threads of this
+process at once (``enqueue_threads``): the library's producer API used as a web application's
+request threads would, a shared client where the library says it is thread-safe, one per
+thread where it does not (each peer's function says which); with the p50 and p99 latency of
+a call. Prints one JSON line.
 """
 
 from __future__ import annotations
@@ -60,6 +65,60 @@ def worker(cmd: list[str], env: dict[str, str], done: Callable[[], int], n: int)
         log.close()
 
 
+THREADS = 8
+
+
+def threaded(
+    n: int, make: Callable[[], Callable[[int], object]], count: int = THREADS
+) -> dict[str, Any]:
+    """``count`` threads share n enqueues; ``make()`` runs in each thread before the clock
+    starts and returns that thread's enqueue-one-job function (its own client, or a call on a
+    shared one). Returns jobs/s and per-call p50/p99 in ms."""
+    import threading
+
+    lats: list[list[float]] = [[] for _ in range(count)]
+    ready = threading.Barrier(count + 1)
+    errors: list[BaseException] = []
+
+    def produce(k: int) -> None:
+        try:
+            put = make()
+        except BaseException as exc:
+            errors.append(exc)
+            ready.abort()
+            raise
+        mine, clock = lats[k], time.perf_counter
+        ready.wait()
+        try:
+            for i in range(k, n, count):
+                t = clock()
+                put(i)
+                mine.append(clock() - t)
+        except BaseException as exc:
+            errors.append(exc)
+            raise
+
+    threads = [threading.Thread(target=produce, args=(k,)) for k in range(count)]
+    for t in threads:
+        t.start()
+    try:
+        ready.wait()
+    except threading.BrokenBarrierError:
+        pass
+    start = time.perf_counter()
+    for t in threads:
+        t.join()
+    took = time.perf_counter() - start
+    if errors:
+        raise RuntimeError(f"a producer thread failed: {errors[0]!r}")
+    ms = sorted(x * 1000 for mine in lats for x in mine)
+    return {
+        "enqueue_threads": rate(n, took),
+        "p50_ms": round(ms[len(ms) // 2], 3),
+        "p99_ms": round(ms[min(len(ms) - 1, int(len(ms) * 0.99))], 3),
+    }
+
+
 def timed(fn: Callable[[], None]) -> float:
     start = time.perf_counter()
     fn()
@@ -92,7 +151,14 @@ def errands_(
 
     cmd = [sys.executable, "-m", "errands", "worker", "--app", "errands.cli.bench.app:q", "--quiet"]
     proc = worker(cmd, env, done, n)
-    return {"enqueue": rate(n, enq), "process": rate(n, proc), "how": "errands worker, 8 threads"}
+    with errands.Queue(path, durability=durability) as q:  # one Queue: thread-safe
+        many = threaded(n, lambda: lambda i: q.enqueue("noop", {"i": i}))
+    return {
+        "enqueue": rate(n, enq),
+        "process": rate(n, proc),
+        **many,
+        "how": "errands worker, 8 threads; producers share one Queue",
+    }
 
 
 def errands_pg(n: int, a: argparse.Namespace, env: dict[str, str]) -> dict[str, Any]:
@@ -112,7 +178,14 @@ def errands_pg(n: int, a: argparse.Namespace, env: dict[str, str]) -> dict[str, 
 
     cmd = [sys.executable, "-m", "errands", "worker", "--app", "errands.cli.bench.app:q", "--quiet"]
     proc = worker(cmd, env, done, n)
-    return {"enqueue": rate(n, enq), "process": rate(n, proc), "how": "errands worker, 8 threads"}
+    with errands.Queue(url) as q:  # one Queue: thread-safe, a pool of connections
+        many = threaded(n, lambda: lambda i: q.enqueue("noop", {"i": i}))
+    return {
+        "enqueue": rate(n, enq),
+        "process": rate(n, proc),
+        **many,
+        "how": "errands worker, 8 threads; producers share one Queue",
+    }
 
 
 def errands_normal(n: int, a: argparse.Namespace, env: dict[str, str]) -> dict[str, Any]:
@@ -131,10 +204,13 @@ def huey_(n: int, a: argparse.Namespace, env: dict[str, str]) -> dict[str, Any]:
     cmd = [os.path.join(os.path.dirname(sys.executable), "huey_consumer"), "apps.huey"]
     cmd += ["-w", "8", "-k", "thread"]
     proc = worker(cmd, env, apps.huey.result_count, n)
+    # SqliteHuey keeps a connection per thread: the task is called from every thread.
+    many = threaded(n, lambda: apps.noop)
     return {
         "enqueue": rate(n, enq),
         "process": rate(n, proc),
-        "how": "huey_consumer -w 8 -k thread",
+        **many,
+        "how": "huey_consumer -w 8 -k thread; producers call the task",
     }
 
 
@@ -150,7 +226,19 @@ def litequeue_(n: int, a: argparse.Namespace, env: dict[str, str]) -> dict[str, 
             q.done(task.message_id)
 
     proc = timed(drain)
-    return {"enqueue": rate(n, enq), "process": rate(n, proc), "how": "pop/done loop, 1 thread"}
+    path = os.path.join(a.dir, "litequeue.db")
+
+    def mine() -> Callable[[int], object]:
+        own = LiteQueue(path)  # one per thread: a LiteQueue holds one sqlite3 connection
+        return lambda i: own.put(json.dumps({"i": i}))
+
+    many = threaded(n, mine)
+    return {
+        "enqueue": rate(n, enq),
+        "process": rate(n, proc),
+        **many,
+        "how": "pop/done loop, 1 thread; a LiteQueue per producer thread",
+    }
 
 
 def persistqueue_(n: int, a: argparse.Namespace, env: dict[str, str]) -> dict[str, Any]:
@@ -165,7 +253,14 @@ def persistqueue_(n: int, a: argparse.Namespace, env: dict[str, str]) -> dict[st
             q.ack(item)
 
     proc = timed(drain)
-    return {"enqueue": rate(n, enq), "process": rate(n, proc), "how": "get/ack loop, 1 thread"}
+    shared = SQLiteAckQueue(os.path.join(a.dir, "persist"), auto_commit=True, multithreading=True)
+    many = threaded(n, lambda: lambda i: shared.put({"i": i}))
+    return {
+        "enqueue": rate(n, enq),
+        "process": rate(n, proc),
+        **many,
+        "how": "get/ack loop, 1 thread; producers share one queue (multithreading=True)",
+    }
 
 
 def rq_(n: int, a: argparse.Namespace, env: dict[str, str]) -> dict[str, Any]:
@@ -183,15 +278,21 @@ def rq_(n: int, a: argparse.Namespace, env: dict[str, str]) -> dict[str, Any]:
     cmd = [os.path.join(os.path.dirname(sys.executable), "rq"), "worker", "--burst", "--url"]
     cmd += [a.redis, "peers"] + (["-w", RQ_WORKER_CLASS] if RQ_WORKER_CLASS else [])
     proc = worker(cmd, env, lambda: q.finished_job_registry.count, n)
+    many = threaded(n, lambda: lambda i: q.enqueue(apps.rq_noop, i))  # redis-py: thread-safe
     redis.flushdb()
-    return {"enqueue": rate(n, enq), "process": rate(n, proc), "how": "rq worker (forks per job)"}
+    return {
+        "enqueue": rate(n, enq),
+        "process": rate(n, proc),
+        **many,
+        "how": "rq worker (forks per job); producers share one rq Queue",
+    }
 
 
 def rq_simple(n: int, a: argparse.Namespace, env: dict[str, str]) -> dict[str, Any]:
     global RQ_WORKER_CLASS
     RQ_WORKER_CLASS = "rq.worker.SimpleWorker"
     result = rq_(n, a, env)
-    result["how"] = "rq worker -w SimpleWorker (no fork)"
+    result["how"] = "rq worker -w SimpleWorker (no fork); producers share one rq Queue"
     return result
 
 
@@ -228,7 +329,29 @@ def procrastinate_(n: int, a: argparse.Namespace, env: dict[str, str]) -> dict[s
     cmd = [os.path.join(os.path.dirname(sys.executable), "procrastinate"), "--app", "apps.app"]
     cmd += ["worker", "--concurrency", "8"]
     proc = worker(cmd, env, done, n)
-    return {"enqueue": rate(n, enq), "process": rate(n, proc), "how": "procrastinate worker -c 8"}
+
+    def mine() -> Callable[[int], object]:
+        # procrastinate's producer API is asyncio: each thread runs its own loop with its
+        # own copy of the app (a connector per thread), deferring one job per call.
+        import procrastinate
+
+        loop = asyncio.new_event_loop()
+        own = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=url))
+
+        @own.task(name="noop")
+        async def noop(i: int) -> None:  # the same task name the worker runs
+            return None
+
+        loop.run_until_complete(own.open_async())
+        return lambda i: loop.run_until_complete(noop.defer_async(i=i))
+
+    many = threaded(n, mine)
+    return {
+        "enqueue": rate(n, enq),
+        "process": rate(n, proc),
+        **many,
+        "how": "procrastinate worker -c 8; producers: defer_async on a loop per thread",
+    }
 
 
 def pgqueuer_(n: int, a: argparse.Namespace, env: dict[str, str]) -> dict[str, Any]:
@@ -254,7 +377,18 @@ def pgqueuer_(n: int, a: argparse.Namespace, env: dict[str, str]) -> dict[str, A
     cmd = [sys.executable, os.path.join(HERE, "apps.py")]  # = `pgq run apps:main`
     proc = worker(cmd, env, done, n)
     conn.close()
-    return {"enqueue": rate(n, enq), "process": rate(n, proc), "how": "PgQueuer.run(), batch 10"}
+
+    def mine() -> Callable[[int], object]:
+        own = SyncQueries(SyncPsycopgDriver(psycopg.connect(url, autocommit=True)))
+        return lambda i: own.enqueue("noop", json.dumps({"i": i}).encode())
+
+    many = threaded(n, mine)
+    return {
+        "enqueue": rate(n, enq),
+        "process": rate(n, proc),
+        **many,
+        "how": "PgQueuer.run(), batch 10; a connection per producer thread",
+    }
 
 
 def fresh_database(base: str, name: str) -> str:

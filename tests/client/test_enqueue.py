@@ -367,3 +367,38 @@ def test_bad_enqueue_options_are_refused(queue: errands.Queue) -> None:
     with pytest.raises(errands.ConfigurationError, match="delay"):
         queue.enqueue("t", {}, delay=-1)
     assert queue.jobs() == []
+
+
+def test_enqueue_many_ids_and_events_stay_exact_across_gaps_in_the_id_sequence(
+    queue: errands.Queue, db_url: str
+) -> None:
+    """SQLite writes alike runs without RETURNING, taking each run's ids as the consecutive
+    range ending at the statement's last id, and both backends write a chunk's events by id
+    range when its ids are one range: attack both with a sequence that jumped (deleted jobs at
+    the top, the counter moved on) and jobs of other transactions around the batch."""
+    first = queue.enqueue_many([("t", {"old": n}) for n in range(50)])
+    jump = (
+        "SELECT setval(pg_get_serial_sequence('jobs', 'id'), 10000)"
+        if db_url.startswith("postgresql")
+        else "UPDATE sqlite_sequence SET seq = 10000 WHERE name = 'jobs'"
+    )
+    # the top jobs gone, the counter far ahead
+    with queue.backend._write("test") as conn:  # type: ignore[attr-defined]
+        conn.execute(f"DELETE FROM jobs WHERE id > {first[10]}")
+        conn.execute(jump)
+    items: list[Any] = [("t", {"n": n}) for n in range(150)]
+    items += [("u", {"n": 150 + n}, {"priority": 3}) for n in range(40)]  # another run
+    items += [("t", {"n": 190 + n}) for n in range(70)]
+    ids = queue.enqueue_many(items)
+    after = queue.enqueue("t", {"after": True})
+
+    assert len(ids) == len(items) == len(set(ids)) and ids == sorted(ids) and ids[0] > 10000
+    assert after > ids[-1]
+    for job_id, (_, payload, *_rest) in zip(ids, items, strict=True):
+        assert get_job(queue, job_id).payload == payload
+    counts = sql_rows(
+        db_url,
+        "SELECT job_id, count(*) FROM job_events WHERE event = 'ENQUEUED' "
+        f"AND job_id >= {ids[0]} GROUP BY job_id ORDER BY job_id",
+    )
+    assert counts == [(i, 1) for i in [*ids, after]]

@@ -89,7 +89,8 @@ def event_of(name: str) -> Event:
 # sends back its result (fetchone() for ONE, fetchall() for ALL, None otherwise). ``drive`` runs
 # them on a blocking connection; the PostgreSQL backend has an asyncio driver for the same steps,
 # so the async producers share the sync ones' SQL and logic instead of keeping a twin.
-ONE, ALL, EXEC, MANY, COPY = "one", "all", "exec", "many", "copy"
+# LAST: the statement's (last inserted id, row count), for SQLJobs.counted_inserts (SQLite).
+ONE, ALL, EXEC, MANY, COPY, LAST = "one", "all", "exec", "many", "copy", "last"
 T = TypeVar("T")
 
 
@@ -117,6 +118,9 @@ def drive(conn: Conn, steps: Steps[T]) -> T:
             elif mode == COPY:
                 conn.copy(sql, params)  # type: ignore[attr-defined]
                 result = None
+            elif mode == LAST:
+                cur = execute(sql, params)
+                result = (cur.lastrowid, cur.rowcount)
             else:
                 cur = execute(sql, params)
                 result = cur.fetchall() if mode == ALL else None

@@ -37,6 +37,7 @@ from .host import (
     F_RETRY_LATER,
     F_SNOOZE,
     F_SUCCEED,
+    LAST,
     LOST_CODE,
     MANY,
     RUNNING,
@@ -67,6 +68,9 @@ class SQLJobs(SQLHost):
     """Jobs in (enqueue) and the worker's verbs on the jobs it holds."""
 
     group_commit = False  # see base.JobVerbs; the SQLite backend turns it on
+    # The driver reports an INSERT's last id and row count (Step mode LAST) and one
+    # statement's new ids are consecutive: the bulk insert then needs no RETURNING (SQLite).
+    counted_inserts = False
 
     # -- enqueue ---------------------------------------------------------------------------
 
@@ -184,19 +188,23 @@ class SQLJobs(SQLHost):
                     "to_state": to_state,
                     "now": now,
                 }
-                rows = yield Step(q["insert_jobs_alike"], params, ALL)
-                new += sorted(r[0] for r in rows)  # runs go in in order: ids keep growing
+                if self.counted_inserts:  # the run's ids: the consecutive range ending at last
+                    last, count = yield Step(q["insert_jobs_alike_counted"], params, LAST)
+                    new += range(last - count + 1, last + 1) if count == len(run) else ()
+                else:
+                    rows = yield Step(q["insert_jobs_alike"], params, ALL)
+                    new += sorted(r[0] for r in rows)  # runs go in in order: ids keep growing
             if len(new) != len(chunk):  # cannot happen without unique keys; never guess ids
                 raise RuntimeError(f"inserted {len(new)} of {len(chunk)} jobs")
             ids.extend(new)
             if event is not None and event in self._audit:
-                params = {
-                    "job_ids": dumps(new),
-                    "now": now,
-                    "event": event.value,
-                    "actor": actor,
-                }
-                yield Step(q["insert_enqueued_events"], params, EXEC)
+                params = {"now": now, "event": event.value, "actor": actor}
+                if new[-1] - new[0] + 1 == len(new):  # one range (unique, in order): by key
+                    params |= {"first": new[0], "last": new[-1]}
+                    yield Step(q["insert_enqueued_events_range"], params, EXEC)
+                else:
+                    params["job_ids"] = dumps(new)
+                    yield Step(q["insert_enqueued_events"], params, EXEC)
         return ids
 
     # -- claim -----------------------------------------------------------------------------

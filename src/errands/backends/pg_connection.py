@@ -16,7 +16,7 @@ import psycopg.errors as pgerr
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import tuple_row
 from psycopg.types.json import set_json_loads
-from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
+from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolClosed, PoolTimeout
 
 from ..errors import DatabaseBusyError, DatabaseError, QueueClosedError
 
@@ -109,6 +109,10 @@ class Conn:
 
     __slots__ = ("_begin", "_raw")
 
+    # Statements prepared on their first run rather than psycopg's fifth (prepare_threshold):
+    # the producers' hot statements, sent on any of the pool's connections; set by the backend.
+    prepared: frozenset[str] = frozenset()
+
     def __init__(self, raw: psycopg.Connection[Any], begin: bytes = b"") -> None:
         self._raw = raw
         self._begin = begin
@@ -122,7 +126,7 @@ class Conn:
 
     def execute(self, query: str, params: Any = None, /) -> psycopg.Cursor[Any]:
         cur = self.raw.cursor(row_factory=tuple_row)
-        cur.execute(query, params or None)
+        cur.execute(query, params or None, prepare=True if query in self.prepared else None)
         return cur
 
     def executemany(self, query: str, params: Any, /) -> psycopg.Cursor[Any]:
@@ -153,11 +157,9 @@ class Freshness:
     next call gets a working one (tests/backends/test_postgres.py)."""
 
     def __init__(self) -> None:
-        self._returned: weakref.WeakKeyDictionary[psycopg.Connection[Any], float] = (
-            weakref.WeakKeyDictionary()
-        )
+        self._returned: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
 
-    def returned(self, conn: psycopg.Connection[Any]) -> None:
+    def returned(self, conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> None:
         """The pool's ``reset`` callback: runs each time a connection comes back."""
         self._returned[conn] = time.monotonic()
 
@@ -172,8 +174,19 @@ class Freshness:
         ):
             ConnectionPool.check_connection(conn)
 
+    async def check_async(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        """``check`` for the asyncio pool (the producers' ``enqueue_async``)."""
+        returned = self._returned.get(conn)
+        if (
+            returned is None
+            or time.monotonic() - returned > IDLE_PING_SECONDS
+            or conn.closed
+            or readable(conn)
+        ):
+            await AsyncConnectionPool.check_connection(conn)
 
-def readable(conn: psycopg.Connection[Any]) -> bool:
+
+def readable(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:
     """Whether an idle connection's socket has something to read: nothing should arrive on
     an idle pooled connection but the server's goodbye (or a stray notice)."""
     if not hasattr(select, "poll"):  # Windows: no poll(); ping every time, as before

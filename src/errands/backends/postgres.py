@@ -12,15 +12,14 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Any, TypeVar
+from typing import Any
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import TransactionStatus
-from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from ..core import faults
@@ -29,8 +28,9 @@ from ..core.states import AttemptStatus
 from ..errors import ConfigurationError, DatabaseError
 from . import forks, sql
 from .base import Needs, NewJob
-from .host import ALL, COPY, EXEC, MANY, ONE, T_ENQUEUE, Step, Steps, column_index
+from .host import ALL, COPY, EXEC, T_ENQUEUE, Step, Steps, column_index, drive
 from .jobs import CLAIMED, ENQUEUED
+from .pg_async import AsyncPool, close_async_pool, drive_async
 from .pg_connection import (
     Conn,
     Freshness,
@@ -46,7 +46,6 @@ from .sqlbase import SQLBackend
 from .urls import scrub
 
 log = logging.getLogger("errands.postgres")
-T = TypeVar("T")
 
 SCHEMA_VERSION = len(sql.migrations("postgres"))
 CHANNEL = "errands_jobs"  # also written out in sql/postgres/own.sql (insert_job_recorded)
@@ -151,8 +150,9 @@ class PostgresBackend(SQLBackend):
         }
         # Async producers' pools, one per event loop (an asyncio pool belongs to the loop it
         # was opened on), each created on first use; see enqueue_async.
-        self._apools: dict[asyncio.AbstractEventLoop, _AsyncPool] = {}
+        self._apools: dict[asyncio.AbstractEventLoop, AsyncPool] = {}
         self._apools_lock = threading.Lock()
+        self._afreshness = Freshness()
         self._generation = forks.generation
         self._pool = self._new_pool()
         try:
@@ -174,9 +174,13 @@ class PostgresBackend(SQLBackend):
         self._fixed = {k: sql.with_prefix(self.dialect, v, self.prefix) for k, v in fixed.items()}
         self.channel = self.prefix + CHANNEL
         self.finished_channel = self.prefix + FINISHED_CHANNEL
+        # The one-by-one enqueue's statements (this prefix's text), prepared on their first
+        # run on each connection (Conn.prepared: every backend's of this process).
+        hot = {self.q[name] for name in ("insert_job_recorded", "active_job_by_unique_key")}
+        Conn.prepared = Conn.prepared | hot
 
     def _new_pool(self) -> ConnectionPool[psycopg.Connection[Any]]:
-        freshness = Freshness()
+        self._freshness = freshness = Freshness()
         return ConnectionPool(
             self.url,
             min_size=1,
@@ -186,7 +190,9 @@ class PostgresBackend(SQLBackend):
             # A pooled connection the server dropped (restart, pg_terminate_backend) is
             # replaced on checkout instead of failing the next transaction (Freshness).
             check=freshness.check,
-            reset=freshness.returned,
+            # No reset callback: with one the pool hands every returned connection to its
+            # worker thread, a thread switch per transaction (and a checkout right after may
+            # find the pool empty); _checkout stamps the return itself.
             timeout=max(self.settings.busy_timeout, 1.0),
             name="errands",
             open=True,
@@ -209,11 +215,24 @@ class PostgresBackend(SQLBackend):
     # -- connections -----------------------------------------------------------------------
 
     @contextlib.contextmanager
+    def _checkout(self) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection (the pool's own ``connection()``, one context manager fewer
+        on every call), its return stamped for the freshness check (Freshness)."""
+        pool = self._pool_here()
+        raw = pool.getconn()
+        try:
+            with raw:  # as pool.connection(): an error rolls back, a broken one is replaced
+                yield raw
+        finally:
+            self._freshness.returned(raw)
+            pool.putconn(raw)
+
+    @contextlib.contextmanager
     def _write(self, name: str) -> Iterator[Conn]:
         """One transaction on a pooled connection; fault points just before and after commit.
         BEGIN goes out just before the first statement (Conn), COMMIT only if one was sent."""
         try:
-            with self._pool_here().connection() as raw:
+            with self._checkout() as raw:
                 try:
                     yield Conn(raw, _BEGIN_BATCH if name in _BATCH_VERBS else _BEGIN)
                     faults.point(f"{name}.before_commit")
@@ -226,10 +245,25 @@ class PostgresBackend(SQLBackend):
         faults.point(f"{name}.after_commit")
 
     @contextlib.contextmanager
+    def _alone(self, name: str) -> Iterator[Conn]:
+        """A write that is one statement: sent on the pooled (autocommit) connection with no
+        BEGIN and no COMMIT, so the statement is its own transaction — one round trip, as the
+        bare driver's single-row insert. Durable when the server answers (synchronous commit,
+        as COMMIT). The fault points keep their meaning: before it nothing is written, after
+        it the write is committed."""
+        try:
+            with self._checkout() as raw:
+                faults.point(f"{name}.before_commit")
+                yield Conn(raw)
+        except psycopg.Error as exc:
+            raise translate(exc, self.where) from exc
+        faults.point(f"{name}.after_commit")
+
+    @contextlib.contextmanager
     def _read(self) -> Iterator[Conn]:
         # Autocommit: each statement sees the latest committed snapshot.
         try:
-            with self._pool_here().connection() as raw:
+            with self._checkout() as raw:
                 yield Conn(raw)
         except psycopg.Error as exc:
             raise translate(exc, self.where) from exc
@@ -277,8 +311,22 @@ class PostgresBackend(SQLBackend):
             apools, self._apools = self._apools, {}
         for loop, entry in apools.items():
             if not entry.pool.closed:
-                _close_async_pool(loop, entry.pool)
+                close_async_pool(loop, entry.pool)
         self._pool.close()
+
+    # -- producers --------------------------------------------------------------------------
+
+    def enqueue(
+        self, jobs: Sequence[NewJob], now: float, *, actor: str, connection: Any = None
+    ) -> list[int]:
+        """The shared verb, but one plain job in a transaction of our own is one statement in
+        one round trip (``_alone``): own.sql's insert_job_recorded writes the job, its ENQUEUED
+        event and the wake-up together. A limited job also writes its limit (a second
+        statement), so it keeps the explicit transaction."""
+        if connection is None and len(jobs) == 1 and jobs[0].limit_key is None:
+            with self._alone("enqueue") as conn:
+                return drive(conn, self._insert_one_steps(jobs[0], now, actor))
+        return super().enqueue(jobs, now, actor=actor, connection=connection)
 
     # -- async producers --------------------------------------------------------------------
 
@@ -287,6 +335,16 @@ class PostgresBackend(SQLBackend):
     ) -> list[int]:
         """``enqueue`` on an asyncio connection: the same steps (``_insert_steps``) driven
         with ``await``, in a transaction of our own or in the application's."""
+        if connection is None and len(jobs) == 1 and jobs[0].limit_key is None:
+            # One statement, its own transaction: one round trip (see enqueue).
+            try:
+                async with self._async_checkout() as raw:
+                    faults.point("enqueue.before_commit")
+                    ids = await drive_async(raw, self._insert_one_steps(jobs[0], now, actor))
+            except psycopg.Error as exc:
+                raise translate(exc, self.where) from exc
+            faults.point("enqueue.after_commit")
+            return ids
         return await self._write_async(self._enqueue_steps(jobs, now, actor), connection)
 
     async def enqueue_after_async(
@@ -308,18 +366,27 @@ class PostgresBackend(SQLBackend):
         application's."""
         try:
             if connection is None:
-                pool = await self._async_pool()
-                async with pool.connection() as raw, raw.transaction():
-                    return await _drive_async(raw, steps)
+                async with self._async_checkout() as raw, raw.transaction():
+                    return await drive_async(raw, steps)
             if isinstance(connection, psycopg.Connection):
                 raise ConfigurationError(
                     "connection= is a blocking psycopg.Connection: from async code pass a "
                     "psycopg.AsyncConnection, or call q.enqueue(…, connection=conn)"
                 )
             self._check_user_conn(connection, psycopg.AsyncConnection)
-            return await _drive_async(connection, steps)
+            return await drive_async(connection, steps)
         except psycopg.Error as exc:
             raise translate(exc, self.where) from exc
+
+    @contextlib.asynccontextmanager
+    async def _async_checkout(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        """A connection of this loop's pool, its return stamped for the freshness check."""
+        pool = await self._async_pool()
+        async with pool.connection() as raw:
+            try:
+                yield raw
+            finally:
+                self._afreshness.returned(raw)
 
     async def _async_pool(self) -> AsyncConnectionPool[Any]:
         loop = asyncio.get_running_loop()
@@ -332,12 +399,14 @@ class PostgresBackend(SQLBackend):
                     max_size=POOL_MAX,
                     kwargs=self._conn_kwargs,
                     configure=configure_async,
-                    check=AsyncConnectionPool.check_connection,
+                    # As the blocking pool's: no round trip on checkout for a connection
+                    # returned moments ago (Freshness), no reset callback (_async_checkout).
+                    check=self._afreshness.check_async,
                     timeout=max(self.settings.busy_timeout, 1.0),
                     name="errands-async",
                     open=False,
                 )
-                entry = _AsyncPool(pool, loop)
+                entry = AsyncPool(pool, loop)
                 self._apools[loop] = entry
         await entry.opened
         return entry.pool
@@ -396,13 +465,17 @@ class PostgresBackend(SQLBackend):
             "actor": actor,
             "notify": due,
         }
-        row = yield Step(self.q["insert_job_recorded"], params)
-        if row is not None:  # one column, id
-            return [row[0]]
-        held = yield Step(self.q["active_job_by_unique_key"], {"unique_key": job.unique_key})
-        if due:
-            yield Step(self._fixed["notify"], None, EXEC)
-        return [held[0]]
+        while True:
+            row = yield Step(self.q["insert_job_recorded"], params)
+            if row is not None:  # one column, id
+                return [row[0]]
+            held = yield Step(self.q["active_job_by_unique_key"], {"unique_key": job.unique_key})
+            if held is not None:
+                if due:
+                    yield Step(self._fixed["notify"], None, EXEC)
+                return [held[0]]
+            # The holder finished between the two statements (each sees the latest commits):
+            # the key is free again, so insert.
 
     def _copy_steps(self, jobs: Sequence[NewJob], now: float, actor: str) -> Steps[list[int]]:
         """Ids drawn from the identity sequence first, so COPY (which returns nothing) can
@@ -498,74 +571,6 @@ class PostgresBackend(SQLBackend):
         if isinstance(value, int | float | Decimal):
             return float(value)
         raise TypeError(f"not a timestamp: {value!r}")
-
-
-async def _drive_async(raw: psycopg.AsyncConnection[Any], steps: Steps[T]) -> T:
-    """``host.drive`` for an asyncio connection: the same steps, awaited."""
-    result: Any = None
-    try:
-        while True:
-            step = steps.send(result)
-            cur = raw.cursor(row_factory=tuple_row)
-            result = None
-            if step.mode == COPY:
-                async with cur.copy(step.sql) as copy:
-                    for row in step.params:
-                        await copy.write_row(row)
-            elif step.mode == MANY:
-                await cur.executemany(step.sql, step.params)
-            else:
-                await cur.execute(step.sql, step.params or None)
-                if step.mode == ONE:
-                    result = await cur.fetchone()
-                elif step.mode == ALL:
-                    result = await cur.fetchall()
-    except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
-
-
-class _AsyncPool:
-    """An async pool and its keeper, a task on the pool's loop that closes the pool when the
-    task is cancelled — by ``aclose()``, or by ``asyncio.run()`` cancelling every task as the
-    loop ends. Without it a loop ending with the pool open can hang: psycopg_pool's workers
-    retry a connection attempt that the shutdown cancelled instead of ending."""
-
-    def __init__(self, pool: AsyncConnectionPool[Any], loop: asyncio.AbstractEventLoop) -> None:
-        self.pool = pool
-        # Every caller on this loop awaits the same opening.
-        self.opened = asyncio.ensure_future(pool.open())
-        self.keeper = loop.create_task(self._keep(), name="errands-async-pool")
-
-    async def _keep(self) -> None:
-        try:
-            await asyncio.Event().wait()  # until cancelled
-        finally:
-            await self.pool.close()
-
-
-def _close_async_pool(loop: asyncio.AbstractEventLoop, pool: AsyncConnectionPool[Any]) -> None:
-    """Close an async pool from blocking code. Its own loop, if still running in another
-    thread, closes it; otherwise a short-lived loop on a helper thread does (this may be
-    called from inside a running loop, where we cannot block on one of our own)."""
-    if loop.is_running() and not _in_loop(loop):
-        with contextlib.suppress(Exception):
-            asyncio.run_coroutine_threadsafe(pool.close(), loop).result(timeout=10)
-        return
-
-    def run() -> None:
-        with contextlib.suppress(Exception):
-            asyncio.run(pool.close())
-
-    closer = threading.Thread(target=run, name="errands-close")
-    closer.start()
-    closer.join(timeout=10)
-
-
-def _in_loop(loop: asyncio.AbstractEventLoop) -> bool:
-    try:
-        return asyncio.get_running_loop() is loop
-    except RuntimeError:
-        return False
 
 
 def _ts(epoch: float) -> datetime:

@@ -151,6 +151,8 @@ class SQLiteBackend(SQLBackend):
     # One writer at a time and an fsync per commit: concurrent producers of one Queue share
     # a commit (client/grouping.py) instead of queueing on the file lock for one each.
     group_commit = True
+    # cursor.lastrowid and rowcount, and AUTOINCREMENT ids under the write lock (jobs.py).
+    counted_inserts = True
 
     def __init__(self, url: str, settings: Settings, table_prefix: str | None = None) -> None:
         if sqlite3.sqlite_version_info < MIN_SQLITE:

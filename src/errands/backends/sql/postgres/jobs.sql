@@ -36,6 +36,21 @@ SELECT :queue, :type, CAST(p AS jsonb), :to_state, :priority, :max_attempts,
 FROM jsonb_array_elements_text(CAST(:payloads AS jsonb)) WITH ORDINALITY AS t(p, n) ORDER BY n
 RETURNING id;
 
+-- name: insert_jobs_alike_counted
+-- insert_jobs_alike without RETURNING, for a dialect whose driver reports the statement's last
+-- id and row count (SQLite; SQLJobs.counted_inserts). Kept here for parity: PostgreSQL
+-- writes large batches by COPY with ids drawn first, and small ones with insert_jobs_alike.
+INSERT INTO jobs (queue, type, payload, status, priority, max_attempts, run_at, created_at)
+SELECT :queue, :type, CAST(p AS jsonb), :to_state, :priority, :max_attempts,
+       to_timestamp(:run_at), to_timestamp(:now)
+FROM jsonb_array_elements_text(CAST(:payloads AS jsonb)) WITH ORDINALITY AS t(p, n) ORDER BY n;
+
+-- name: insert_enqueued_events_range
+-- The ENQUEUED audit event of each job whose id is in [:first, :last] (jobs just written as
+-- one consecutive range).
+INSERT INTO job_events (job_id, ts, event, actor, detail)
+SELECT id, to_timestamp(:now), :event, :actor, NULL FROM jobs WHERE id BETWEEN :first AND :last;
+
 -- name: insert_enqueued_events
 -- The ENQUEUED audit event of each of many new jobs (:job_ids is a JSON array).
 INSERT INTO job_events (job_id, ts, event, actor, detail)

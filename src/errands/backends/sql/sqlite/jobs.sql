@@ -34,6 +34,20 @@ SELECT :queue, :type, value, :to_state, :priority, :max_attempts, :run_at, :now
 FROM json_each(:payloads) ORDER BY key
 RETURNING id;
 
+-- name: insert_jobs_alike_counted
+-- insert_jobs_alike without RETURNING: for a dialect whose driver reports the statement's last
+-- id and row count, and whose ids of one statement are consecutive (SQLite: AUTOINCREMENT
+-- under the write lock; SQLJobs.counted_inserts). Saves the returned rows (~0.8 µs per job).
+INSERT INTO jobs (queue, type, payload, status, priority, max_attempts, run_at, created_at)
+SELECT :queue, :type, value, :to_state, :priority, :max_attempts, :run_at, :now
+FROM json_each(:payloads) ORDER BY key;
+
+-- name: insert_enqueued_events_range
+-- The ENQUEUED audit event of each job whose id is in [:first, :last] (jobs just written as
+-- one consecutive range): the ids read from the primary key, not passed as a JSON array.
+INSERT INTO job_events (job_id, ts, event, actor, detail)
+SELECT id, :now, :event, :actor, NULL FROM jobs WHERE id BETWEEN :first AND :last;
+
 -- name: insert_enqueued_events
 -- The ENQUEUED audit event of each of many new jobs (:job_ids is a JSON array).
 INSERT INTO job_events (job_id, ts, event, actor, detail)
