@@ -2,5 +2,5 @@
 -- type's finished rows read from the index alone (status, queue and the three times
 -- included), not ~70,000 heap visits scattered over the table.
 -- jobs_succeeded_type stays: the schedules' last success (periodic.sql) is one lookup there.
-CREATE INDEX jobs_finished_type ON jobs (type, finished_at)
+CREATE INDEX IF NOT EXISTS jobs_finished_type ON jobs (type, finished_at)
     INCLUDE (status, queue, run_at, started_at) WHERE finished_at IS NOT NULL;

@@ -1,5 +1,5 @@
 -- The charts of one job type (web/boards.py, series.sql: hourly_of_type): a week of that
 -- type's finished rows read from the index alone (SQLite has no INCLUDE: the columns follow).
 -- jobs_succeeded_type stays: the schedules' last success (periodic.sql) is one lookup there.
-CREATE INDEX jobs_finished_type ON jobs (type, finished_at, status, queue, run_at, started_at)
+CREATE INDEX IF NOT EXISTS jobs_finished_type ON jobs (type, finished_at, status, queue, run_at, started_at)
     WHERE finished_at IS NOT NULL;
