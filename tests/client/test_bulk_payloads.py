@@ -202,3 +202,67 @@ def test_an_accepted_payload_comes_back_from_a_run_as_from_a_single_enqueue(
     many = queue.enqueue_many([("t", value)] * 50)
     jobs = [queue.get(i) for i in (one, many[0], many[-1])]
     assert all(j is not None and j.payload == value for j in jobs)
+
+
+def test_a_run_of_one_tasks_jobs_checks_each_payload_against_the_handler_in_order(
+    make_queue: Callable[..., errands.Queue],
+) -> None:
+    # The call of one task's (type, payload) pairs is read in C, but each payload still meets
+    # the handler's signature, and an earlier bad payload (the payload rule) is named before
+    # a later one the handler refuses.
+    q = make_queue()
+
+    @q.task(queue="mail", priority=4, max_attempts=3)
+    def send(to: str, n: int = 0) -> None: ...
+
+    def run() -> list[Any]:
+        return [("send", {"to": f"u{i}", "n": i}) for i in range(RUN)]
+
+    items = run()
+    items[3_000] = ("send", {"to": "x", "n": float("nan")})  # the rule
+    items[7_000] = ("send", {"too": "x"})  # the handler
+    with pytest.raises(errands.PayloadError, match=r"^enqueue_many item 3000: payload\['n'\]"):
+        q.enqueue_many(items)
+    items[3_000] = ("send", {"to": "x"})
+    with pytest.raises(errands.PayloadError, match=r"^enqueue_many item 7000: "):
+        q.enqueue_many(items)
+    items[7_000] = ("send", [1])  # not an object at all
+    with pytest.raises(errands.PayloadError, match=r"^enqueue_many item 7000: .*JSON object"):
+        q.enqueue_many(items)
+    assert _count(q) == 0
+    items[7_000] = ("send", None)  # no payload: stored as {} would not fit send(to)
+    with pytest.raises(errands.PayloadError, match=r"^enqueue_many item 7000: "):
+        q.enqueue_many(items)
+    ids = q.enqueue_many(run())
+    job = q.get(ids[RUN - 1])
+    assert job is not None
+    assert (job.type, job.queue, job.priority, job.max_attempts) == ("send", "mail", 4, 3)
+    assert job.payload == {"to": f"u{RUN - 1}", "n": RUN - 1}
+
+
+def test_a_run_whose_items_are_not_all_pairs_of_one_type_is_checked_item_by_item(
+    queue: errands.Queue,
+) -> None:
+    # What the one-pass reading hands back to the item loop: the error still names the item.
+    cases: dict[str, tuple[Any, str]] = {
+        "a list, not a tuple": (["t", {}], "must be (type, payload)"),
+        "a one-tuple": (("t",), "must be (type, payload)"),
+        "a bad type name": (("a,b", {}), "job type 'a,b' contains a comma"),
+        "a non-string type": ((7, {}), "job type must be a non-empty string"),
+    }
+    for name, (item, text) in cases.items():
+        items = _run({"n": 1})
+        items[BAD_AT] = item
+        with pytest.raises(errands.ErrandsError) as caught:
+            queue.enqueue_many(items)
+        assert str(caught.value).startswith(f"enqueue_many item {BAD_AT}: "), name
+        assert text in str(caught.value), (name, str(caught.value))
+    items = _run({"n": 1})
+    items[0] = ("t", None)  # no payload: stored as {}
+    items[1] = ("u", {"n": 1})  # a second type
+    ids = queue.enqueue_many(items)
+    first, second = queue.get(ids[0]), queue.get(ids[1])
+    assert first is not None and first.payload == {}
+    assert second is not None and second.type == "u"
+    with pytest.raises(errands.PayloadError, match=rf"^enqueue_many item {BAD_AT}: payload"):
+        queue.enqueue_many(tuple(_run({"n": 2**70})))  # a tuple of items: the item loop

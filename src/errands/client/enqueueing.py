@@ -15,7 +15,8 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from functools import partial
-from operator import attrgetter
+from itertools import repeat
+from operator import attrgetter, itemgetter
 from typing import Any, NamedTuple, TypeVar
 
 from ..backends.base import Backend, Needs, NewJob
@@ -45,6 +46,7 @@ ITEM_OPTIONS = frozenset(
     }
 )
 _RUN_AT = attrgetter("run_at")
+_FIRST, _SECOND = itemgetter(0), itemgetter(1)
 _NO_TASK_OPTIONS = TaskOptions()  # for types another service runs: the defaults
 
 # What to call once the write is done (ids, or the error); None when no middleware hooks in.
@@ -143,6 +145,10 @@ class Producer:
                 "enqueue_many takes a list of (type, payload) or (type, payload, options) "
                 f"tuples, got {type(items).__name__}"
             )
+        if type(items) is list:
+            alike = self._alike(items, now)
+            if alike is not None:
+                return alike
         jobs: list[NewJob] = []
         needs: list[Needs | None] | None = None
         append = jobs.append
@@ -210,6 +216,12 @@ class Producer:
             skip = set(others)
             numbers = [n for n in numbers if n not in skip]
             jobs = [jobs[n] for n in numbers]
+        for job, text in zip(jobs, self._texts(values, numbers), strict=True):
+            job.payload = text
+
+    def _texts(self, values: list[Any], numbers: Sequence[int]) -> list[str]:
+        """The payloads' texts, in one pass (``payload.encode_checked``), or one by one when
+        that pass sees a hint of a bad one, so that the error names its item (``numbers``)."""
         limit = self.max_payload_bytes
         texts = payload_json.encode_checked(values, limit)
         if texts is None:
@@ -219,8 +231,54 @@ class Producer:
                     texts.append(payload_json.encode(value, max_bytes=limit))
                 except ErrandsError as exc:
                     raise at_item(n, exc) from None
-        for job, text in zip(jobs, texts, strict=True):
-            job.payload = text
+        return texts
+
+    def _alike(self, items: list[Any], now: float) -> Batch | None:
+        """The common ``enqueue_many``, a list of ``(type, payload)`` pairs of one type whose
+        task sets no limit, checked with no Python step per item but the task's own payload
+        check (if the type has a task): shapes and the type read in C, the payloads checked
+        and encoded in one pass, the jobs built by ``map``. None when the call is anything
+        else (or the type is refused): the item loop then checks it, naming the item."""
+        if not items or set(map(type, items)) != {tuple} or set(map(len, items)) != {2}:
+            return None
+        types = set(map(_FIRST, items))
+        if len(types) != 1:
+            return None
+        (job_type,) = types
+        if type(job_type) is not str:
+            return None
+        try:
+            task, opts = self.kind(job_type)
+        except ErrandsError:
+            return None
+        values = list(map(_SECOND, items))
+        if opts.limit is not None or None in values:  # None: enqueued as {}, item by item
+            return None
+        if task is not None:
+            fits = task.check_payload
+            for n, value in enumerate(values):
+                try:
+                    fits(value)
+                except ErrandsError as exc:
+                    self._texts(values[:n], range(n))  # an earlier item's error first
+                    raise at_item(n, exc) from None
+                except TypeError as exc:
+                    self._texts(values[:n], range(n))
+                    raise type_error_at(n, exc) from None
+        texts = self._texts(values, range(len(values)))
+        many = len(values)
+        jobs = list(
+            map(
+                NewJob,
+                repeat(job_type, many),
+                texts,
+                repeat(opts.queue, many),
+                repeat(opts.priority, many),
+                repeat(now, many),
+                repeat(opts.max_attempts, many),
+            )
+        )
+        return Batch(jobs, now, None)
 
     def kind(self, job_type: Any) -> tuple[Task[Any, Any] | None, TaskOptions]:
         """The task a job type names (None for a type another service runs) and the options
