@@ -32,6 +32,16 @@ class Name(str):
     pass
 
 
+class _Hostile:
+    def __eq__(self, other: object) -> bool:
+        raise RuntimeError("compared")
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return "<hostile>"
+
+
 def _run(bad: Any, at: int = BAD_AT) -> list[Any]:
     items: list[Any] = [("t", {"n": i, "s": f"job {i}"}) for i in range(RUN)]
     items[at] = ("t", bad)
@@ -249,6 +259,8 @@ def test_a_run_whose_items_are_not_all_pairs_of_one_type_is_checked_item_by_item
         "a one-tuple": (("t",), "must be (type, payload)"),
         "a bad type name": (("a,b", {}), "job type 'a,b' contains a comma"),
         "a non-string type": ((7, {}), "job type must be a non-empty string"),
+        "an unhashable type": (([1], {}), "job type must be a non-empty string"),
+        "a type whose == raises": ((_Hostile(), {}), "job type must be a non-empty string"),
     }
     for name, (item, text) in cases.items():
         items = _run({"n": 1})
@@ -257,6 +269,10 @@ def test_a_run_whose_items_are_not_all_pairs_of_one_type_is_checked_item_by_item
             queue.enqueue_many(items)
         assert str(caught.value).startswith(f"enqueue_many item {BAD_AT}: "), name
         assert text in str(caught.value), (name, str(caught.value))
+    items = _run({"n": 1})
+    items[BAD_AT] = ("t", _Hostile())  # a payload whose == raises: refused, never compared
+    with pytest.raises(errands.PayloadError, match=rf"^enqueue_many item {BAD_AT}: payload is"):
+        queue.enqueue_many(items)
     items = _run({"n": 1})
     items[0] = ("t", None)  # no payload: stored as {}
     items[1] = ("u", {"n": 1})  # a second type
