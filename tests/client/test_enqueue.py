@@ -248,15 +248,17 @@ def test_enqueue_many_in_runs_of_alike_jobs_gives_each_job_its_own_runs_fields(
         from errands.backends import postgres
 
         monkeypatch.setattr(postgres, "COPY_THRESHOLD", 10_000)
-    cut = jobs._alike_runs
+    from errands.backends import bulk_rows
+
+    cut = bulk_rows.alike_runs
     runs_seen: list[int] = []
 
-    def spy(chunk: Any) -> Any:
-        runs = cut(chunk)
+    def spy(chunk: Any, run_min: int) -> Any:
+        runs = cut(chunk, run_min)
         runs_seen.append(0 if runs is None else len(runs))
         return runs
 
-    monkeypatch.setattr(jobs, "_alike_runs", spy)
+    monkeypatch.setattr(jobs, "alike_runs", spy)
     spec: list[tuple[dict[str, Any], int]] = [
         ({"queue": "a"}, 40),
         ({"queue": "b", "priority": 3}, 70),

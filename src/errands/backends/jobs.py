@@ -9,7 +9,7 @@ the batch's figures (figures.py: ``count_held``).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from operator import attrgetter
 from typing import Any
 
@@ -28,6 +28,7 @@ from .base import (
     Snoozed,
     Succeeded,
 )
+from .bulk_rows import HEADERS, LIMIT_KEY, UNIQUE_KEY, alike_runs, chunks
 from .host import (
     ALL,
     EXEC,
@@ -98,6 +99,8 @@ class SQLJobs(SQLHost):
         override), then the limit of the limited ones (flow control) in the same
         transaction, so a limited job is never claimable without its limit."""
         ids = yield from self._insert_steps(jobs, now, actor)
+        if list(map(LIMIT_KEY, jobs)).count(None) == len(jobs):  # read in C: no Python step
+            return ids  # per job for the common case, no limited job
         limited = [
             [job_id, j.limit_key, j.limit_group]
             for job_id, j in zip(ids, jobs, strict=True)
@@ -110,7 +113,11 @@ class SQLJobs(SQLHost):
     def _insert_steps(self, jobs: Sequence[NewJob], now: float, actor: str) -> Steps[list[int]]:
         """The enqueue write as steps, so the same code runs on a blocking connection
         (``drive``) and on an asyncio one (the PostgreSQL backend's ``enqueue_async``)."""
-        if len(jobs) > 1 and all(j.unique_key is None and j.headers is None for j in jobs):
+        if (
+            len(jobs) > 1
+            and list(map(UNIQUE_KEY, jobs)).count(None) == len(jobs)
+            and list(map(HEADERS, jobs)).count(None) == len(jobs)
+        ):
             # Many plain jobs: one statement per chunk (a per-row INSERT costs ~5x more in the
             # driver than the row costs in the database). Unique keys need the per-row check,
             # and headers (middleware) are written per row.
@@ -162,8 +169,8 @@ class SQLJobs(SQLHost):
         writes their WAITING events, with their upstream ids, itself)."""
         ids: list[int] = []
         q = self.q
-        for chunk in _chunks(jobs):
-            runs = _alike_runs(chunk)
+        for chunk in chunks(jobs, CHUNK_ROWS, CHUNK_BYTES):
+            runs = alike_runs(chunk, ALIKE_RUN_MIN)
             new: list[int] = []
             if runs is None:
                 batch = dumps(
@@ -571,26 +578,3 @@ def _ended(outcomes: Sequence[Outcome], applied: Sequence[bool]) -> list[Outcome
     return [
         o for o, ok in zip(outcomes, applied, strict=True) if ok and not isinstance(o, Released)
     ]
-
-
-def _alike_runs(chunk: Sequence[NewJob]) -> list[Sequence[NewJob]] | None:
-    """The chunk cut into runs of consecutive jobs that differ only in payload (the common
-    ``enqueue_many``: one type, its defaults, due now), or None when the runs are short: one
-    statement per run then costs more than ``insert_jobs``' per-row field extraction, which
-    a run's statement (``insert_jobs_alike``) saves (SQLite: ~8.7 -> ~5.7 µs per job)."""
-    keys = [(j.queue, j.type, j.priority, j.max_attempts, j.run_at) for j in chunk]
-    cuts = [i for i in range(1, len(keys)) if keys[i] != keys[i - 1]]
-    if (len(cuts) + 1) * ALIKE_RUN_MIN > len(chunk):
-        return None
-    starts = [0, *cuts]
-    return [chunk[a:b] for a, b in zip(starts, [*cuts, len(chunk)], strict=True)]
-
-
-def _chunks(jobs: Sequence[NewJob]) -> Iterator[Sequence[NewJob]]:
-    start, size = 0, 0
-    for i, job in enumerate(jobs):
-        size += len(job.payload)
-        if i - start >= CHUNK_ROWS or (size > CHUNK_BYTES and i > start):
-            yield jobs[start:i]
-            start, size = i, len(job.payload)
-    yield jobs[start:]

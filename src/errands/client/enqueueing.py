@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from functools import partial
+from itertools import repeat
+from operator import attrgetter, is_, itemgetter
 from typing import Any, NamedTuple, TypeVar
 
 from ..backends.base import Backend, Needs, NewJob
@@ -43,6 +45,8 @@ ITEM_OPTIONS = frozenset(
         "on_upstream_failure",
     }
 )
+_RUN_AT = attrgetter("run_at")
+_FIRST, _SECOND = itemgetter(0), itemgetter(1)
 _NO_TASK_OPTIONS = TaskOptions()  # for types another service runs: the defaults
 
 # What to call once the write is done (ids, or the error); None when no middleware hooks in.
@@ -130,26 +134,38 @@ class Producer:
 
         The common item, ``(type, payload)`` of a type already seen in this call, takes a
         short path: the type's checks and defaults are looked up once per call (not cached
-        across calls: tasks registered meanwhile change what a type means), leaving the
-        payload's own check and encoding per item."""
+        across calls: tasks registered meanwhile change what a type means), and its payload
+        is checked and encoded later with the other short-path payloads, in one pass
+        (``payload.encode_checked``), or one by one when that pass sees a hint of a bad one.
+        Errors keep naming the first bad item: the pending payloads are checked, and may
+        fail first, before a later item's error is raised."""
         now = self.clock()
         if isinstance(items, str | bytes | Mapping) or not isinstance(items, Iterable):
             raise ConfigurationError(
                 "enqueue_many takes a list of (type, payload) or (type, payload, options) "
                 f"tuples, got {type(items).__name__}"
             )
+        if type(items) is list:
+            alike = self._alike(items, now)
+            if alike is not None:
+                return alike
         jobs: list[NewJob] = []
         needs: list[Needs | None] | None = None
         append = jobs.append
         kinds: dict[str, tuple[Task[Any, Any] | None, TaskOptions]] = {}
-        encode, limit = payload_json.encode, self.max_payload_bytes
-        for n, item in enumerate(items):
-            if not isinstance(item, tuple) or len(item) not in (2, 3):
-                raise PayloadError(
-                    f"enqueue_many item {n} must be (type, payload) or (type, payload, options), "
-                    f"got {item!r:.80}"
-                )
-            try:
+        check = payload_json.check
+        # The short path's payloads, their text filled in by _encode_pending; the items that
+        # took the long path (their jobs are encoded already), by number.
+        values: list[Any] = []
+        others: list[int] = []
+        n = 0
+        try:
+            for n, item in enumerate(items):
+                if not isinstance(item, tuple) or len(item) not in (2, 3):
+                    raise PayloadError(
+                        f"enqueue_many item {n} must be (type, payload) or (type, payload, "
+                        f"options), got {item!r:.80}"
+                    )
                 if len(item) == 2:
                     job_type, payload = item
                     kind = kinds.get(job_type) if type(job_type) is str else None
@@ -160,12 +176,15 @@ class Producer:
                         payload = {}
                     if task is not None:
                         task.check_payload(payload)
-                    text = encode(payload, max_bytes=limit)
-                    job = NewJob(job_type, text, opts.queue, opts.priority, now, opts.max_attempts)
-                    if opts.limit is not None:
+                    job = NewJob(job_type, "", opts.queue, opts.priority, now, opts.max_attempts)
+                    if opts.limit is not None:  # its group is read from a checked payload
+                        check(payload)
                         job.limit_key = opts.limit.key
                         job.limit_group = opts.limit.group_of(payload)
                     append(job)
+                    values.append(payload)
+                    if needs is not None:
+                        needs.append(None)
                 else:
                     options = item_options(item[2])
                     need = needs_of(
@@ -174,16 +193,95 @@ class Producer:
                     if need is not None and needs is None:
                         needs = [None] * len(jobs)
                     append(self.job(now, item[0], item[1], **options))
+                    others.append(n)
                     if needs is not None:
                         needs.append(need)
-                    continue
-                if needs is not None:
-                    needs.append(None)
-            except ErrandsError as exc:
-                raise at_item(n, exc) from None
-            except TypeError as exc:
-                raise type_error_at(n, exc) from None
+        except ErrandsError as exc:
+            self._encode_pending(jobs, values, others)  # an earlier item's error first
+            raise at_item(n, exc) from None
+        except TypeError as exc:
+            self._encode_pending(jobs, values, others)
+            raise type_error_at(n, exc) from None
+        self._encode_pending(jobs, values, others)
         return Batch(jobs, now, needs)
+
+    def _encode_pending(self, jobs: list[NewJob], values: list[Any], others: list[int]) -> None:
+        """Fill in the payload text of the short path's jobs (``jobs`` but the numbers in
+        ``others``): all at once, or, when one of them may break the rule, one by one so
+        that the error names its item."""
+        if not values:
+            return
+        numbers: Sequence[int] = range(len(jobs))
+        if others:
+            skip = set(others)
+            numbers = [n for n in numbers if n not in skip]
+            jobs = [jobs[n] for n in numbers]
+        for job, text in zip(jobs, self._texts(values, numbers), strict=True):
+            job.payload = text
+
+    def _texts(self, values: list[Any], numbers: Sequence[int]) -> list[str]:
+        """The payloads' texts, in one pass (``payload.encode_checked``), or one by one when
+        that pass sees a hint of a bad one, so that the error names its item (``numbers``)."""
+        limit = self.max_payload_bytes
+        texts = payload_json.encode_checked(values, limit)
+        if texts is None:
+            texts = []
+            for n, value in zip(numbers, values, strict=True):
+                try:
+                    texts.append(payload_json.encode(value, max_bytes=limit))
+                except ErrandsError as exc:
+                    raise at_item(n, exc) from None
+        return texts
+
+    def _alike(self, items: list[Any], now: float) -> Batch | None:
+        """The common ``enqueue_many``, a list of ``(type, payload)`` pairs of one type whose
+        task sets no limit, checked with no Python step per item but the task's own payload
+        check (if the type has a task): shapes and the type read in C, the payloads checked
+        and encoded in one pass, the jobs built by ``map``. None when the call is anything
+        else (or the type is refused): the item loop then checks it, naming the item."""
+        if not items or set(map(type, items)) != {tuple} or set(map(len, items)) != {2}:
+            return None
+        job_type = items[0][0]
+        if type(job_type) is not str:
+            return None
+        try:  # count compares with ==: an odd object's own __eq__ may raise
+            if list(map(_FIRST, items)).count(job_type) != len(items):
+                return None
+        except Exception:
+            return None
+        try:
+            task, opts = self.kind(job_type)
+        except ErrandsError:
+            return None
+        values = list(map(_SECOND, items))
+        # None: enqueued as {}, item by item (by identity: no payload's __eq__ is called)
+        if opts.limit is not None or any(map(is_, values, repeat(None))):
+            return None
+        if task is not None:
+            fits = task.check_payload
+            for n, value in enumerate(values):
+                try:
+                    fits(value)
+                except ErrandsError as exc:
+                    self._texts(values[:n], range(n))  # an earlier item's error first
+                    raise at_item(n, exc) from None
+                except TypeError as exc:
+                    self._texts(values[:n], range(n))
+                    raise type_error_at(n, exc) from None
+        texts = self._texts(values, range(len(values)))
+        many = len(values)
+        jobs = list(
+            map(
+                NewJob,
+                repeat(job_type, many),
+                texts,
+                repeat(opts.queue, many),
+                repeat(opts.priority, many),
+                repeat(now, many),
+                repeat(opts.max_attempts, many),
+            )
+        )
+        return Batch(jobs, now, None)
 
     def kind(self, job_type: Any) -> tuple[Task[Any, Any] | None, TaskOptions]:
         """The task a job type names (None for a type another service runs) and the options
@@ -354,7 +452,7 @@ class Producer:
     ) -> list[int]:
         if after is not None:
             after(ids, None)
-        if connection is None and any(j.run_at <= now for j in jobs):
+        if connection is None and min(map(_RUN_AT, jobs)) <= now:  # one due: C, no step per job
             self.wake()
         return ids
 

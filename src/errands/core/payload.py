@@ -18,6 +18,7 @@ import json
 import math
 import re
 from collections.abc import Callable
+from itertools import chain, compress, repeat
 from typing import Any
 
 from ..errors import PayloadError, PayloadTooLargeError
@@ -152,15 +153,17 @@ def unstorable_text_in(value: Any, what: str) -> PayloadError | None:
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
-def _compact_encoder() -> Callable[[Any], str]:
+def _compact_encoder() -> tuple[Callable[[Any], str], Callable[[list[Any]], list[str]]]:
     """``_ENCODER.encode`` without its per-call set-up: ``JSONEncoder.encode`` builds a new C
     encoder on every call (half its time for a small payload). This one is built once, with
     no cycle check: ``_check`` has already refused anything nested deeper than MAX_DEPTH,
     which a cycle would be. Falls back to ``_ENCODER.encode`` where the C encoder is missing
-    or takes other arguments (it is CPython's private ``_json``)."""
+    or takes other arguments (it is CPython's private ``_json``). The second function encodes
+    a list of values, one text each, with no Python call per value."""
+    plain = _ENCODER.encode, lambda values: list(map(_ENCODER.encode, values))
     make = getattr(json.encoder, "c_make_encoder", None)
     if make is None:
-        return _ENCODER.encode
+        return plain
     try:
         encode_chunks = make(
             None,
@@ -175,14 +178,71 @@ def _compact_encoder() -> Callable[[Any], str]:
         )
         sample = {"a": [1, 2.5, None, True, "é\u2028"], "b": {}}
         if "".join(encode_chunks(sample, 0)) != _ENCODER.encode(sample):
-            return _ENCODER.encode
+            return plain
     except Exception:
-        return _ENCODER.encode
+        return plain
     join = "".join
-    return lambda value: join(encode_chunks(value, 0))
+    return (
+        lambda value: join(encode_chunks(value, 0)),
+        lambda values: list(map(join, map(encode_chunks, values, repeat(0)))),
+    )
 
 
-_encode_compact = _compact_encoder()
+_encode_compact, _encode_all = _compact_encoder()
+
+
+def check(value: Any, what: str = "payload") -> None:
+    """Raise ``PayloadError`` naming the first part of ``value`` that is not plain JSON (the
+    first half of ``encode``; ``encode_checked`` is the second, for many values at once)."""
+    _check(value, what, "", 0)
+
+
+_FLAT_VALUE_TYPES = frozenset({str, int, float, bool, type(None)})
+_is_int = int.__instancecheck__  # bools too: in range
+
+
+def _flat(values: list[Any]) -> bool:
+    """Whether every value is a dict whose keys are strings and whose values are plain
+    scalars of exact types with integers in the signed 64-bit range (the common payload,
+    ``{"user_id": 7}``), read in C: no Python step per value. Float finiteness is left to
+    the encoder (it refuses NaN and Infinity)."""
+    if set(map(type, values)) != {dict}:
+        return False
+    if not set(map(type, chain.from_iterable(values))) <= {str}:
+        return False
+    scalars = list(chain.from_iterable(map(dict.values, values)))
+    if not set(map(type, scalars)) <= _FLAT_VALUE_TYPES:
+        return False
+    ints = list(compress(scalars, map(_is_int, scalars)))
+    return not ints or (INT_MIN <= min(ints) and max(ints) <= INT_MAX)
+
+
+def encode_checked(values: list[Any], max_bytes: int | None) -> list[str] | None:
+    """The compact JSON text of each of ``values``, or None when one of them may break the
+    rule and the caller must ``check`` and ``encode`` them one by one to name it.
+
+    ``enqueue_many``'s bulk of flat payloads pays per payload only the C encoder: the type
+    and range check (``_flat``), finiteness (the encoder refuses NaN and Infinity), the
+    UTF-8 encoding (which catches surrogates), the NUL scan and the size check run once
+    over all of them. When the total fits ``max_bytes``, each payload does; else a payload
+    of ``k`` characters is at most ``4k`` bytes (UTF-8, no surrogates), so the longest text
+    bounds them all; past that, each is measured by ``encode``."""
+    if not _flat(values):
+        return None
+    try:
+        texts = _encode_all(values)
+    except ValueError:  # NaN or Infinity
+        return None
+    whole = "".join(texts)
+    try:
+        size = len(whole.encode())
+    except UnicodeEncodeError:
+        return None
+    if "\\u0000" in whole:
+        return None
+    if max_bytes is not None and size > max_bytes and max(map(len, texts)) * 4 > max_bytes:
+        return None
+    return texts
 
 
 def encode(
