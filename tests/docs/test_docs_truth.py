@@ -160,3 +160,26 @@ def test_the_dashboard_serves_the_metrics_operations_md_describes(q: errands.Que
     names = {f.name for f in text_string_to_metric_families(served.text)}
     assert names == {f.name for f in text_string_to_metric_families(render_metrics(q).decode())}
     assert "errands_jobs_in_state" in names
+
+
+# -- docs/postgres.md: numbers in payloads through jsonb ----------------------------------
+
+EXACT = [0, -7, 2**63 - 1, -(2**63), 0.1, 1.0, 1e-07, 123456.789, 9007199254740993.0, 1e15]
+# What PostgreSQL's jsonb gives back instead (SQLite keeps the JSON text: exact).
+CHANGED_ON_POSTGRES = [(1e16, 10**16), (1.5e300, 15 * 10**299), (-0.0, 0.0)]
+
+
+def test_numbers_round_trip_as_postgres_md_says(db_url: str) -> None:
+    doc = flat(DOCS["postgres.md"])
+    assert "a float of magnitude 1e16 or more" in doc and "And `-0.0` comes back as `0.0`" in doc
+    sent = EXACT + [value for value, _ in CHANGED_ON_POSTGRES]
+    with errands.Queue(db_url) as q:
+        job = q.get(q.enqueue("numbers", {"n": sent}))
+        assert job is not None
+        back = job.payload["n"]
+    on_postgres = db_url.startswith("postgresql")
+    expected = EXACT + [pg if on_postgres else value for value, pg in CHANGED_ON_POSTGRES]
+    assert back == expected
+    # Equal is not enough: the type (int or float) and the sign of zero must be as stated.
+    assert [type(v) for v in back] == [type(v) for v in expected]
+    assert str(back[-1]) == ("0.0" if on_postgres else "-0.0")
