@@ -160,29 +160,28 @@ class Freshness:
         self._returned: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
 
     def returned(self, conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> None:
-        """The pool's ``reset`` callback: runs each time a connection comes back."""
+        """Stamp a connection as it goes back to the pool (the backend's checkout does this
+        itself: a pool ``reset`` callback would cost a thread hand-off per transaction)."""
         self._returned[conn] = time.monotonic()
 
-    def check(self, conn: psycopg.Connection[Any]) -> None:
-        """The pool's ``check`` callback: raises if the connection is unusable."""
+    def _needs_ping(self, conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:
+        """Never stamped, idle too long, closed, or something waiting on its socket."""
         returned = self._returned.get(conn)
-        if (
+        return (
             returned is None
             or time.monotonic() - returned > IDLE_PING_SECONDS
             or conn.closed
             or readable(conn)
-        ):
+        )
+
+    def check(self, conn: psycopg.Connection[Any]) -> None:
+        """The pool's ``check`` callback: raises if the connection is unusable."""
+        if self._needs_ping(conn):
             ConnectionPool.check_connection(conn)
 
     async def check_async(self, conn: psycopg.AsyncConnection[Any]) -> None:
         """``check`` for the asyncio pool (the producers' ``enqueue_async``)."""
-        returned = self._returned.get(conn)
-        if (
-            returned is None
-            or time.monotonic() - returned > IDLE_PING_SECONDS
-            or conn.closed
-            or readable(conn)
-        ):
+        if self._needs_ping(conn):
             await AsyncConnectionPool.check_connection(conn)
 
 
