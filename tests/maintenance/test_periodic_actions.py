@@ -108,12 +108,37 @@ def test_run_now_enqueues_one_manual_job_and_leaves_the_ticks_alone(
     assert row.next_run_at == T0 + HOUR and row.last_enqueued_at is None
 
 
-@pytest.mark.parametrize("name", ["nope", "", "x" * 2000, "<script>alert(1)</script>"])
+@pytest.mark.parametrize(
+    "name", ["nope", "", "x" * 2000, "<script>alert(1)</script>", "hourly\ud800", "hourly\x00"]
+)
 def test_unknown_or_absurd_names_are_refused(q: errands.Queue, name: str) -> None:
     _hourly(q)
     for act in (q.disable_periodic, q.enable_periodic, q.run_periodic):
         with pytest.raises((errands.JobNotFoundError, errands.ConfigurationError)):
             act(name)
+    assert _row(q, "hourly").disabled_at is None and q.jobs() == []
+
+
+@pytest.mark.parametrize(("name", "actor"), [("hourly\ud800", "ops"), ("hourly", "op\udfffs")])
+def test_a_lone_surrogate_is_refused_with_its_reason_before_the_driver(
+    q: errands.Queue, name: str, actor: str
+) -> None:
+    """No backend stores a lone surrogate as text: the switch names it, instead of the
+    driver's UnicodeEncodeError escaping from the middle of a transaction."""
+    _hourly(q)
+    for act in (q.disable_periodic, q.enable_periodic, q.run_periodic):
+        with pytest.raises(errands.ConfigurationError, match="lone surrogate"):
+            act(name, actor=actor)
+    assert _row(q, "hourly").disabled_at is None and q.jobs() == []
+
+
+def test_the_cli_names_a_lone_surrogate_in_a_schedule_name(
+    q: errands.Queue, db_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _hourly(q)
+    for action in ("disable", "enable", "run", "remove"):
+        assert main(["--db", db_url, "periodic", action, "hourly\udced"]) == 1
+        assert "lone surrogate" in capsys.readouterr().err
     assert _row(q, "hourly").disabled_at is None and q.jobs() == []
 
 

@@ -413,7 +413,7 @@ def _periodic_remove(args: argparse.Namespace) -> int:
     if args.action != "remove" or not args.name:
         print("errands: usage: errands periodic remove NAME", file=sys.stderr)
         return USAGE
-    name = args.name
+    name = validate.text(args.name, "schedule name")  # a NUL or lone surrogate, named
     with _open(args) as q:
         workers = q.backend.live_workers(q.clock(), q.settings.lease_seconds)
         holders = [w["id"] for w in workers if name in (w.get("schedules") or ())]

@@ -314,15 +314,13 @@ def _ids(job_ids: Sequence[int]) -> list[int]:
 
 
 def _actor(actor: str) -> str:
-    if not isinstance(actor, str) or not actor or len(actor) > 200:
-        raise ConfigurationError("actor must be a non-empty string of at most 200 characters")
-    return actor
+    return validate.text(actor, "actor", max_bytes=200)
 
 
 def _schedule_name(name: str) -> str:
-    if not isinstance(name, str) or not name or len(name) > 1000:
-        raise ConfigurationError(f"a schedule name is a non-empty string, got {name!r:.80}")
-    return name
+    # A schedule is named by its task (validate.name): text both backends store, so a NUL or
+    # a lone surrogate is refused here with its reason instead of failing in the driver.
+    return validate.text(name, "schedule name")
 
 
 def _no_schedule(name: str) -> JobNotFoundError:
