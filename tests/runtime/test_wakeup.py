@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import random
 import statistics
+import threading
 import time
 
 import pytest
@@ -91,3 +92,46 @@ def test_cross_process_wakeup_and_idle_cpu_long(
     cluster: Cluster, queue: errands.Queue, capsys: pytest.CaptureFixture[str]
 ) -> None:
     measure(cluster, queue, capsys, samples=200, idle_seconds=30, name="wake-up-long")
+
+
+def test_concurrent_producers_bursts_each_wake_an_idle_worker(
+    cluster: Cluster, queue: errands.Queue
+) -> None:
+    """8 threads enqueue at once, then stop; the worker (poll every 30 s) must be woken for
+    each burst. On PostgreSQL most of these enqueues leave their NOTIFY to the Waker (another
+    enqueue of the process is in flight), which sends one after the burst's commits: a burst
+    whose last jobs got no NOTIFY after their commit would wait out the 30 s poll."""
+    worker = cluster.worker("--poll", "30", "--lease", "60", "--heartbeat", "15")
+    cluster.wait_registered(worker)
+    time.sleep(0.5)  # past its first claim: from here on it waits for a wake-up
+    threads, per_thread, bursts = 8, 4, 12
+    done = 0
+    for burst in range(bursts):
+        start = threading.Barrier(threads)
+
+        def produce(k: int, burst: int = burst, start: threading.Barrier = start) -> None:
+            # Short pauses between calls: the worker goes idle within a burst too, so a job
+            # whose wake-up was lost (its enqueue overlapped another) would wait for the poll.
+            pause = random.Random(burst * threads + k)
+            start.wait()
+            for i in range(per_thread):
+                time.sleep(pause.uniform(0, 0.03))
+                queue.enqueue("ledger_job", {"seq": (burst * threads + k) * per_thread + i})
+
+        pool = [threading.Thread(target=produce, args=(k,)) for k in range(threads)]
+        for t in pool:
+            t.start()
+        for t in pool:
+            t.join()
+        done += threads * per_thread
+
+        def all_done(done: int = done) -> bool:
+            return bool(queue.stats()["counts"]["succeeded"] == done)
+
+        wait_for(
+            all_done,
+            PICKUP_DEADLINE * 3,
+            f"burst {burst}'s {threads * per_thread} jobs (the worker polls only every 30 s)",
+        )
+    assert worker.stop() == 0, worker.stderr()
+    worker.assert_clean_log()

@@ -42,6 +42,7 @@ from .pg_connection import (
     translate,
 )
 from .pg_listener import NotifyListener
+from .pg_waker import Waker
 from .sqlbase import SQLBackend
 from .urls import scrub
 
@@ -92,8 +93,9 @@ _COPY_JOBS = (
 _COPY_EVENTS = "COPY job_events (job_id, ts, event, actor, detail) FROM STDIN"
 
 
-# Pools inherited through os.fork(): never closed nor collected in the child (see _pool_here).
-_INHERITED: list[ConnectionPool[Any]] = []
+# Pools (and wakers) inherited through os.fork(): never closed nor collected in the child
+# (see _pool_here, _waker_here).
+_INHERITED: list[ConnectionPool[Any] | Waker] = []
 
 
 class PostgresBackend(SQLBackend):
@@ -154,6 +156,12 @@ class PostgresBackend(SQLBackend):
         self._apools_lock = threading.Lock()
         self._afreshness = Freshness()
         self._generation = forks.generation
+        # One-by-one enqueues of this process in flight, and the thread that sends one NOTIFY
+        # for a burst of them (pg_waker.py: concurrent producers then share WAL flushes).
+        self._producing = 0
+        self._producing_lock = threading.Lock()
+        self._producing_generation = forks.generation
+        self._waker: Waker | None = None
         self._pool = self._new_pool()
         try:
             self._use_prefix(table_prefix)
@@ -312,6 +320,9 @@ class PostgresBackend(SQLBackend):
         for loop, entry in apools.items():
             if not entry.pool.closed:
                 close_async_pool(loop, entry.pool)
+        waker, self._waker = self._waker, None
+        if waker is not None:
+            waker.close()  # sends a NOTIFY still owed first
         self._pool.close()
 
     # -- producers --------------------------------------------------------------------------
@@ -324,9 +335,47 @@ class PostgresBackend(SQLBackend):
         event and the wake-up together. A limited job also writes its limit (a second
         statement), so it keeps the explicit transaction."""
         if connection is None and len(jobs) == 1 and jobs[0].limit_key is None:
-            with self._alone("enqueue") as conn:
-                return drive(conn, self._insert_one_steps(jobs[0], now, actor))
+            with self._producer(jobs[0], now) as notify, self._alone("enqueue") as conn:
+                return drive(conn, self._insert_one_steps(jobs[0], now, actor, notify))
         return super().enqueue(jobs, now, actor=actor, connection=connection)
+
+    @contextlib.contextmanager
+    def _producer(self, job: NewJob, now: float) -> Iterator[bool]:
+        """Around a one-by-one enqueue in a transaction of its own: yields whether its
+        statement sends the wake-up NOTIFY itself. A lone producer does (no one to share it
+        with, no latency added); one that finds another enqueue of this process in flight
+        leaves it to the Waker, poked once the call is over — after the commit, so the NOTIFY
+        that follows finds the job (pg_waker.py). Poked on a failure too: a spurious wake-up
+        costs an idle worker one empty claim, a lost one a poll_interval."""
+        due = job.run_at <= now
+        if self._producing_generation != forks.generation:
+            # A forked child: the parent's count (and a lock another thread may have held at
+            # the fork) are not this process's.
+            self._producing_lock = threading.Lock()
+            self._producing, self._producing_generation = 0, forks.generation
+        with self._producing_lock:
+            alone = self._producing == 0
+            self._producing += 1
+        try:
+            yield due and alone
+        finally:
+            with self._producing_lock:
+                self._producing -= 1
+            if due and not alone:
+                self._waker_here().poke()
+
+    def _waker_here(self) -> Waker:
+        """This process's Waker (a forked child makes its own: the parent's thread is not
+        running here, and its connection is the parent's session)."""
+        waker = self._waker
+        if waker is None or waker.generation != forks.generation:
+            with self._producing_lock:
+                waker = self._waker
+                if waker is None or waker.generation != forks.generation:
+                    if waker is not None:
+                        _INHERITED.append(waker)
+                    waker = self._waker = Waker(self.url, self._conn_kwargs, self.channel)
+        return waker
 
     # -- async producers --------------------------------------------------------------------
 
@@ -338,9 +387,11 @@ class PostgresBackend(SQLBackend):
         if connection is None and len(jobs) == 1 and jobs[0].limit_key is None:
             # One statement, its own transaction: one round trip (see enqueue).
             try:
-                async with self._async_checkout() as raw:
-                    faults.point("enqueue.before_commit")
-                    ids = await drive_async(raw, self._insert_one_steps(jobs[0], now, actor))
+                with self._producer(jobs[0], now) as notify:
+                    async with self._async_checkout() as raw:
+                        faults.point("enqueue.before_commit")
+                        steps = self._insert_one_steps(jobs[0], now, actor, notify)
+                        ids = await drive_async(raw, steps)
             except psycopg.Error as exc:
                 raise translate(exc, self.where) from exc
             faults.point("enqueue.after_commit")
@@ -435,7 +486,8 @@ class PostgresBackend(SQLBackend):
 
     def _insert_steps(self, jobs: Sequence[NewJob], now: float, actor: str) -> Steps[list[int]]:
         if len(jobs) == 1:
-            return (yield from self._insert_one_steps(jobs[0], now, actor))
+            due = jobs[0].run_at <= now
+            return (yield from self._insert_one_steps(jobs[0], now, actor, due))
         if len(jobs) >= COPY_THRESHOLD and all(j.unique_key is None for j in jobs):
             ids = yield from self._copy_steps(jobs, now, actor)
         else:
@@ -445,11 +497,13 @@ class PostgresBackend(SQLBackend):
             yield Step(self._fixed["notify"], None, EXEC)
         return ids
 
-    def _insert_one_steps(self, job: NewJob, now: float, actor: str) -> Steps[list[int]]:
-        """The one-by-one enqueue: the job, its ENQUEUED event and the NOTIFY in one statement
-        (own.sql) instead of three, two round trips fewer. The shared steps' unique-key path
-        stays: a key held by an active job returns that job's id (and still wakes workers)."""
-        due = job.run_at <= now
+    def _insert_one_steps(
+        self, job: NewJob, now: float, actor: str, notify: bool
+    ) -> Steps[list[int]]:
+        """The one-by-one enqueue: the job, its ENQUEUED event and — when ``notify`` (a due
+        job, and no Waker to send it after: _producer) — the NOTIFY in one statement (own.sql)
+        instead of three, two round trips fewer. The shared steps' unique-key path stays: a
+        key held by an active job returns that job's id (and still wakes workers)."""
         params = {
             "queue": job.queue,
             "type": job.type,
@@ -463,7 +517,7 @@ class PostgresBackend(SQLBackend):
             "headers": job.headers,
             "event": ENQUEUED.value if ENQUEUED in self._audit else None,
             "actor": actor,
-            "notify": due,
+            "notify": notify,
         }
         while True:
             row = yield Step(self.q["insert_job_recorded"], params)
@@ -471,7 +525,7 @@ class PostgresBackend(SQLBackend):
                 return [row[0]]
             held = yield Step(self.q["active_job_by_unique_key"], {"unique_key": job.unique_key})
             if held is not None:
-                if due:
+                if notify:
                     yield Step(self._fixed["notify"], None, EXEC)
                 return [held[0]]
             # The holder finished between the two statements (each sees the latest commits):

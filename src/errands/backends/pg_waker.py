@@ -1,0 +1,135 @@
+"""PostgreSQL's coalesced wake-up: one NOTIFY sent after a burst of concurrent enqueues, instead
+of one inside each of their transactions.
+
+Why: PostgreSQL commits notifying transactions one at a time — a transaction that has queued a
+NOTIFY takes a database-wide lock just before its commit and holds it until the commit record
+is flushed — so producers that each NOTIFY cannot share a WAL flush, and 8 threads enqueueing
+due jobs ran at ~0.6 times the rate of the same threads enqueueing jobs due later (BENCHMARKS.md,
+#26). A producer that finds another enqueue of this process in flight leaves the NOTIFY out of
+its transaction and, once its call has returned from the server, pokes the ``Waker``; the
+Waker's thread sends one NOTIFY on a connection of its own for every poke that came in while
+it was idle or busy with the previous one. A lone producer keeps the NOTIFY in its own
+statement (PostgresBackend.enqueue): it never waits for company, and its pickup latency is
+what it was.
+
+Every committed due job is still followed by a NOTIFY: the poke comes after the commit, and a
+poke that arrives while a NOTIFY is on its way sets the flag again, so another NOTIFY follows.
+A wake-up means "look again" (wakeups.py), so a spurious one costs a claim that finds nothing.
+
+The Waker's connection commits its NOTIFY with ``synchronous_commit = off``: a notification
+needs no durability (a listener reads it once the transaction is committed in memory), so it
+does not wait for a WAL flush while holding that lock. If the connection breaks, the Waker
+reconnects on the next poke; meanwhile workers still find the work by their poll_interval,
+as after any lost notification.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from typing import Any
+
+import psycopg
+
+from . import forks
+
+log = logging.getLogger("errands.postgres")
+
+
+class Waker:
+    """A thread that sends ``SELECT pg_notify(channel, '')`` once per burst of ``poke()``s.
+
+    Started on the first poke; ``close()`` sends a NOTIFY still owed, then stops the thread and
+    closes its connection. Belongs to the process that made it: after ``os.fork()`` the child
+    must make its own (PostgresBackend._waker_here), as its thread does not exist there."""
+
+    RETRY_DELAY = 0.05  # after a failed NOTIFY, before the one retry of that burst
+    CLOSE_TIMEOUT = 5.0  # how long close() waits for a NOTIFY still owed to go out
+
+    def __init__(self, url: str, conn_kwargs: dict[str, Any], channel: str) -> None:
+        self._url = url
+        self._conn_kwargs = conn_kwargs
+        self._statement = "SELECT pg_notify(%s, '')"
+        self._channel = channel
+        self._cond = threading.Condition()
+        self._owed = False  # a poke has come in since the last NOTIFY started
+        self._closed = False
+        self._thread: threading.Thread | None = None
+        self._conn: psycopg.Connection[Any] | None = None
+        self.generation = forks.generation
+        self.sent = 0  # NOTIFYs sent, for tests and the bench
+        self.pokes = 0
+
+    def poke(self) -> bool:
+        """Ask for a NOTIFY after this moment. Returns False once closed: the caller then
+        notifies itself."""
+        with self._cond:
+            if self._closed:
+                return False
+            self.pokes += 1
+            self._owed = True
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="errands-waker", daemon=True)
+                self._thread.start()
+            else:
+                self._cond.notify()
+            return True
+
+    def close(self) -> None:
+        with self._cond:
+            if self._closed:
+                return
+            self._closed = True
+            thread = self._thread
+            self._cond.notify()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(self.CLOSE_TIMEOUT)
+        if thread is None or not thread.is_alive():
+            self._drop()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._owed and not self._closed:
+                    self._cond.wait()
+                if not self._owed:  # closed with nothing owed
+                    break
+                self._owed = False
+            self._send()
+        self._drop()
+
+    def _send(self) -> None:
+        # Two tries: a server restart or pg_terminate_backend leaves a dead connection that
+        # only the first use finds; the second try reconnects. Past that, the workers'
+        # poll_interval finds the jobs, as after any lost notification.
+        for attempt in (1, 2):
+            try:
+                conn = self._connect()
+                conn.execute(self._statement, (self._channel,))
+                self.sent += 1
+                return
+            except psycopg.Error as exc:
+                self._drop()
+                if attempt == 2:
+                    log.warning(
+                        "errands: could not send the wake-up NOTIFY (%s); idle workers will "
+                        "find the new jobs by their poll_interval",
+                        str(exc).strip().splitlines()[0] if str(exc).strip() else exc,
+                    )
+                    return
+                time.sleep(self.RETRY_DELAY)
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        if self._conn is None or self._conn.closed:
+            conn = psycopg.connect(self._url, connect_timeout=10, **self._conn_kwargs)
+            conn.execute("SET synchronous_commit = off")
+            self._conn = conn
+        return self._conn
+
+    def _drop(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.close()
