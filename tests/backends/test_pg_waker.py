@@ -120,13 +120,22 @@ def waker_pid(q: errands.Queue) -> int:
     return int(waker._conn.info.backend_pid)
 
 
-def pool_pids(url: str) -> set[int]:
+def sessions(url: str, name: str) -> set[int]:
     with psycopg.connect(url, autocommit=True) as conn:
         rows = conn.execute(
             "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
-            "AND application_name = 'errands'"
+            "AND application_name = %s",
+            (name,),
         ).fetchall()
     return {int(r[0]) for r in rows}
+
+
+def pool_pids(url: str) -> set[int]:
+    return sessions(url, "errands")
+
+
+def waker_pids(url: str) -> set[int]:
+    return sessions(url, "errands-waker")
 
 
 def test_a_lone_enqueue_sends_its_own_notify_and_starts_no_waker(
@@ -147,6 +156,7 @@ def test_an_enqueue_beside_another_in_flight_leaves_the_notify_to_the_waker(
         job_id = queue.enqueue("t", {})
         (pid,) = heard.pids()
         assert pid == waker_pid(queue)
+        assert waker_pids(pg_url) == {pid}  # named apart from the pool's sessions
         # ...sent after the job was committed: the notified listener finds it.
         job = queue.get(job_id)
         assert job is not None and job.status == "queued"
@@ -228,7 +238,7 @@ def test_the_waker_reconnects_after_its_session_is_terminated(
         with psycopg.connect(pg_url, autocommit=True) as conn:
             conn.execute("SELECT pg_terminate_backend(%s)", (old,))
         wait_for(
-            lambda: old not in pool_pids(pg_url), timeout=10, what="the Waker's session to end"
+            lambda: old not in waker_pids(pg_url), timeout=10, what="the Waker's session to end"
         )
         queue.enqueue("t", {})
         (pid,) = heard.pids()
@@ -270,7 +280,7 @@ def test_close_sends_a_notify_still_owed_and_leaves_no_session(pg_url: str, hear
     q.close()
     assert heard.pids() == [pid]
     assert waker._thread is not None and not waker._thread.is_alive()
-    wait_for(lambda: pid not in pool_pids(pg_url), timeout=10, what="the Waker's session to close")
+    wait_for(lambda: pid not in waker_pids(pg_url), timeout=10, what="the Waker's session to close")
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX only")

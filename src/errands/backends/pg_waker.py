@@ -123,7 +123,9 @@ class Waker:
 
     def _connect(self) -> psycopg.Connection[Any]:
         if self._conn is None or self._conn.closed:
-            conn = psycopg.connect(self._url, connect_timeout=10, **self._conn_kwargs)
+            # Named apart from the pool's sessions, as the listener's are (pg_stat_activity).
+            kwargs = {**self._conn_kwargs, "application_name": "errands-waker"}
+            conn = psycopg.connect(self._url, connect_timeout=10, **kwargs)
             conn.execute("SET synchronous_commit = off")
             self._conn = conn
         return self._conn
