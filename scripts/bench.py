@@ -106,6 +106,15 @@ def record(r: dict[str, Any]) -> str:
             f"{raw[base]['per_second']:,.0f} | {spread(raw[base])} | "
             f"**{r['ratios'][key]:.2f}x** | {r['ratios_best'][key]:.2f}x |"
         )
+    audited = r.get("ratios_audited")
+    if audited:  # absent from a result of before #26's third sitting
+        lines.append(
+            f"| `enqueue` one by one / raw insert + its audit row, 1 tx per job | "
+            f"{ours['enqueue']['per_second']:,.0f} | {spread(ours['enqueue'])} | "
+            f"{raw['insert_audited']['per_second']:,.0f} | {spread(raw['insert_audited'])} | "
+            f"**{audited['enqueue']:.2f}x** | "
+            f"{ours['enqueue']['per_second'] / raw['insert_audited']['per_second']:.2f}x |"
+        )
     many = r.get("producers")
     if many:
         lines += ["", producer_line(ours, many)]

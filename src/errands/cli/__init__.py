@@ -111,7 +111,8 @@ def _register_tools(sub: Any) -> None:
         help="measure errands against the bare database on this machine",
         description="Each phase on a fresh database (temporary SQLite files, or fresh schemas in "
         "the PostgreSQL database of --db, dropped afterwards): raw driver baselines (single "
-        "insert, bulk insert, batched processing with audit rows by 1 and by P processes), "
+        "insert, the same with its audit row, bulk insert, batched processing with audit "
+        "rows by 1 and by P processes), "
         "enqueue one by one and enqueue_many, processing with 1 and P real `errands worker` "
         "processes, pickup latency from a producer process to an idle worker process, and that "
         "worker's idle CPU; each errands figure also as a ratio to the raw baseline doing the "

@@ -4,7 +4,8 @@ Every phase gets a fresh database — a new SQLite file in a temporary directory
 schema in the PostgreSQL database of ``--db`` (dropped afterwards) — with the durability
 errands uses, so the ratios compare like with like:
 
-- raw baselines (``bench_raw``): single-row inserts, one bulk insert, batched processing with
+- raw baselines (``bench_raw``): single-row inserts (bare, and with the ENQUEUED audit row
+  errands writes: ``ratios_audited``), one bulk insert, batched processing with
   the audit rows errands writes by default, by one process and by P processes;
 - ``enqueue`` one by one (each committed when it returns) by one producer and by many at once
   (``producers.py``: 1 thread, 1 asyncio task, 8 threads, 64 tasks; jobs/s and the p50/p99
@@ -66,6 +67,7 @@ BASELINE = {
     "process_p": "process_p",
 }
 RAW_LABELS = {
+    "insert_audited": "raw insert + audit row",
     "insert": "raw insert",
     "bulk_insert": "raw bulk insert",
     "process": "raw processing",
@@ -73,6 +75,7 @@ RAW_LABELS = {
 }
 
 RAW_BASELINE_LABELS = {  # what each raw baseline does, for the report
+    "insert_audited": "insert and its ENQUEUED event row, 1 tx per job",
     "insert": "insert, 1 tx per row",
     "bulk_insert": "bulk insert, 1 tx",
     "process": BATCH_LABEL,
@@ -324,6 +327,7 @@ def _timed(label: str, run: Runner, name: str) -> dict[str, Any]:
 def raw_runners(dbs: Databases, n: int, durability: str, processes: int) -> dict[str, Runner]:
     if dbs.postgres:
         return {
+            "insert_audited": lambda name: bench_raw.postgres_insert_audited(dbs.fresh(name), n),
             "insert": lambda name: bench_raw.postgres_insert(dbs.fresh(name), n),
             "bulk_insert": lambda name: bench_raw.postgres_bulk_insert(dbs.fresh(name), n),
             "process": lambda name: bench_raw.postgres_process(dbs.fresh(name), n),
@@ -332,6 +336,9 @@ def raw_runners(dbs: Databases, n: int, durability: str, processes: int) -> dict
             ),
         }
     return {
+        "insert_audited": lambda name: bench_raw.sqlite_insert_audited(
+            dbs.fresh(name), n, durability
+        ),
         "insert": lambda name: bench_raw.sqlite_insert(dbs.fresh(name), n, durability),
         "bulk_insert": lambda name: bench_raw.sqlite_bulk_insert(dbs.fresh(name), n, durability),
         "process": lambda name: bench_raw.sqlite_process(dbs.fresh(name), n, durability),
@@ -456,6 +463,11 @@ def measure(
         "errands": ours,
         "ratios": paired,
         "ratios_best": best,
+        # enqueue one by one over the raw insert that also writes the audit row errands
+        # promises (run in the same round, just before the raw insert): errands' own cost.
+        "ratios_audited": {
+            "enqueue": paired_ratio(ours["enqueue"]["rounds"], raw["insert_audited"]["rounds"])
+        },
         "producers": producers.producer_ratios(ours),
         "scaling": scaling(raw, ours),
         "pickup": pickup,
@@ -538,7 +550,8 @@ def report(r: dict[str, Any]) -> None:
             "RATIO: errands / raw doing the same work with as many processes (below 1: what "
             f"errands costs; best / best: {best}). SCALING, {procs} / 1: errands "
             f"{scale['errands']:.2f}x, raw {scale['raw']:.2f}x (what more processes buy on this "
-            f"host). Raw baselines — {baselines}."
+            f"host). Raw baselines — {baselines}. enqueue one by one / raw insert + audit "
+            f"row (the rows errands promises, same rounds): {r['ratios_audited']['enqueue']:.2f}x."
         )
     )
     print("\n" + _wrap(producers.summary(ours, r["producers"])))

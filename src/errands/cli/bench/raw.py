@@ -6,6 +6,9 @@ durability settings errands uses, so each errands figure can be read as a ratio 
 database itself does on this machine:
 
 - ``insert``: one job row per transaction — the floor under a durable ``enqueue``.
+- ``insert_audited``: the same with the job's ENQUEUED audit row in its transaction (on
+  PostgreSQL in the same statement, as errands sends it) — what ``enqueue`` writes with the
+  default audit, so ``enqueue`` over it is what errands costs above the rows it promises.
 - ``bulk_insert``: every job row in one transaction (``executemany`` on SQLite, ``COPY`` on
   PostgreSQL) — the ceiling for ``enqueue_many``.
 - ``process``: claims of 50 in one ``UPDATE … RETURNING`` with an attempt row and a CLAIMED
@@ -89,6 +92,27 @@ def sqlite_insert(path: str, n: int, durability: str) -> dict[str, float]:
             conn.execute(
                 "INSERT INTO jobs (type, payload, run_at, created_at) VALUES ('noop', ?, ?, ?)",
                 (f'{{"i":{i}}}', now, now),
+            )
+            conn.execute("COMMIT")
+        return rate(n, time.perf_counter() - start)
+    finally:
+        conn.close()
+
+
+def sqlite_insert_audited(path: str, n: int, durability: str) -> dict[str, float]:
+    conn = _sqlite(path, durability)
+    try:
+        start = time.perf_counter()
+        for i in range(n):
+            now = time.time()
+            conn.execute("BEGIN IMMEDIATE")
+            job_id = conn.execute(
+                "INSERT INTO jobs (type, payload, run_at, created_at) VALUES ('noop', ?, ?, ?)",
+                (f'{{"i":{i}}}', now, now),
+            ).lastrowid
+            conn.execute(
+                "INSERT INTO events (job_id, ts, event, actor) VALUES (?, ?, 'ENQUEUED', 'p')",
+                (job_id, now),
             )
             conn.execute("COMMIT")
         return rate(n, time.perf_counter() - start)
@@ -263,6 +287,20 @@ def postgres_insert(url: str, n: int) -> dict[str, float]:
             conn.execute(
                 "INSERT INTO jobs (type, payload, run_at, created_at) "
                 "VALUES ('noop', %s, now(), now())",
+                (f'{{"i":{i}}}',),
+            )
+        return rate(n, time.perf_counter() - start)
+
+
+def postgres_insert_audited(url: str, n: int) -> dict[str, float]:
+    with _pg(url) as conn:
+        start = time.perf_counter()
+        for i in range(n):
+            conn.execute(
+                "WITH job AS (INSERT INTO jobs (type, payload, run_at, created_at) "
+                "VALUES ('noop', %s, now(), now()) RETURNING id) "
+                "INSERT INTO events (job_id, ts, event, actor) "
+                "SELECT id, now(), 'ENQUEUED', 'p' FROM job",
                 (f'{{"i":{i}}}',),
             )
         return rate(n, time.perf_counter() - start)
