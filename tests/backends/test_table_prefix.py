@@ -267,6 +267,19 @@ def test_every_state_a_later_migration_allows_is_allowed_under_a_prefix(app_url:
         assert get_job(q, first).status == "queued"
 
 
+def test_a_bulk_enqueue_draws_its_ids_from_the_prefixed_sequence(app_url: str) -> None:
+    """enqueue_many of 64 jobs or more draws its ids before writing them (PostgreSQL's COPY
+    path looks the identity sequence up by the jobs table's name: the prefixed one), and
+    the ids it returns are the jobs' own, in order, each with its ENQUEUED event."""
+    before = app_state(app_url)
+    with errands.Queue(with_prefix(app_url)) as q:
+        ids = q.enqueue_many([("t", {"n": n}) for n in range(100)])
+        assert ids == sorted(ids) and len(set(ids)) == 100
+        assert [get_job(q, i).payload for i in ids] == [{"n": n} for n in range(100)]
+        assert all([e.event for e in q.events(i)] == ["ENQUEUED"] for i in ids)
+    assert app_state(app_url) == before
+
+
 def test_connection_enqueue_commits_with_the_apps_own_transaction_or_not_at_all(
     app_url: str,
 ) -> None:
