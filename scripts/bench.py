@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from errands.cli.bench import spread
+from errands.cli.bench.reporting import spread
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = ROOT / "BENCHMARKS.md"

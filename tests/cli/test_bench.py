@@ -297,7 +297,7 @@ def test_bench_says_how_many_rounds_it_takes(tmp_path: Path) -> None:
 def test_the_report_shows_best_spread_and_median_ratio_within_100_columns(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from errands.cli.bench import report
+    from errands.cli.bench.reporting import report
 
     report(canned_result())
     out = capsys.readouterr().out

@@ -28,7 +28,7 @@ THREADS = 8
 TASKS = 64
 
 # Each many-producer phase and the one-producer phase it is compared with, in run order
-# after the raw insert of its round (bench/__init__.py: BASELINE).
+# after the raw insert of its round (phases.py: BASELINE).
 ONE_PRODUCER = {"enqueue_threads": "enqueue", "enqueue_tasks": "enqueue_async"}
 LABELS = {
     "enqueue": "enqueue one by one",
