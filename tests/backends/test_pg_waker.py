@@ -113,7 +113,7 @@ def one_in_flight(q: errands.Queue, url: str) -> Iterator[list[int]]:
 
 
 def waker_pid(q: errands.Queue) -> int:
-    waker = pg(q)._waker
+    waker = pg(q).producers.waker
     assert waker is not None, "no Waker was started"
     wait_for(lambda: waker._conn is not None, timeout=10, what="the Waker's connection")
     assert waker._conn is not None
@@ -143,7 +143,7 @@ def test_a_lone_enqueue_sends_its_own_notify_and_starts_no_waker(
 ) -> None:
     queue.enqueue("t", {})
     (pid,) = heard.pids()
-    assert pg(queue)._waker is None
+    assert pg(queue).producers.waker is None
     assert pid in pool_pids(pg_url)
     queue.enqueue("t", {}, run_at=time.time() + 3600)  # not due: wakes nobody
     heard.none()
@@ -190,7 +190,7 @@ def test_an_idle_worker_runs_a_job_whose_wake_up_the_waker_sent(
                 timeout=10,
                 what="the job woken by the Waker's NOTIFY (the poll is 30 s)",
             )
-            waker = pg(queue)._waker
+            waker = pg(queue).producers.waker
             assert waker is not None and waker.sent >= 1
     finally:
         worker.stop()
@@ -208,7 +208,7 @@ def test_async_producers_take_the_same_paths(
 
     asyncio.run(one())
     (pid,) = heard.pids()
-    assert pg(queue)._waker is None
+    assert pg(queue).producers.waker is None
     with one_in_flight(queue, pg_url):
         asyncio.run(one())
         (pid,) = heard.pids()
@@ -243,6 +243,11 @@ def test_the_waker_reconnects_after_its_session_is_terminated(
         queue.enqueue("t", {})
         (pid,) = heard.pids()
         assert pid == waker_pid(queue) != old
+        # The new session is set up as the first was: its NOTIFY waits for no WAL flush.
+        waker = pg(queue).producers.waker
+        assert waker is not None and waker._conn is not None
+        row = waker._conn.execute("SHOW synchronous_commit").fetchone()
+        assert row is not None and row[0] == "off"
     heard.pids()
 
 
@@ -274,7 +279,7 @@ def test_close_sends_a_notify_still_owed_and_leaves_no_session(pg_url: str, hear
         heard.pids()
         pid = waker_pid(q)
     heard.pids()
-    waker = pg(q)._waker
+    waker = pg(q).producers.waker
     assert waker is not None
     waker.poke()
     q.close()
@@ -287,14 +292,14 @@ def test_close_sends_a_notify_still_owed_and_leaves_no_session(pg_url: str, hear
 def test_a_forked_child_makes_its_own_waker_and_leaves_the_parents_alone(
     queue: errands.Queue, heard: Heard
 ) -> None:
-    parent = pg(queue)._waker_here()
+    parent = pg(queue).producers.waker_here()
     parent.poke()
     (parent_pid,) = heard.pids()
     child = os.fork()
     if child == 0:  # pragma: no cover - the child reports through its exit status
         code = 1
         try:
-            mine = pg(queue)._waker_here()
+            mine = pg(queue).producers.waker_here()
             code = 0 if mine is not parent and mine.poke() else 2
             mine.close()
             code = code or (0 if mine.sent == 1 else 3)
@@ -304,6 +309,6 @@ def test_a_forked_child_makes_its_own_waker_and_leaves_the_parents_alone(
     assert os.waitstatus_to_exitcode(status) == 0
     (child_pid,) = heard.pids()
     assert child_pid != parent_pid
-    assert pg(queue)._waker is parent
+    assert pg(queue).producers.waker is parent
     parent.poke()  # the parent's session was not touched by the child
     assert heard.pids() == [parent_pid]

@@ -29,6 +29,7 @@ import contextlib
 import logging
 import threading
 import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import psycopg
@@ -36,6 +37,64 @@ import psycopg
 from . import forks
 
 log = logging.getLogger("errands.postgres")
+
+# Wakers inherited through os.fork(): kept referenced, never used nor closed in the child (their
+# thread is not running there and their session is the parent's).
+_INHERITED: list[Waker] = []
+
+
+class Producers:
+    """A backend's one-by-one producers in this process: how many are in flight, and the
+    Waker that sends the NOTIFY those that overlap leave out (made on first need)."""
+
+    def __init__(self, make_waker: Callable[[], Waker]) -> None:
+        self._make_waker = make_waker
+        self._lock = threading.Lock()
+        self._in_flight = 0
+        self._generation = forks.generation
+        self.waker: Waker | None = None
+
+    @contextlib.contextmanager
+    def one(self, due: bool) -> Iterator[bool]:
+        """Around a one-by-one enqueue in a transaction of its own: yields whether its
+        statement sends the wake-up NOTIFY itself. A lone producer does (no one to share it
+        with, no latency added); one that finds another enqueue of this process in flight
+        leaves it to the Waker, poked once the call is over — after the commit, so the NOTIFY
+        that follows finds the job. Poked on a failure too: a spurious wake-up costs an idle
+        worker one empty claim, a lost one a poll_interval."""
+        if self._generation != forks.generation:
+            # A forked child: the parent's count (and a lock another thread may have held at
+            # the fork) are not this process's.
+            self._lock = threading.Lock()
+            self._in_flight, self._generation = 0, forks.generation
+        with self._lock:
+            alone = self._in_flight == 0
+            self._in_flight += 1
+        try:
+            yield due and alone
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+            if due and not alone:
+                self.waker_here().poke()
+
+    def waker_here(self) -> Waker:
+        """This process's Waker (a forked child makes its own)."""
+        waker = self.waker
+        if waker is None or waker.generation != forks.generation:
+            with self._lock:
+                waker = self.waker
+                if waker is None or waker.generation != forks.generation:
+                    if waker is not None:
+                        _INHERITED.append(waker)
+                    waker = self.waker = self._make_waker()
+        return waker
+
+    def close(self) -> None:
+        """Close this process's Waker (a NOTIFY still owed is sent first)."""
+        waker, self.waker = self.waker, None
+        if waker is not None and waker.generation == forks.generation:
+            waker.close()
 
 
 class Waker:

@@ -34,6 +34,7 @@ from .pg_async import AsyncPool, close_async_pool, drive_async
 from .pg_connection import (
     Conn,
     Freshness,
+    begin_for,
     configure,
     configure_async,
     describe,
@@ -42,7 +43,7 @@ from .pg_connection import (
     translate,
 )
 from .pg_listener import NotifyListener
-from .pg_waker import Waker
+from .pg_waker import Producers, Waker
 from .sqlbase import SQLBackend
 from .urls import scrub
 
@@ -64,27 +65,6 @@ POOL_MAX = 10
 # Statements only this dialect needs (fixed text; the named queries are shared by name).
 _NOTIFY = f"SELECT pg_notify('{CHANNEL}', '')"
 _NOTIFY_FINISHED = f"SELECT pg_notify('{FINISHED_CHANNEL}', %s)"
-# The worker's batch verbs must touch only the rows of the batch, through indexes: the claim
-# walks jobs_due in its order and stops after :limit rows; the outcome statements look each
-# job up by primary key. Right after a bulk enqueue the statistics still say "a few rows", and
-# the planner then sorts every queued row on each claim (then via jobs_status_queue_type, since
-# dropped) and hash-joins the batch against a scan of the whole table (measured with 20,000
-# queued: 125 ms per claim of 200 instead of 0.7 ms, 64 ms per batch of successes instead of
-# ~2) — a cost that grows with the table. Forbidding sorts, scans and hash/merge joins in these
-# transactions leaves the planner only the index plans; one statement, set for the
-# transaction only. Forbidden plans are priced at 1e10, not refused, so a statement left
-# only them (a sort for the figures' key order) would cross jit_above_cost and spend ~400 ms
-# compiling: JIT goes off too.
-_BATCH_VERBS = frozenset({"claim", "finish"})
-_BATCH_TRANSACTION = (
-    "SELECT set_config('enable_sort', 'off', true), set_config('enable_seqscan', 'off', true), "
-    "set_config('enable_bitmapscan', 'off', true), set_config('enable_hashjoin', 'off', true), "
-    "set_config('enable_mergejoin', 'off', true), set_config('jit', 'off', true)"
-)
-# What opens a transaction of errands' own (_write), sent just before its first statement
-# (Conn): for the batch verbs BEGIN and the planner settings in one round trip.
-_BEGIN = b"BEGIN"
-_BEGIN_BATCH = b"BEGIN; " + _BATCH_TRANSACTION.encode()
 # The sequence is looked up once (a MATERIALIZED CTE): inside nextval() the lookup ran for
 # every row, ~2.3 us each — 45 of the 350 ms enqueue_many spent on 20,000 jobs (#26).
 _NEXT_IDS = (
@@ -99,9 +79,8 @@ _COPY_JOBS = (
 _COPY_EVENTS = "COPY job_events (job_id, ts, event, actor, detail) FROM STDIN"
 
 
-# Pools (and wakers) inherited through os.fork(): never closed nor collected in the child
-# (see _pool_here, _waker_here).
-_INHERITED: list[ConnectionPool[Any] | Waker] = []
+# Pools inherited through os.fork(): never closed nor collected in the child (see _pool_here).
+_INHERITED: list[ConnectionPool[Any]] = []
 
 
 class PostgresBackend(SQLBackend):
@@ -164,10 +143,7 @@ class PostgresBackend(SQLBackend):
         self._generation = forks.generation
         # One-by-one enqueues of this process in flight, and the thread that sends one NOTIFY
         # for a burst of them (pg_waker.py: concurrent producers then share WAL flushes).
-        self._producing = 0
-        self._producing_lock = threading.Lock()
-        self._producing_generation = forks.generation
-        self._waker: Waker | None = None
+        self.producers = Producers(lambda: Waker(self.url, self._conn_kwargs, self.channel))
         self._pool = self._new_pool()
         try:
             self._use_prefix(table_prefix)
@@ -248,7 +224,7 @@ class PostgresBackend(SQLBackend):
         try:
             with self._checkout() as raw:
                 try:
-                    yield Conn(raw, _BEGIN_BATCH if name in _BATCH_VERBS else _BEGIN)
+                    yield Conn(raw, begin_for(name))
                     faults.point(f"{name}.before_commit")
                 except BaseException:
                     rollback(raw)
@@ -326,9 +302,7 @@ class PostgresBackend(SQLBackend):
         for loop, entry in apools.items():
             if not entry.pool.closed:
                 close_async_pool(loop, entry.pool)
-        waker, self._waker = self._waker, None
-        if waker is not None:
-            waker.close()  # sends a NOTIFY still owed first
+        self.producers.close()  # sends a NOTIFY still owed first
         self._pool.close()
 
     # -- producers --------------------------------------------------------------------------
@@ -341,47 +315,12 @@ class PostgresBackend(SQLBackend):
         event and the wake-up together. A limited job also writes its limit (a second
         statement), so it keeps the explicit transaction."""
         if connection is None and len(jobs) == 1 and jobs[0].limit_key is None:
-            with self._producer(jobs[0], now) as notify, self._alone("enqueue") as conn:
+            with (
+                self.producers.one(jobs[0].run_at <= now) as notify,
+                self._alone("enqueue") as conn,
+            ):
                 return drive(conn, self._insert_one_steps(jobs[0], now, actor, notify))
         return super().enqueue(jobs, now, actor=actor, connection=connection)
-
-    @contextlib.contextmanager
-    def _producer(self, job: NewJob, now: float) -> Iterator[bool]:
-        """Around a one-by-one enqueue in a transaction of its own: yields whether its
-        statement sends the wake-up NOTIFY itself. A lone producer does (no one to share it
-        with, no latency added); one that finds another enqueue of this process in flight
-        leaves it to the Waker, poked once the call is over — after the commit, so the NOTIFY
-        that follows finds the job (pg_waker.py). Poked on a failure too: a spurious wake-up
-        costs an idle worker one empty claim, a lost one a poll_interval."""
-        due = job.run_at <= now
-        if self._producing_generation != forks.generation:
-            # A forked child: the parent's count (and a lock another thread may have held at
-            # the fork) are not this process's.
-            self._producing_lock = threading.Lock()
-            self._producing, self._producing_generation = 0, forks.generation
-        with self._producing_lock:
-            alone = self._producing == 0
-            self._producing += 1
-        try:
-            yield due and alone
-        finally:
-            with self._producing_lock:
-                self._producing -= 1
-            if due and not alone:
-                self._waker_here().poke()
-
-    def _waker_here(self) -> Waker:
-        """This process's Waker (a forked child makes its own: the parent's thread is not
-        running here, and its connection is the parent's session)."""
-        waker = self._waker
-        if waker is None or waker.generation != forks.generation:
-            with self._producing_lock:
-                waker = self._waker
-                if waker is None or waker.generation != forks.generation:
-                    if waker is not None:
-                        _INHERITED.append(waker)
-                    waker = self._waker = Waker(self.url, self._conn_kwargs, self.channel)
-        return waker
 
     # -- async producers --------------------------------------------------------------------
 
@@ -393,7 +332,7 @@ class PostgresBackend(SQLBackend):
         if connection is None and len(jobs) == 1 and jobs[0].limit_key is None:
             # One statement, its own transaction: one round trip (see enqueue).
             try:
-                with self._producer(jobs[0], now) as notify:
+                with self.producers.one(jobs[0].run_at <= now) as notify:
                     async with self._async_checkout() as raw:
                         faults.point("enqueue.before_commit")
                         steps = self._insert_one_steps(jobs[0], now, actor, notify)
@@ -507,9 +446,9 @@ class PostgresBackend(SQLBackend):
         self, job: NewJob, now: float, actor: str, notify: bool
     ) -> Steps[list[int]]:
         """The one-by-one enqueue: the job, its ENQUEUED event and — when ``notify`` (a due
-        job, and no Waker to send it after: _producer) — the NOTIFY in one statement (own.sql)
-        instead of three, two round trips fewer. The shared steps' unique-key path stays: a
-        key held by an active job returns that job's id (and still wakes workers)."""
+        job, and no Waker to send it after: pg_waker.Producers) — the NOTIFY in one statement
+        (own.sql) instead of three, two round trips fewer. The shared steps' unique-key path
+        stays: a key held by an active job returns that job's id (and still wakes workers)."""
         params = {
             "queue": job.queue,
             "type": job.type,
