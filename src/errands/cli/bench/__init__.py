@@ -303,7 +303,9 @@ def _timed(label: str, run: Runner, name: str) -> dict[str, Any]:
 def raw_runners(dbs: Databases, n: int, durability: str, processes: int) -> dict[str, Runner]:
     if dbs.postgres:
         return {
-            "insert_audited": lambda name: bench_raw.postgres_insert_audited(dbs.fresh(name), n),
+            "insert_audited": lambda name: bench_raw.postgres_insert(
+                dbs.fresh(name), n, audited=True
+            ),
             "insert": lambda name: bench_raw.postgres_insert(dbs.fresh(name), n),
             "bulk_insert": lambda name: bench_raw.postgres_bulk_insert(dbs.fresh(name), n),
             "process": lambda name: bench_raw.postgres_process(dbs.fresh(name), n),
@@ -312,8 +314,8 @@ def raw_runners(dbs: Databases, n: int, durability: str, processes: int) -> dict
             ),
         }
     return {
-        "insert_audited": lambda name: bench_raw.sqlite_insert_audited(
-            dbs.fresh(name), n, durability
+        "insert_audited": lambda name: bench_raw.sqlite_insert(
+            dbs.fresh(name), n, durability, audited=True
         ),
         "insert": lambda name: bench_raw.sqlite_insert(dbs.fresh(name), n, durability),
         "bulk_insert": lambda name: bench_raw.sqlite_bulk_insert(dbs.fresh(name), n, durability),

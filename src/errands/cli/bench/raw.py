@@ -82,38 +82,23 @@ def _sqlite_open(path: str, durability: str) -> sqlite3.Connection:
     return conn
 
 
-def sqlite_insert(path: str, n: int, durability: str) -> dict[str, float]:
+def sqlite_insert(path: str, n: int, durability: str, *, audited: bool = False) -> dict[str, float]:
+    """One job per transaction; ``audited``: with its ENQUEUED event row too."""
     conn = _sqlite(path, durability)
     try:
         start = time.perf_counter()
         for i in range(n):
             now = time.time()
             conn.execute("BEGIN IMMEDIATE")
-            conn.execute(
+            job = conn.execute(
                 "INSERT INTO jobs (type, payload, run_at, created_at) VALUES ('noop', ?, ?, ?)",
                 (f'{{"i":{i}}}', now, now),
             )
-            conn.execute("COMMIT")
-        return rate(n, time.perf_counter() - start)
-    finally:
-        conn.close()
-
-
-def sqlite_insert_audited(path: str, n: int, durability: str) -> dict[str, float]:
-    conn = _sqlite(path, durability)
-    try:
-        start = time.perf_counter()
-        for i in range(n):
-            now = time.time()
-            conn.execute("BEGIN IMMEDIATE")
-            job_id = conn.execute(
-                "INSERT INTO jobs (type, payload, run_at, created_at) VALUES ('noop', ?, ?, ?)",
-                (f'{{"i":{i}}}', now, now),
-            ).lastrowid
-            conn.execute(
-                "INSERT INTO events (job_id, ts, event, actor) VALUES (?, ?, 'ENQUEUED', 'p')",
-                (job_id, now),
-            )
+            if audited:
+                conn.execute(
+                    "INSERT INTO events (job_id, ts, event, actor) VALUES (?, ?, 'ENQUEUED', 'p')",
+                    (job.lastrowid, now),
+                )
             conn.execute("COMMIT")
         return rate(n, time.perf_counter() - start)
     finally:
@@ -280,29 +265,23 @@ def _pg(url: str) -> Any:
     return conn
 
 
-def postgres_insert(url: str, n: int) -> dict[str, float]:
+_PG_INSERT = (
+    "INSERT INTO jobs (type, payload, run_at, created_at) VALUES ('noop', %s, now(), now())"
+)
+# The job and its ENQUEUED event in one statement, as errands' insert_job_recorded sends them.
+_PG_INSERT_AUDITED = (
+    f"WITH job AS ({_PG_INSERT} RETURNING id) INSERT INTO events (job_id, ts, event, actor) "
+    "SELECT id, now(), 'ENQUEUED', 'p' FROM job"
+)
+
+
+def postgres_insert(url: str, n: int, *, audited: bool = False) -> dict[str, float]:
+    """One job per transaction; ``audited``: with its ENQUEUED event row too."""
+    statement = _PG_INSERT_AUDITED if audited else _PG_INSERT
     with _pg(url) as conn:
         start = time.perf_counter()
         for i in range(n):
-            conn.execute(
-                "INSERT INTO jobs (type, payload, run_at, created_at) "
-                "VALUES ('noop', %s, now(), now())",
-                (f'{{"i":{i}}}',),
-            )
-        return rate(n, time.perf_counter() - start)
-
-
-def postgres_insert_audited(url: str, n: int) -> dict[str, float]:
-    with _pg(url) as conn:
-        start = time.perf_counter()
-        for i in range(n):
-            conn.execute(
-                "WITH job AS (INSERT INTO jobs (type, payload, run_at, created_at) "
-                "VALUES ('noop', %s, now(), now()) RETURNING id) "
-                "INSERT INTO events (job_id, ts, event, actor) "
-                "SELECT id, now(), 'ENQUEUED', 'p' FROM job",
-                (f'{{"i":{i}}}',),
-            )
+            conn.execute(statement, (f'{{"i":{i}}}',))
         return rate(n, time.perf_counter() - start)
 
 
