@@ -16,6 +16,7 @@ import os
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import psycopg
 import pytest
@@ -270,6 +271,34 @@ def test_a_waker_whose_server_is_gone_gives_up_with_a_warning_and_raises_nothing
         waker.close()
     assert waker._thread is not None and not waker._thread.is_alive()
     assert not waker.poke()  # closed: the caller is told
+
+
+def test_a_surprise_in_the_waker_thread_fails_one_burst_and_not_the_next(
+    pg_url: str, heard: Heard, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Not only the driver's errors: an exception of any kind while sending must leave the
+    thread alive, or every later poke would wait for a NOTIFY nobody sends."""
+
+    class Surprised(Waker):
+        surprises = 2  # both tries of the first burst
+
+        def _connect(self) -> psycopg.Connection[Any]:
+            if self.surprises:
+                self.surprises -= 1
+                raise RuntimeError("a surprise")
+            return super()._connect()
+
+    waker = Surprised(pg_url, {"autocommit": True}, CHANNEL)
+    waker.RETRY_DELAY = 0.0
+    try:
+        waker.poke()
+        wait_for(lambda: "a surprise" in caplog.text, timeout=10, what="the warning")
+        heard.none()
+        waker.poke()
+        heard.pids()
+        assert waker.sent == 1
+    finally:
+        waker.close()
 
 
 def test_close_sends_a_notify_still_owed_and_leaves_no_session(pg_url: str, heard: Heard) -> None:

@@ -35,6 +35,7 @@ from typing import Any
 import psycopg
 
 from . import forks
+from .pg_connection import describe, first_line
 
 log = logging.getLogger("errands.postgres")
 
@@ -102,7 +103,7 @@ class Waker:
 
     Started on the first poke; ``close()`` sends a NOTIFY still owed, then stops the thread and
     closes its connection. Belongs to the process that made it: after ``os.fork()`` the child
-    must make its own (PostgresBackend._waker_here), as its thread does not exist there."""
+    must make its own (Producers.waker_here), as its thread does not exist there."""
 
     RETRY_DELAY = 0.05  # after a failed NOTIFY, before the one retry of that burst
     CLOSE_TIMEOUT = 5.0  # how long close() waits for a NOTIFY still owed to go out
@@ -122,8 +123,8 @@ class Waker:
         self.pokes = 0
 
     def poke(self) -> bool:
-        """Ask for a NOTIFY after this moment. Returns False once closed: the caller then
-        notifies itself."""
+        """Ask for a NOTIFY after this moment; never waits for it. False once closed (the
+        Queue is closing: its workers' poll_interval finds what was committed last)."""
         with self._cond:
             if self._closed:
                 return False
@@ -163,19 +164,22 @@ class Waker:
         # Two tries: a server restart or pg_terminate_backend leaves a dead connection that
         # only the first use finds; the second try reconnects. Past that, the workers'
         # poll_interval finds the jobs, as after any lost notification.
+        # Any exception, not only the driver's: the thread must outlive a surprise, or every
+        # later poke would wait for a NOTIFY that nobody sends.
         for attempt in (1, 2):
             try:
                 conn = self._connect()
                 conn.execute(self._statement, (self._channel,))
                 self.sent += 1
                 return
-            except psycopg.Error as exc:
+            except Exception as exc:
                 self._drop()
                 if attempt == 2:
                     log.warning(
-                        "errands: could not send the wake-up NOTIFY (%s); idle workers will "
-                        "find the new jobs by their poll_interval",
-                        str(exc).strip().splitlines()[0] if str(exc).strip() else exc,
+                        "errands: could not send the wake-up NOTIFY to %s (%s); idle workers "
+                        "will find the new jobs by their poll_interval",
+                        describe(self._url),
+                        first_line(exc),
                     )
                     return
                 time.sleep(self.RETRY_DELAY)
