@@ -39,6 +39,8 @@ from .pg_connection import describe, first_line
 
 log = logging.getLogger("errands.postgres")
 
+_NOTIFY = "SELECT pg_notify(%s, '')"  # the channel is the Queue's (its table prefix's)
+
 # Wakers inherited through os.fork(): kept referenced, never used nor closed in the child (their
 # thread is not running there and their session is the parent's).
 _INHERITED: list[Waker] = []
@@ -111,7 +113,6 @@ class Waker:
     def __init__(self, url: str, conn_kwargs: dict[str, Any], channel: str) -> None:
         self._url = url
         self._conn_kwargs = conn_kwargs
-        self._statement = "SELECT pg_notify(%s, '')"
         self._channel = channel
         self._cond = threading.Condition()
         self._owed = False  # a poke has come in since the last NOTIFY started
@@ -119,8 +120,7 @@ class Waker:
         self._thread: threading.Thread | None = None
         self._conn: psycopg.Connection[Any] | None = None
         self.generation = forks.generation
-        self.sent = 0  # NOTIFYs sent, for tests and the bench
-        self.pokes = 0
+        self.sent = 0  # NOTIFYs sent (the tests read it)
 
     def poke(self) -> bool:
         """Ask for a NOTIFY after this moment; never waits for it. False once closed (the
@@ -128,7 +128,6 @@ class Waker:
         with self._cond:
             if self._closed:
                 return False
-            self.pokes += 1
             self._owed = True
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="errands-waker", daemon=True)
@@ -169,7 +168,7 @@ class Waker:
         for attempt in (1, 2):
             try:
                 conn = self._connect()
-                conn.execute(self._statement, (self._channel,))
+                conn.execute(_NOTIFY, (self._channel,))
                 self.sent += 1
                 return
             except Exception as exc:
