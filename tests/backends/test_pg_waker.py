@@ -37,9 +37,9 @@ def pg(q: errands.Queue) -> PostgresBackend:
 class Heard:
     """A LISTEN connection on the wake-up channel: the pids of the backends that notified."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, channel: str = CHANNEL) -> None:
         self.conn = psycopg.connect(url, autocommit=True)
-        self.conn.execute(f"LISTEN {CHANNEL}")
+        self.conn.execute(f"LISTEN {channel}")
 
     def pids(self, timeout: float = 10.0, expect: int = 1) -> list[int]:
         got = [n.pid for n in self.conn.notifies(timeout=timeout, stop_after=expect)]
@@ -84,8 +84,8 @@ def one_in_flight(q: errands.Queue, url: str) -> Iterator[list[int]]:
     held enqueue inserts its job, and its id is in the yielded list."""
     blocker = psycopg.connect(url)
     blocker.execute(
-        "INSERT INTO jobs (queue, type, payload, status, run_at, created_at, unique_key) "
-        "VALUES ('default', 't', '{}', 'queued', now(), now(), 'held')"
+        f"INSERT INTO {q.table('jobs')} (queue, type, payload, status, run_at, created_at, "
+        "unique_key) VALUES ('default', 't', '{}', 'queued', now(), now(), 'held')"
     )
     ids: list[int] = []
     errors: list[BaseException] = []
@@ -197,6 +197,25 @@ def test_an_idle_worker_runs_a_job_whose_wake_up_the_waker_sent(
         worker.stop()
         thread.join(30)
         worker_q.close()
+
+
+def test_under_a_table_prefix_the_waker_notifies_the_prefixed_channel(pg_empty_url: str) -> None:
+    # A worker of a prefixed installation listens on errands_errands_jobs: a NOTIFY on the
+    # bare channel would wake nobody there.
+    q = errands.Queue(f"{pg_empty_url}?table_prefix=errands_")
+    heard = Heard(pg_empty_url, "errands_" + CHANNEL)
+    bare = Heard(pg_empty_url)
+    try:
+        with one_in_flight(q, pg_empty_url):
+            q.enqueue("t", {})
+            (pid,) = heard.pids()
+            assert pid == waker_pid(q)
+        heard.pids()  # the held one's own
+        bare.none()
+    finally:
+        heard.close()
+        bare.close()
+        q.close()
 
 
 def test_async_producers_take_the_same_paths(
