@@ -274,7 +274,7 @@ def test_the_waker_reconnects_after_its_session_is_terminated(
 def test_a_waker_whose_server_is_gone_gives_up_with_a_warning_and_raises_nothing(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    waker = Waker("postgresql://postgres@127.0.0.1:1/none", {"autocommit": True}, CHANNEL)
+    waker = Waker("postgresql://postgres:s3cret@127.0.0.1:1/none", {"autocommit": True}, CHANNEL)
     waker.RETRY_DELAY = 0.0
     try:
         assert waker.poke()
@@ -284,6 +284,7 @@ def test_a_waker_whose_server_is_gone_gives_up_with_a_warning_and_raises_nothing
             what="the warning",
         )
         assert "poll_interval" in caplog.text
+        assert "127.0.0.1:1/none" in caplog.text and "s3cret" not in caplog.text
         assert waker.sent == 0
         assert waker._thread is not None and waker._thread.is_alive()  # ready for the next
     finally:
