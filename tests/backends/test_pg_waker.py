@@ -192,7 +192,8 @@ def test_an_idle_worker_runs_a_job_whose_wake_up_the_waker_sent(
                 what="the job woken by the Waker's NOTIFY (the poll is 30 s)",
             )
             waker = pg(queue).producers.waker
-            assert waker is not None and waker.sent >= 1
+            assert waker is not None
+            wait_for(lambda: waker.sent >= 1, timeout=10, what="the waker to count its NOTIFY")
     finally:
         worker.stop()
         thread.join(30)
@@ -316,7 +317,9 @@ def test_a_surprise_in_the_waker_thread_fails_one_burst_and_not_the_next(
         heard.none()
         waker.poke()
         heard.pids()
-        assert waker.sent == 1
+        # The thread counts a NOTIFY once the server answered it, which may be after the
+        # listener already has it.
+        wait_for(lambda: waker.sent == 1, timeout=10, what="the waker to count its NOTIFY")
     finally:
         waker.close()
 
