@@ -12,6 +12,7 @@ q.run_worker(concurrency=8)
 
 from .context import JobContext
 from .core.backoff import exponential, fixed, linear
+from .core.options import EnqueueOptions
 from .core.records import Attempt, EventRecord, Job
 from .core.states import AttemptStatus, Event, State
 from .errors import (
@@ -48,6 +49,7 @@ __all__ = [
     "DatabaseBusyError",
     "DatabaseError",
     "DatabaseReplacedError",
+    "EnqueueOptions",
     "Enqueuing",
     "ErrandsError",
     "Event",

@@ -117,3 +117,11 @@ class JobError(Exception):
         self.code = code
         self.detail = detail
         self.retry = retry
+
+
+def at_item(n: int, exc: ErrandsError) -> ErrandsError:
+    """The same error class, its message prefixed with the item's index (enqueue_many)."""
+    try:
+        return type(exc)(f"enqueue_many item {n}: {exc}")
+    except TypeError:
+        return exc

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from .backends.base import Needs
 from .client.enqueueing import Batch as Checked
-from .client.enqueueing import EnqueueItem, Producer
+from .client.enqueueing import EnqueueItem, Producer, item_options
 from .core.states import State
 from .errors import ConfigurationError, JobNotFoundError
 
@@ -43,8 +43,7 @@ def chain(
 
 def _rule(item: Any) -> str:
     """An item's on_upstream_failure (already checked by ``Producer.many``)."""
-    options = item[2] if len(item) == 3 else {}
-    return str(options.get("on_upstream_failure", "cancel"))
+    return item_options(item[2]).on_upstream_failure if len(item) == 3 else "cancel"
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +91,10 @@ class JobBatch:
                 raise ConfigurationError(
                     f"batch.enqueue_many takes (type, payload[, options]) tuples, got {item!r:.60}"
                 )
-            self.enqueue(item[0], item[1], **(item[2] if len(item) == 3 else {}))
+            if len(item) == 3:
+                self.items.append((item[0], item[1], item_options(item[2])))
+            else:
+                self.enqueue(item[0], item[1])
 
     def __enter__(self) -> JobBatch:
         return self

@@ -9,9 +9,8 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
 from functools import partial
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, Unpack, overload
 
 from . import pipelines
 from .backends import forks, open_backend, redact
@@ -28,6 +27,8 @@ from .client.lifecycle import Lifecycle
 from .core import payload as payload_json
 from .core import schedule, validate
 from .core.backoff import Backoff
+from .core.options import DEFAULT as DEFAULT_OPTIONS
+from .core.options import EnqueueKwargs, EnqueueOptions
 from .core.records import Job, to_datetime
 from .core.schedule import Schedule
 from .core.settings import Duration, Retention, Settings, seconds
@@ -362,41 +363,28 @@ class Queue(Lifecycle, Reads, Actions, FlowControl):
         job_type: str,
         payload: Any = None,
         *,
-        queue: str | None = None,
-        priority: int | None = None,
-        run_at: datetime | float | None = None,
-        delay: Duration | None = None,
-        max_attempts: int | None = None,
-        unique_key: str | None = None,
+        options: EnqueueOptions | None = None,
         connection: Any = None,
         actor: str = "api",
-        after: Sequence[int] | None = None,
-        on_upstream_failure: str = "cancel",
+        **kwargs: Unpack[EnqueueKwargs],
     ) -> int:
         """Store one job and return its id. Committed when this returns — or, with
         ``connection=``, when the application commits that transaction (rollback: no job).
-        With a ``unique_key`` held by a queued or running job, returns that job's id.
-        ``after=[ids]``: the job waits until those jobs are final, then runs if they all
-        succeeded (else it is cancelled, ``UPSTREAM:FAILED``), or whatever their outcome with
+        The options (``errands.EnqueueOptions``: queue, priority, run_at or delay,
+        max_attempts, unique_key, after, on_upstream_failure) as keyword arguments, or as one
+        ``options=`` value (keyword arguments given too replace its fields). With a
+        ``unique_key`` held by a queued or running job, returns that job's id. ``after=[ids]``:
+        the job waits until those jobs are final, then runs if they all succeeded (else it is
+        cancelled, ``UPSTREAM:FAILED``), or whatever their outcome with
         ``on_upstream_failure="run"`` (docs/pipelines.md)."""
-        batch = self._producer.one(
-            job_type,
-            payload,
-            queue,
-            priority,
-            run_at,
-            delay,
-            max_attempts,
-            unique_key,
-            after,
-            on_upstream_failure,
-        )
+        batch = self._producer.one(job_type, payload, _options(options, kwargs))
         return self._producer.store(batch, actor, connection)[0]
 
     def enqueue_many(
         self, items: Iterable[EnqueueItem], *, connection: Any = None, actor: str = "api"
     ) -> list[int]:
-        """Store many jobs in one transaction: ``[(type, payload), (type, payload, {options})]``.
+        """Store many jobs in one transaction: ``[(type, payload), (type, payload, options)]``
+        (options: a dict of enqueue's keyword arguments, or an ``errands.EnqueueOptions``).
         Every item is checked before anything is written."""
         return self._producer.store(self._producer.many(items), actor, connection)
 
@@ -405,32 +393,15 @@ class Queue(Lifecycle, Reads, Actions, FlowControl):
         job_type: str,
         payload: Any = None,
         *,
-        queue: str | None = None,
-        priority: int | None = None,
-        run_at: datetime | float | None = None,
-        delay: Duration | None = None,
-        max_attempts: int | None = None,
-        unique_key: str | None = None,
+        options: EnqueueOptions | None = None,
         connection: Any = None,
         actor: str = "api",
-        after: Sequence[int] | None = None,
-        on_upstream_failure: str = "cancel",
+        **kwargs: Unpack[EnqueueKwargs],
     ) -> int:
         """``enqueue`` for async code: the event loop never waits on the write. PostgreSQL: an
         asyncio connection pool, and ``connection=`` takes a ``psycopg.AsyncConnection`` in
         your transaction. SQLite: the write (and its fsync) runs on a dedicated thread."""
-        batch = self._producer.one(
-            job_type,
-            payload,
-            queue,
-            priority,
-            run_at,
-            delay,
-            max_attempts,
-            unique_key,
-            after,
-            on_upstream_failure,
-        )
+        batch = self._producer.one(job_type, payload, _options(options, kwargs))
         return (await self._producer.store_async(batch, actor, connection))[0]
 
     async def enqueue_many_async(
@@ -578,3 +549,16 @@ class Queue(Lifecycle, Reads, Actions, FlowControl):
             recycle_on_timeout=recycle_on_timeout,
             supervised=supervised,
         ).run()
+
+
+def _options(options: EnqueueOptions | None, kwargs: EnqueueKwargs) -> EnqueueOptions:
+    """One enqueue call's options as the one value: ``options=``, its fields replaced by the
+    keyword arguments given (each checked once, here)."""
+    if options is None:
+        return EnqueueOptions.of(kwargs) if kwargs else DEFAULT_OPTIONS
+    if not isinstance(options, EnqueueOptions):
+        raise ConfigurationError(
+            f"options= takes an errands.EnqueueOptions, got {type(options).__name__}; or pass "
+            "the options as keyword arguments"
+        )
+    return options.merged(kwargs)

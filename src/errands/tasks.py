@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
-from datetime import datetime, timedelta
-from typing import Any, Generic, ParamSpec, Protocol, TypedDict, TypeVar, Unpack
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from itertools import repeat
+from typing import Any, Generic, ParamSpec, Protocol, TypeVar, Unpack, cast
 
+from .backends.base import NewJob
+from .core import payload as payload_json
 from .core import validate
 from .core.backoff import DEFAULT_BACKOFF, Backoff
-from .errors import ConfigurationError, PayloadError
+from .core.options import DEFAULT as DEFAULT_OPTIONS
+from .core.options import EnqueueKwargs, EnqueueOptions
+from .errors import ConfigurationError, ErrandsError, PayloadError, at_item
 from .limits import Limit
 
 P = ParamSpec("P")
@@ -44,62 +48,72 @@ class TaskOptions:
             validate.duration(self.timeout, "timeout")
         validate.callable_(self.backoff, "backoff", "a callable attempt -> seconds")
 
+    # Every job is built by these two (an enqueue, an enqueue_many, a periodic tick), so an
+    # option or a limit column is resolved in one place.
 
-@dataclass(frozen=True, slots=True)
-class EnqueueOptions:
-    """Per-call overrides for ``Task.with_options(...).enqueue(**kwargs)``, checked when
-    given (so a mistake shows where the options are built, not at a later enqueue)."""
-
-    queue: str | None = None
-    priority: int | None = None
-    run_at: datetime | float | None = None
-    delay: float | timedelta | None = None
-    max_attempts: int | None = None
-    unique_key: str | None = None
-    connection: Any = None
-    after: Sequence[int] | None = None  # runs once these jobs are final (pipelines.md)
-    on_upstream_failure: str = "cancel"
-
-    def __post_init__(self) -> None:
-        validate.after(self.after, self.on_upstream_failure)
-        if self.queue is not None:
-            validate.name(self.queue, "queue")
-        if self.priority is not None:
-            validate.integer(self.priority, "priority", *validate.PRIORITY_RANGE)
-        if self.max_attempts is not None:
-            validate.integer(self.max_attempts, "max_attempts", 1, validate.MAX_ATTEMPTS_MAX)
-        if self.run_at is not None and self.delay is not None:
-            raise ConfigurationError("give run_at or delay, not both")
-        if self.run_at is not None:
-            validate.epoch(self.run_at, "run_at")
-        if self.delay is not None:
-            validate.duration(self.delay, "delay", allow_zero=True)
-        if self.unique_key is not None:
-            validate.text(self.unique_key, "unique_key", max_bytes=validate.MAX_KEY_BYTES)
-
-    @classmethod
-    def check_names(cls, overrides: Mapping[str, Any]) -> None:
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(k for k in overrides if k not in known)
-        if unknown:
-            raise ConfigurationError(
-                f"with_options got unknown option(s) {', '.join(unknown)}; "
-                f"use {', '.join(sorted(known))}"
+    def job(
+        self,
+        job_type: str,
+        text: str,
+        payload: Any,
+        now: float,
+        o: EnqueueOptions = DEFAULT_OPTIONS,
+    ) -> NewJob:
+        """One job of these defaults with the options ``o`` (checked when it was built) over
+        them, for a checked ``payload`` (its ``text``, or "" when the caller's one-pass
+        encode fills it in)."""
+        if o is DEFAULT_OPTIONS:
+            job = NewJob(job_type, text, self.queue, self.priority, now, self.max_attempts)
+        else:
+            if o.delay is not None:
+                when = validate.when(now, o.delay)
+            elif o.run_at is not None:
+                when = cast(float, o.run_at)  # unix seconds once checked
+            else:
+                when = now
+            job = NewJob(
+                job_type,
+                text,
+                self.queue if o.queue is None else o.queue,
+                self.priority if o.priority is None else o.priority,
+                when,
+                self.max_attempts if o.max_attempts is None else o.max_attempts,
+                o.unique_key,
             )
+        limit = self.limit
+        if limit is not None:  # its key and this payload's group, written with the row
+            if not text:
+                payload_json.check(payload)  # the group is read from a checked payload
+            job.limit_key = limit.key
+            job.limit_group = limit.group_of(payload)
+        return job
 
-
-class EnqueueKwargs(TypedDict, total=False):
-    """The per-call options of ``Queue.enqueue``, as keyword arguments."""
-
-    queue: str | None
-    priority: int | None
-    run_at: datetime | float | None
-    delay: float | timedelta | None
-    max_attempts: int | None
-    unique_key: str | None
-    connection: Any
-    after: Sequence[int] | None
-    on_upstream_failure: str
+    def jobs(
+        self, job_type: str, texts: list[str], payloads: list[Any], now: float
+    ) -> list[NewJob]:
+        """``job`` with no options for each of many checked payloads (their ``texts``),
+        built in C (``map``) but for the limit's group."""
+        many = len(texts)
+        jobs = list(
+            map(
+                NewJob,
+                repeat(job_type, many),
+                texts,
+                repeat(self.queue, many),
+                repeat(self.priority, many),
+                repeat(now, many),
+                repeat(self.max_attempts, many),
+            )
+        )
+        limit = self.limit
+        if limit is not None:
+            for n, (job, payload) in enumerate(zip(jobs, payloads, strict=True)):
+                job.limit_key = limit.key
+                try:
+                    job.limit_group = limit.group_of(payload)
+                except ErrandsError as exc:
+                    raise at_item(n, exc) from None
+        return jobs
 
 
 class Enqueuer(Protocol):
@@ -107,11 +121,23 @@ class Enqueuer(Protocol):
     options a call leaves out from the task registered under ``job_type``."""
 
     def enqueue(
-        self, job_type: str, payload: Any = None, **options: Unpack[EnqueueKwargs]
+        self,
+        job_type: str,
+        payload: Any = None,
+        *,
+        options: EnqueueOptions | None = None,
+        connection: Any = None,
+        **kwargs: Unpack[EnqueueKwargs],
     ) -> int: ...
 
     async def enqueue_async(
-        self, job_type: str, payload: Any = None, **options: Unpack[EnqueueKwargs]
+        self,
+        job_type: str,
+        payload: Any = None,
+        *,
+        options: EnqueueOptions | None = None,
+        connection: Any = None,
+        **kwargs: Unpack[EnqueueKwargs],
     ) -> int: ...
 
 
@@ -200,36 +226,35 @@ class Task(Generic[P, R]):
         return await self.enqueuer.enqueue_async(self.name, dict(kwargs))
 
     def with_options(self, **overrides: Any) -> BoundTask:
-        """Per-call options: ``send_email.with_options(delay=30).enqueue(to=…)``."""
-        EnqueueOptions.check_names(overrides)
-        return BoundTask(self, EnqueueOptions(**overrides))
+        """Per-call options: ``send_email.with_options(delay=30).enqueue(to=…)``; any
+        ``errands.EnqueueOptions`` field, and ``connection=`` (the application's
+        transaction)."""
+        return BoundTask(self).with_options(**overrides)
 
 
 @dataclass(frozen=True, slots=True)
 class BoundTask:
+    """A task with per-call options (``Task.with_options``): one checked
+    ``EnqueueOptions`` value and the connection to enqueue in, carried to the Queue."""
+
     task: Task[Any, Any]
-    options: EnqueueOptions = field(default_factory=EnqueueOptions)
+    options: EnqueueOptions = DEFAULT_OPTIONS
+    connection: Any = None
 
     def enqueue(self, **kwargs: Any) -> int:
-        return self.task.enqueuer.enqueue(self.task.name, kwargs, **self._options())
+        return self.task.enqueuer.enqueue(
+            self.task.name, kwargs, options=self.options, connection=self.connection
+        )
 
     async def enqueue_async(self, **kwargs: Any) -> int:
-        return await self.task.enqueuer.enqueue_async(self.task.name, kwargs, **self._options())
-
-    def _options(self) -> EnqueueKwargs:
-        o = self.options
-        return {
-            "queue": o.queue,
-            "priority": o.priority,
-            "run_at": o.run_at,
-            "delay": o.delay,
-            "max_attempts": o.max_attempts,
-            "unique_key": o.unique_key,
-            "connection": o.connection,
-            "after": o.after,
-            "on_upstream_failure": o.on_upstream_failure,
-        }
+        return await self.task.enqueuer.enqueue_async(
+            self.task.name, kwargs, options=self.options, connection=self.connection
+        )
 
     def with_options(self, **overrides: Any) -> BoundTask:
-        EnqueueOptions.check_names(overrides)
-        return replace(self, options=replace(self.options, **overrides))
+        connection = overrides.pop("connection", self.connection)
+        return replace(
+            self,
+            options=self.options.merged(overrides, "with_options"),
+            connection=connection,
+        )

@@ -24,7 +24,7 @@ class NewJob:
     unique_key: str | None = None
     headers: str | None = None  # JSON object text written by enqueue middleware, or None
     limit_key: str | None = None  # the task's errands.Limit key, fixed at enqueue
-    limit_group: str = ""  # its group for this payload ('' when the limit has none)
+    limit_group: str | None = None  # its group for this payload ('' when the limit has none)
 
 
 @dataclass(frozen=True, slots=True)

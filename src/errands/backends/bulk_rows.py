@@ -15,7 +15,9 @@ from .base import NewJob
 LIMIT_KEY = attrgetter("limit_key")
 UNIQUE_KEY = attrgetter("unique_key")
 HEADERS = attrgetter("headers")
-_ALIKE = attrgetter("queue", "type", "priority", "max_attempts", "run_at")
+_ALIKE = attrgetter(
+    "queue", "type", "priority", "max_attempts", "run_at", "limit_key", "limit_group"
+)
 _PAYLOAD = attrgetter("payload")
 
 

@@ -160,15 +160,6 @@ class SQLDeps(SQLHost):
                 fresh.add(row[0])
                 waiting.append((row[0], need))
             i += 1
-        # The limit of the limited ones (flow control), as the jobs noun's _enqueue_steps
-        # writes it: in the same transaction, so no job is ever claimable without it.
-        limited = [
-            [job_id, j.limit_key, j.limit_group]
-            for job_id, j in zip(ids, jobs, strict=True)
-            if j.limit_key is not None
-        ]
-        if limited:
-            yield Step(q["set_job_limits"], {"rows": dumps(limited)}, EXEC)
         if not waiting:
             return ids
         edges: list[list[Any]] = []
@@ -392,4 +383,6 @@ def _job_params(job: NewJob, now: float) -> dict[str, Any]:
         "now": now,
         "unique_key": job.unique_key,
         "headers": job.headers,
+        "limit_key": job.limit_key,
+        "limit_group": job.limit_group,
     }

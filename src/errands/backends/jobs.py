@@ -28,7 +28,7 @@ from .base import (
     Snoozed,
     Succeeded,
 )
-from .bulk_rows import HEADERS, LIMIT_KEY, UNIQUE_KEY, alike_runs, chunks
+from .bulk_rows import HEADERS, UNIQUE_KEY, alike_runs, chunks
 from .host import (
     ALL,
     EXEC,
@@ -96,19 +96,9 @@ class SQLJobs(SQLHost):
 
     def _enqueue_steps(self, jobs: Sequence[NewJob], now: float, actor: str) -> Steps[list[int]]:
         """The whole enqueue write: the jobs (``_insert_steps``, which a dialect may
-        override), then the limit of the limited ones (flow control) in the same
-        transaction, so a limited job is never claimable without its limit."""
-        ids = yield from self._insert_steps(jobs, now, actor)
-        if list(map(LIMIT_KEY, jobs)).count(None) == len(jobs):  # read in C: no Python step
-            return ids  # per job for the common case, no limited job
-        limited = [
-            [job_id, j.limit_key, j.limit_group]
-            for job_id, j in zip(ids, jobs, strict=True)
-            if j.limit_key is not None
-        ]
-        if limited:
-            yield Step(self.q["set_job_limits"], {"rows": dumps(limited)}, EXEC)
-        return ids
+        override), each written with its limit key and group (flow control), so a limited
+        job is never claimable without its limit."""
+        return (yield from self._insert_steps(jobs, now, actor))
 
     def _insert_steps(self, jobs: Sequence[NewJob], now: float, actor: str) -> Steps[list[int]]:
         """The enqueue write as steps, so the same code runs on a blocking connection
@@ -140,6 +130,8 @@ class SQLJobs(SQLHost):
                     "now": now,
                     "unique_key": job.unique_key,
                     "headers": job.headers,
+                    "limit_key": job.limit_key,
+                    "limit_group": job.limit_group,
                 },
             )
             # Both statements return one column, id; a step's row carries no column names.
@@ -175,7 +167,16 @@ class SQLJobs(SQLHost):
             if runs is None:
                 batch = dumps(
                     [
-                        [j.queue, j.type, j.payload, j.priority, j.max_attempts, j.run_at]
+                        [
+                            j.queue,
+                            j.type,
+                            j.payload,
+                            j.priority,
+                            j.max_attempts,
+                            j.run_at,
+                            j.limit_key,
+                            j.limit_group,
+                        ]
                         for j in chunk
                     ]
                 )
@@ -192,6 +193,8 @@ class SQLJobs(SQLHost):
                     "priority": head.priority,
                     "max_attempts": head.max_attempts,
                     "run_at": head.run_at,
+                    "limit_key": head.limit_key,
+                    "limit_group": head.limit_group,
                     "to_state": to_state,
                     "now": now,
                 }

@@ -74,7 +74,7 @@ _NEXT_IDS = (
 )
 _COPY_JOBS = (
     "COPY jobs (id, queue, type, payload, status, priority, max_attempts, run_at, created_at, "
-    "headers) FROM STDIN"
+    "headers, limit_key, limit_group) FROM STDIN"
 )
 _COPY_EVENTS = "COPY job_events (job_id, ts, event, actor, detail) FROM STDIN"
 
@@ -312,9 +312,8 @@ class PostgresBackend(SQLBackend):
     ) -> list[int]:
         """The shared verb, but one plain job in a transaction of our own is one statement in
         one round trip (``_alone``): own.sql's insert_job_recorded writes the job, its ENQUEUED
-        event and the wake-up together. A limited job also writes its limit (a second
-        statement), so it keeps the explicit transaction."""
-        if connection is None and len(jobs) == 1 and jobs[0].limit_key is None:
+        event and the wake-up together (a limited job's limit columns too)."""
+        if connection is None and len(jobs) == 1:
             with (
                 self.producers.one(jobs[0].run_at <= now) as notify,
                 self._alone("enqueue") as conn,
@@ -329,7 +328,7 @@ class PostgresBackend(SQLBackend):
     ) -> list[int]:
         """``enqueue`` on an asyncio connection: the same steps (``_insert_steps``) driven
         with ``await``, in a transaction of our own or in the application's."""
-        if connection is None and len(jobs) == 1 and jobs[0].limit_key is None:
+        if connection is None and len(jobs) == 1:
             # One statement, its own transaction: one round trip (see enqueue).
             try:
                 with self.producers.one(jobs[0].run_at <= now) as notify:
@@ -460,6 +459,8 @@ class PostgresBackend(SQLBackend):
             "now": now,
             "unique_key": job.unique_key,
             "headers": job.headers,
+            "limit_key": job.limit_key,
+            "limit_group": job.limit_group,
             "event": ENQUEUED.value if ENQUEUED in self._audit else None,
             "actor": actor,
             "notify": notify,
@@ -493,6 +494,8 @@ class PostgresBackend(SQLBackend):
                 created if j.run_at == now else _ts(j.run_at),
                 created,
                 j.headers,
+                j.limit_key,
+                j.limit_group,
             )
             for job_id, j in zip(ids, jobs, strict=True)
         ]

@@ -20,6 +20,7 @@ from ..backends.base import (
     PruneReport,
 )
 from ..core import validate
+from ..core.options import EnqueueOptions
 from ..core.records import Attempt, EventRecord, Job
 from ..core.schedule import next_tick
 from ..core.settings import Duration, Settings, seconds
@@ -281,7 +282,7 @@ class Actions(_Parts):
         # Checked as an enqueue checks it (the task's or the declared options, its limit),
         # then marked manual: a tick's job has no such headers.
         (job,) = self._producer.one(
-            row.type, json.loads(row.payload), row.queue, None, None, None, None, None
+            row.type, json.loads(row.payload), EnqueueOptions(queue=row.queue)
         ).jobs
         job = replace(job, headers=encode_headers({"periodic": row.name, "trigger": "manual"}))
         job_id = self.backend.run_periodic(row.name, job, actor, self.clock())

@@ -13,7 +13,6 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
-from datetime import datetime
 from functools import partial
 from itertools import repeat
 from operator import attrgetter, is_, itemgetter
@@ -22,8 +21,8 @@ from typing import Any, NamedTuple, TypeVar
 from ..backends.base import Backend, Needs, NewJob
 from ..core import payload as payload_json
 from ..core import validate
-from ..core.settings import Duration
-from ..errors import ConfigurationError, ErrandsError, PayloadError, UnknownTaskError
+from ..core.options import DEFAULT, EnqueueOptions
+from ..errors import ConfigurationError, ErrandsError, PayloadError, UnknownTaskError, at_item
 from ..middleware import Chain, Enqueuing, encode_headers
 from ..tasks import Task, TaskOptions
 from .declared import DeclaredOptions
@@ -32,19 +31,7 @@ from .grouping import GroupCommitter
 log = logging.getLogger("errands")
 R = TypeVar("R")
 
-EnqueueItem = tuple[str, Any] | tuple[str, Any, Mapping[str, Any]]
-ITEM_OPTIONS = frozenset(
-    {
-        "queue",
-        "priority",
-        "run_at",
-        "delay",
-        "max_attempts",
-        "unique_key",
-        "after",
-        "on_upstream_failure",
-    }
-)
+EnqueueItem = tuple[str, Any] | tuple[str, Any, Mapping[str, Any] | EnqueueOptions]
 _RUN_AT = attrgetter("run_at")
 _FIRST, _SECOND = itemgetter(0), itemgetter(1)
 _NO_TASK_OPTIONS = TaskOptions()  # for types another service runs: the defaults
@@ -62,10 +49,32 @@ class Batch(NamedTuple):
     needs: list[Needs | None] | None = None
 
 
-def needs_of(after: Any, on_upstream_failure: Any = "cancel") -> Needs | None:
-    """``after=`` and ``on_upstream_failure`` checked, as what the job waits for."""
-    ids = validate.after(after, on_upstream_failure)
-    return None if ids is None else Needs(ids, (), on_upstream_failure)
+def needs_of(options: EnqueueOptions) -> Needs | None:
+    """What a job enqueued with these options waits for (None: nothing)."""
+    ids = options.after
+    return None if ids is None else Needs(tuple(ids), (), options.on_upstream_failure)
+
+
+class Kind(NamedTuple):
+    """What a job type means in one enqueue call: its task (None for a type another service
+    runs) and the options its jobs take by default, which build them (``TaskOptions.job``)."""
+
+    task: Task[Any, Any] | None
+    defaults: TaskOptions
+
+    def check(self, payload: Any) -> None:
+        if self.task is not None:
+            self.task.check_payload(payload)
+
+    def job(
+        self, job_type: str, text: str, payload: Any, now: float, o: EnqueueOptions = DEFAULT
+    ) -> NewJob:
+        return self.defaults.job(job_type, text, payload, now, o)
+
+    def jobs(
+        self, job_type: str, texts: list[str], payloads: list[Any], now: float
+    ) -> list[NewJob]:
+        return self.defaults.jobs(job_type, texts, payloads, now)
 
 
 class Producer:
@@ -100,34 +109,11 @@ class Producer:
 
     # -- checking --------------------------------------------------------------------------
 
-    def one(
-        self,
-        job_type: str,
-        payload: Any,
-        queue: str | None,
-        priority: int | None,
-        run_at: datetime | float | None,
-        delay: Duration | None,
-        max_attempts: int | None,
-        unique_key: str | None,
-        after: Any = None,
-        on_upstream_failure: Any = "cancel",
-    ) -> Batch:
-        """One ``enqueue`` call's job, checked."""
-        need = needs_of(after, on_upstream_failure)
+    def one(self, job_type: str, payload: Any, options: EnqueueOptions = DEFAULT) -> Batch:
+        """One ``enqueue`` call's job, checked (``options`` were checked when built)."""
         now = self.clock()
-        job = self.job(
-            now,
-            job_type,
-            payload,
-            queue=queue,
-            priority=priority,
-            run_at=run_at,
-            delay=delay,
-            max_attempts=max_attempts,
-            unique_key=unique_key,
-        )
-        return Batch([job], now, None if need is None else [need])
+        job = self.job(now, job_type, payload, options)
+        return Batch([job], now, None if options.after is None else [needs_of(options)])
 
     def many(self, items: Iterable[EnqueueItem]) -> Batch:
         """An ``enqueue_many`` call's jobs, every one checked before any is written.
@@ -152,8 +138,7 @@ class Producer:
         jobs: list[NewJob] = []
         needs: list[Needs | None] | None = None
         append = jobs.append
-        kinds: dict[str, tuple[Task[Any, Any] | None, TaskOptions]] = {}
-        check = payload_json.check
+        kinds: dict[str, Kind] = {}
         # The short path's payloads, their text filled in by _encode_pending; the items that
         # took the long path (their jobs are encoded already), by number.
         values: list[Any] = []
@@ -171,28 +156,19 @@ class Producer:
                     kind = kinds.get(job_type) if type(job_type) is str else None
                     if kind is None:
                         kind = kinds[job_type] = self.kind(job_type)
-                    task, opts = kind
                     if payload is None:
                         payload = {}
-                    if task is not None:
-                        task.check_payload(payload)
-                    job = NewJob(job_type, "", opts.queue, opts.priority, now, opts.max_attempts)
-                    if opts.limit is not None:  # its group is read from a checked payload
-                        check(payload)
-                        job.limit_key = opts.limit.key
-                        job.limit_group = opts.limit.group_of(payload)
-                    append(job)
+                    kind.check(payload)
+                    append(kind.job(job_type, "", payload, now))  # its text: _encode_pending
                     values.append(payload)
                     if needs is not None:
                         needs.append(None)
                 else:
                     options = item_options(item[2])
-                    need = needs_of(
-                        options.pop("after", None), options.pop("on_upstream_failure", "cancel")
-                    )
+                    need = needs_of(options)
                     if need is not None and needs is None:
                         needs = [None] * len(jobs)
-                    append(self.job(now, item[0], item[1], **options))
+                    append(self.job(now, item[0], item[1], options))
                     others.append(n)
                     if needs is not None:
                         needs.append(need)
@@ -234,11 +210,12 @@ class Producer:
         return texts
 
     def _alike(self, items: list[Any], now: float) -> Batch | None:
-        """The common ``enqueue_many``, a list of ``(type, payload)`` pairs of one type whose
-        task sets no limit, checked with no Python step per item but the task's own payload
-        check (if the type has a task): shapes and the type read in C, the payloads checked
-        and encoded in one pass, the jobs built by ``map``. None when the call is anything
-        else (or the type is refused): the item loop then checks it, naming the item."""
+        """The common ``enqueue_many``, a list of ``(type, payload)`` pairs of one type,
+        checked with no Python step per item but the task's own payload check (if the type
+        has a task) and its limit's group (if it sets one): shapes and the type read in C,
+        the payloads checked and encoded in one pass, the jobs built by ``Kind.jobs``. None
+        when the call is anything else (or the type is refused): the item loop then checks
+        it, naming the item."""
         if not items or set(map(type, items)) != {tuple} or set(map(len, items)) != {2}:
             return None
         job_type = items[0][0]
@@ -250,15 +227,15 @@ class Producer:
         except Exception:
             return None
         try:
-            task, opts = self.kind(job_type)
+            kind = self.kind(job_type)
         except ErrandsError:
             return None
         values = list(map(_SECOND, items))
         # None: enqueued as {}, item by item (by identity: no payload's __eq__ is called)
-        if opts.limit is not None or any(map(is_, values, repeat(None))):
+        if any(map(is_, values, repeat(None))):
             return None
-        if task is not None:
-            fits = task.check_payload
+        if kind.task is not None:
+            fits = kind.task.check_payload
             for n, value in enumerate(values):
                 try:
                     fits(value)
@@ -269,21 +246,9 @@ class Producer:
                     self._texts(values[:n], range(n))
                     raise type_error_at(n, exc) from None
         texts = self._texts(values, range(len(values)))
-        many = len(values)
-        jobs = list(
-            map(
-                NewJob,
-                repeat(job_type, many),
-                texts,
-                repeat(opts.queue, many),
-                repeat(opts.priority, many),
-                repeat(now, many),
-                repeat(opts.max_attempts, many),
-            )
-        )
-        return Batch(jobs, now, None)
+        return Batch(kind.jobs(job_type, texts, values, now), now, None)
 
-    def kind(self, job_type: Any) -> tuple[Task[Any, Any] | None, TaskOptions]:
+    def kind(self, job_type: Any) -> Kind:
         """The task a job type names (None for a type another service runs) and the options
         its jobs take by default; raises if the type cannot be enqueued here."""
         if not isinstance(job_type, str) or not job_type:
@@ -292,7 +257,7 @@ class Producer:
             )
         task = self.tasks.get(job_type)
         if task is not None:
-            return task, task.options
+            return Kind(task, task.options)
         if self.tasks:
             raise UnknownTaskError(
                 f"no task named {job_type!r:.80} is registered on this Queue "
@@ -302,63 +267,19 @@ class Producer:
         validate.name(job_type, "job type")
         # A type a worker elsewhere declares: the options it recorded (errands.declared).
         declared = self.declared.get(job_type) if self.declared is not None else None
-        return None, _NO_TASK_OPTIONS if declared is None else declared
+        return Kind(None, _NO_TASK_OPTIONS if declared is None else declared)
 
     def job(
-        self,
-        now: float,
-        job_type: str,
-        payload: Any,
-        *,
-        queue: str | None = None,
-        priority: int | None = None,
-        run_at: datetime | float | None = None,
-        delay: Duration | None = None,
-        max_attempts: int | None = None,
-        unique_key: str | None = None,
+        self, now: float, job_type: str, payload: Any, options: EnqueueOptions = DEFAULT
     ) -> NewJob:
-        """One job with every option checked, in a fixed order (type, payload, times,
-        numbers, names), so the first problem found is always the same one."""
-        task, opts = self.kind(job_type)
+        """One job checked in a fixed order (type, payload; its options were checked when
+        built), so the first problem found is always the same one, and built by its Kind."""
+        kind = self.kind(job_type)
         if payload is None:
             payload = {}
-        if task is not None:
-            task.check_payload(payload)
-        if run_at is not None and delay is not None:
-            raise ConfigurationError("give run_at or delay, not both")
-        if delay is not None:
-            when = validate.when(now, delay)
-        elif run_at is not None:
-            when = validate.epoch(run_at, "run_at")
-        else:
-            when = now
-        prio = (
-            opts.priority
-            if priority is None
-            else validate.integer(priority, "priority", *validate.PRIORITY_RANGE)
-        )
-        attempts = (
-            opts.max_attempts
-            if max_attempts is None
-            else validate.integer(max_attempts, "max_attempts", 1, validate.MAX_ATTEMPTS_MAX)
-        )
-        if unique_key is not None:
-            validate.text(unique_key, "unique_key", max_bytes=validate.MAX_KEY_BYTES)
-        if queue is not None:
-            validate.name(queue, "queue")
-        job = NewJob(
-            job_type,
-            payload_json.encode(payload, max_bytes=self.max_payload_bytes),
-            opts.queue if queue is None else queue,
-            prio,
-            when,
-            attempts,
-            unique_key,
-        )
-        if opts.limit is not None:  # the task's limit: its key, and this payload's group
-            job.limit_key = opts.limit.key
-            job.limit_group = opts.limit.group_of(payload)
-        return job
+        kind.check(payload)
+        text = payload_json.encode(payload, max_bytes=self.max_payload_bytes)
+        return kind.job(job_type, text, payload, now, options)
 
     # -- writing: checks and middleware run the same way for the blocking and the async
     # producers; only the write itself differs.
@@ -457,27 +378,18 @@ class Producer:
         return ids
 
 
-def item_options(options: Any) -> dict[str, Any]:
-    """An enqueue_many item's options: a mapping of enqueue's keyword arguments."""
+def item_options(options: Any) -> EnqueueOptions:
+    """An enqueue_many item's options: an ``errands.EnqueueOptions``, or a dict of enqueue's
+    keyword arguments."""
+    if isinstance(options, EnqueueOptions):
+        return options
     if not isinstance(options, Mapping):
         raise ConfigurationError(
-            f"options must be a dict of enqueue options, got {type(options).__name__}"
+            "options must be a dict of enqueue options or an errands.EnqueueOptions, got "
+            f"{type(options).__name__}"
         )
-    unknown = sorted(str(k) for k in options if k not in ITEM_OPTIONS)
-    if unknown:
-        raise ConfigurationError(
-            f"unknown option(s) {', '.join(unknown)}; use {', '.join(sorted(ITEM_OPTIONS))} "
-            "(connection= and actor= go to enqueue_many itself)"
-        )
-    return dict(options)
-
-
-def at_item(n: int, exc: ErrandsError) -> ErrandsError:
-    """The same error class, its message prefixed with the item's index."""
-    try:
-        return type(exc)(f"enqueue_many item {n}: {exc}")
-    except TypeError:
-        return exc
+    where = "an enqueue_many item (connection= and actor= go to enqueue_many itself)"
+    return EnqueueOptions.of(options, where)
 
 
 def type_error_at(n: int, exc: TypeError) -> TypeError:

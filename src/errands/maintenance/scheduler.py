@@ -9,14 +9,16 @@ row outlives every job, unlike a ``unique_key``).
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..backends.base import NewJob, PeriodicRow, PeriodicVerbs
+from ..core.options import EnqueueOptions
 from ..core.schedule import Schedule, next_tick
-from ..tasks import DEFAULT_MAX_ATTEMPTS
+from ..tasks import TaskOptions
 
 if TYPE_CHECKING:
     from ..tasks import Task
@@ -40,6 +42,9 @@ def schedule_row(schedule: Schedule, next_run_at: float) -> PeriodicRow:
         stored_succeeded_at=None,
         next_run_raw=next_run_at,
     )
+
+
+_NO_TASK = TaskOptions()  # a type this process has no task for: the defaults
 
 
 @dataclass(slots=True)
@@ -110,13 +115,9 @@ class PeriodicScheduler:
         return report
 
     def _job(self, row: PeriodicRow, now: float) -> NewJob:
+        """A tick's job, built as every enqueue builds one (its task's defaults and limit,
+        in its schedule's queue)."""
         task = self.tasks.get(row.type)
-        opts = task.options if task is not None else None
-        return NewJob(
-            type=row.type,
-            payload=row.payload,
-            queue=row.queue,
-            priority=0 if opts is None else opts.priority,
-            run_at=now,
-            max_attempts=DEFAULT_MAX_ATTEMPTS if opts is None else opts.max_attempts,
-        )
+        opts = task.options if task is not None else _NO_TASK
+        payload = None if opts.limit is None else json.loads(row.payload)  # for its group
+        return opts.job(row.type, row.payload, payload, now, EnqueueOptions(queue=row.queue))

@@ -173,14 +173,6 @@ INSERT INTO limit_starts (key, grp, started_at, job_id)
 SELECT e->>0, e->>1, to_timestamp(:now), (e->>2)::bigint
 FROM jsonb_array_elements(CAST(:rows AS jsonb)) AS e;
 
--- name: set_job_limits
--- The limit of just-enqueued jobs: :rows is a JSON array of [job_id, key, group]. A job that
--- already had one (a unique_key returned an older job) keeps it.
-UPDATE jobs SET limit_key = b.k, limit_group = b.g
-FROM (SELECT (e->>0)::bigint AS id, e->>1 AS k, e->>2 AS g
-      FROM jsonb_array_elements(CAST(:rows AS jsonb)) AS e) AS b
-WHERE jobs.id = b.id AND jobs.limit_key IS NULL;
-
 -- name: snooze_job
 -- Fenced: a snoozed attempt gives its job back, due at :run_at, with one more attempt allowed
 -- (a snooze never uses up the job's attempts).

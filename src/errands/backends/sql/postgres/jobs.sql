@@ -6,22 +6,25 @@
 -- its context (NULL tests, lists) carries an explicit CAST.
 
 -- name: insert_job
--- Insert one job; a unique_key already held by an active job inserts nothing.
+-- Insert one job, its limit key and group with it (NULL: no limit); a unique_key already held
+-- by an active job inserts nothing.
 INSERT INTO jobs (queue, type, payload, status, priority, max_attempts, run_at, created_at, unique_key,
-                  headers)
+                  headers, limit_key, limit_group)
 VALUES (:queue, :type, :payload, :to_state, :priority, :max_attempts, to_timestamp(:run_at),
-        to_timestamp(:now), :unique_key, CAST(:headers AS jsonb))
+        to_timestamp(:now), :unique_key, CAST(:headers AS jsonb), :limit_key, :limit_group)
 ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND status IN ('queued', 'running')
 DO NOTHING
 RETURNING id;
 
 -- name: insert_jobs
 -- Insert many jobs without unique keys in one statement; :batch is a JSON array of
--- [queue, type, payload_text, priority, max_attempts, run_at]. Rows go in in array order, so
--- the returned ids, sorted, are the jobs' ids in that order (the identity only grows).
-INSERT INTO jobs (queue, type, payload, status, priority, max_attempts, run_at, created_at)
+-- [queue, type, payload_text, priority, max_attempts, run_at, limit_key, limit_group]. Rows go
+-- in in array order, so the returned ids, sorted, are the jobs' ids in that order (the
+-- identity only grows).
+INSERT INTO jobs (queue, type, payload, status, priority, max_attempts, run_at, created_at,
+                  limit_key, limit_group)
 SELECT e->>0, e->>1, CAST(e->>2 AS jsonb), :to_state, (e->>3)::integer, (e->>4)::integer,
-       to_timestamp((e->>5)::double precision), to_timestamp(:now)
+       to_timestamp((e->>5)::double precision), to_timestamp(:now), e->>6, e->>7
 FROM jsonb_array_elements(CAST(:batch AS jsonb)) WITH ORDINALITY AS t(e, n) ORDER BY n
 RETURNING id;
 
@@ -30,9 +33,10 @@ RETURNING id;
 -- defaults, due now) in one statement; :payloads is a JSON array of payload texts, the rest
 -- are bound once. Cheaper than insert_jobs by the five fields it does not extract per row.
 -- Rows go in in array order, so the returned ids, sorted, are the jobs' ids in that order.
-INSERT INTO jobs (queue, type, payload, status, priority, max_attempts, run_at, created_at)
+INSERT INTO jobs (queue, type, payload, status, priority, max_attempts, run_at, created_at,
+                  limit_key, limit_group)
 SELECT :queue, :type, CAST(p AS jsonb), :to_state, :priority, :max_attempts,
-       to_timestamp(:run_at), to_timestamp(:now)
+       to_timestamp(:run_at), to_timestamp(:now), :limit_key, :limit_group
 FROM jsonb_array_elements_text(CAST(:payloads AS jsonb)) WITH ORDINALITY AS t(p, n) ORDER BY n
 RETURNING id;
 
@@ -40,9 +44,10 @@ RETURNING id;
 -- insert_jobs_alike without RETURNING, for a dialect whose driver reports the statement's last
 -- id and row count (SQLite; SQLJobs.counted_inserts). Kept here for parity: PostgreSQL
 -- writes large batches by COPY with ids drawn first, and small ones with insert_jobs_alike.
-INSERT INTO jobs (queue, type, payload, status, priority, max_attempts, run_at, created_at)
+INSERT INTO jobs (queue, type, payload, status, priority, max_attempts, run_at, created_at,
+                  limit_key, limit_group)
 SELECT :queue, :type, CAST(p AS jsonb), :to_state, :priority, :max_attempts,
-       to_timestamp(:run_at), to_timestamp(:now)
+       to_timestamp(:run_at), to_timestamp(:now), :limit_key, :limit_group
 FROM jsonb_array_elements_text(CAST(:payloads AS jsonb)) WITH ORDINALITY AS t(p, n) ORDER BY n;
 
 -- name: insert_enqueued_events_range

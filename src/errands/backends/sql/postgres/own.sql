@@ -55,9 +55,9 @@ FROM claimed;
 -- columns (tests/test_sql_columns.py). NOTIFY is delivered at commit, or never.
 WITH inserted AS (
     INSERT INTO jobs (queue, type, payload, status, priority, max_attempts, run_at, created_at,
-                      unique_key, headers)
+                      unique_key, headers, limit_key, limit_group)
     VALUES (:queue, :type, :payload, :to_state, :priority, :max_attempts, to_timestamp(:run_at),
-            to_timestamp(:now), :unique_key, CAST(:headers AS jsonb))
+            to_timestamp(:now), :unique_key, CAST(:headers AS jsonb), :limit_key, :limit_group)
     ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND status IN ('queued', 'running')
     DO NOTHING
     RETURNING id

@@ -174,15 +174,6 @@ SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), :now,
        json_extract(value, '$[2]')
 FROM json_each(:rows);
 
--- name: set_job_limits
--- The limit of just-enqueued jobs: :rows is a JSON array of [job_id, key, group]. A job that
--- already had one (a unique_key returned an older job) keeps it.
-UPDATE jobs SET limit_key = b.k, limit_group = b.g
-FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS k,
-             json_extract(value, '$[2]') AS g
-      FROM json_each(:rows)) AS b
-WHERE jobs.id = b.id AND jobs.limit_key IS NULL;
-
 -- name: snooze_job
 -- Fenced: a snoozed attempt gives its job back, due at :run_at, with one more attempt allowed
 -- (a snooze never uses up the job's attempts).

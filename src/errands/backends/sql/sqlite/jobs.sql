@@ -4,23 +4,26 @@
 -- errands.core.states.TRANSITIONS, so the guard here cannot drift from the state machine.
 
 -- name: insert_job
--- Insert one job; a unique_key already held by an active job inserts nothing.
+-- Insert one job, its limit key and group with it (NULL: no limit); a unique_key already held
+-- by an active job inserts nothing.
 INSERT INTO jobs (queue, type, payload, status, priority, max_attempts, run_at, created_at, unique_key,
-                  headers)
+                  headers, limit_key, limit_group)
 VALUES (:queue, :type, :payload, :to_state, :priority, :max_attempts, :run_at, :now, :unique_key,
-        :headers)
+        :headers, :limit_key, :limit_group)
 ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND status IN ('queued', 'running')
 DO NOTHING
 RETURNING id;
 
 -- name: insert_jobs
 -- Insert many jobs without unique keys in one statement; :batch is a JSON array of
--- [queue, type, payload_text, priority, max_attempts, run_at]. Rows go in in array order, so
--- the returned ids, sorted, are the jobs' ids in that order (AUTOINCREMENT only grows).
-INSERT INTO jobs (queue, type, payload, status, priority, max_attempts, run_at, created_at)
+-- [queue, type, payload_text, priority, max_attempts, run_at, limit_key, limit_group]. Rows go
+-- in in array order, so the returned ids, sorted, are the jobs' ids in that order
+-- (AUTOINCREMENT only grows).
+INSERT INTO jobs (queue, type, payload, status, priority, max_attempts, run_at, created_at,
+                  limit_key, limit_group)
 SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'),
        :to_state, json_extract(value, '$[3]'), json_extract(value, '$[4]'),
-       json_extract(value, '$[5]'), :now
+       json_extract(value, '$[5]'), :now, json_extract(value, '$[6]'), json_extract(value, '$[7]')
 FROM json_each(:batch) ORDER BY key
 RETURNING id;
 
@@ -29,8 +32,10 @@ RETURNING id;
 -- defaults, due now) in one statement; :payloads is a JSON array of payload texts, the rest
 -- are bound once. Cheaper than insert_jobs by the five fields it does not extract per row.
 -- Rows go in in array order, so the returned ids, sorted, are the jobs' ids in that order.
-INSERT INTO jobs (queue, type, payload, status, priority, max_attempts, run_at, created_at)
-SELECT :queue, :type, value, :to_state, :priority, :max_attempts, :run_at, :now
+INSERT INTO jobs (queue, type, payload, status, priority, max_attempts, run_at, created_at,
+                  limit_key, limit_group)
+SELECT :queue, :type, value, :to_state, :priority, :max_attempts, :run_at, :now, :limit_key,
+       :limit_group
 FROM json_each(:payloads) ORDER BY key
 RETURNING id;
 
@@ -41,8 +46,10 @@ RETURNING id;
 -- No ORDER BY key: json_each scans the array in order, and the sort it asked for was a temp
 -- B-tree of the whole chunk (~0.2 µs per job); tests/client/test_enqueue.py checks that every
 -- id of a run holds its own payload.
-INSERT INTO jobs (queue, type, payload, status, priority, max_attempts, run_at, created_at)
-SELECT :queue, :type, value, :to_state, :priority, :max_attempts, :run_at, :now
+INSERT INTO jobs (queue, type, payload, status, priority, max_attempts, run_at, created_at,
+                  limit_key, limit_group)
+SELECT :queue, :type, value, :to_state, :priority, :max_attempts, :run_at, :now, :limit_key,
+       :limit_group
 FROM json_each(:payloads);
 
 -- name: insert_enqueued_events_range

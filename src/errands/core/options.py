@@ -1,0 +1,112 @@
+"""Enqueue options as one value: ``errands.EnqueueOptions``.
+
+Every way a job is enqueued — ``Queue.enqueue`` and ``enqueue_async``, ``Task.enqueue`` and
+``with_options``, an ``enqueue_many`` item's options, ``errands enqueue``, ``POST
+/api/admin/jobs`` — builds this one frozen value, checked once when it is built, and the
+producer resolves it against the task's defaults into the stored row (client/enqueueing.py).
+A new option is a field here (and in ``EnqueueKwargs``, which a test keeps equal), its check
+in ``__post_init__``, and its use where the job is built: no other place spells the options
+out (docs/architecture.md, "where a change goes").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields, replace
+from datetime import datetime, timedelta
+from typing import Any, TypedDict
+
+from ..errors import ConfigurationError
+from . import validate
+
+
+@dataclass(frozen=True, slots=True)
+class EnqueueOptions:
+    """How one job is enqueued; None leaves the task's default (its ``@q.task`` options, or
+    the options a worker declared for a type this process has no task for).
+
+    ``queue``, ``priority`` (higher first), ``run_at`` (an aware datetime or unix seconds) or
+    ``delay`` (seconds or a timedelta, from the enqueue), ``max_attempts``, ``unique_key`` (an
+    active job holding it is returned instead), ``after`` (job ids this one waits for) and
+    ``on_upstream_failure`` (``"cancel"`` or ``"run"``: docs/pipelines.md). Checked when
+    built: a mistake shows where the options are written, not at a later enqueue."""
+
+    queue: str | None = None
+    priority: int | None = None
+    run_at: datetime | float | None = None
+    delay: float | timedelta | None = None
+    max_attempts: int | None = None
+    unique_key: str | None = None
+    after: Sequence[int] | None = None
+    on_upstream_failure: str = "cancel"
+
+    def __post_init__(self) -> None:
+        # A fixed order (times, numbers, names, dependencies): the first problem found is
+        # always the same one.
+        if self.run_at is not None and self.delay is not None:
+            raise ConfigurationError("give run_at or delay, not both")
+        if self.run_at is not None:
+            object.__setattr__(self, "run_at", validate.epoch(self.run_at, "run_at"))
+        if self.delay is not None:
+            validate.duration(self.delay, "delay", allow_zero=True)
+        if self.priority is not None:
+            validate.integer(self.priority, "priority", *validate.PRIORITY_RANGE)
+        if self.max_attempts is not None:
+            validate.integer(self.max_attempts, "max_attempts", 1, validate.MAX_ATTEMPTS_MAX)
+        if self.unique_key is not None:
+            validate.text(self.unique_key, "unique_key", max_bytes=validate.MAX_KEY_BYTES)
+        if self.queue is not None:
+            validate.name(self.queue, "queue")
+        # Kept as the checked ids (duplicates dropped; an empty list waits for nothing).
+        object.__setattr__(self, "after", validate.after(self.after, self.on_upstream_failure))
+
+    @classmethod
+    def of(cls, options: Mapping[str, Any], where: str = "enqueue") -> EnqueueOptions:
+        """The value of keyword arguments (``where`` names the call in the error for an
+        unknown one); no options: the shared default value, built once."""
+        if not options:
+            return DEFAULT
+        unknown = sorted(str(k) for k in options if k not in NAMES)
+        if unknown:
+            raise ConfigurationError(
+                f"unknown option(s) {', '.join(unknown)} for {where}; "
+                f"use {', '.join(sorted(NAMES))}"
+            )
+        return cls(**options)
+
+    def merged(self, options: Mapping[str, Any], where: str = "enqueue") -> EnqueueOptions:
+        """These options with some replaced (``with_options`` on a bound task; an
+        ``options=`` value and keyword arguments given together)."""
+        if not options:
+            return self
+        if self is DEFAULT:
+            return EnqueueOptions.of(options, where)
+        EnqueueOptions.of(options, where)  # names and values checked with the call's name
+        return replace(self, **options)
+
+    def as_kwargs(self) -> EnqueueKwargs:
+        """The options as ``enqueue``'s keyword arguments (those set, defaults left out)."""
+        out: dict[str, Any] = {}
+        for name in NAMES:
+            value = getattr(self, name)
+            if value != getattr(DEFAULT, name):
+                out[name] = value
+        return out  # type: ignore[return-value]
+
+
+class EnqueueKwargs(TypedDict, total=False):
+    """``EnqueueOptions`` as keyword arguments (``q.enqueue(type, payload, delay=30)``): the
+    same names and types, for type checkers; tests/client/test_options.py keeps the two equal."""
+
+    queue: str | None
+    priority: int | None
+    run_at: datetime | float | None
+    delay: float | timedelta | None
+    max_attempts: int | None
+    unique_key: str | None
+    after: Sequence[int] | None
+    on_upstream_failure: str
+
+
+NAMES = tuple(f.name for f in fields(EnqueueOptions))
+DEFAULT = EnqueueOptions()
