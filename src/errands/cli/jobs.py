@@ -8,6 +8,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ..core import validate
+from ..core.options import NAMES as OPTION_NAMES
+from ..core.options import EnqueueOptions
 from ..core.states import State
 from ..errors import ConfigurationError, ErrandsError, InvalidTransitionError, JobNotFoundError
 from ..pipelines import graph
@@ -71,6 +73,12 @@ def register(sub: Any) -> None:
         help="run no sooner than this from now: seconds or a number with s/m/h/d/w, e.g. 30m",
     )
     p.add_argument(
+        "--run-at",
+        metavar="TIME",
+        help="run no sooner than this time: ISO 8601 with its UTC offset "
+        "(2026-12-01T09:00:00+00:00) or unix seconds; not with --delay",
+    )
+    p.add_argument(
         "--priority",
         type=int_between(*validate.PRIORITY_RANGE),
         metavar="N",
@@ -95,7 +103,6 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--on-upstream-failure",
         choices=validate.ON_UPSTREAM_FAILURE,
-        default="cancel",
         help="with --after: cancel it if one of them did not succeed (default), or run anyway",
     )
     p.add_argument(
@@ -182,18 +189,10 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
     payload = parse_payload(args.payload)
     with open_queue(args, must_exist=not args.create) as q:
         try:
-            new_id = q.enqueue(
-                args.type,
-                payload,
-                queue=args.queue,
-                priority=args.priority,
-                delay=args.delay,
-                max_attempts=args.max_attempts,
-                unique_key=args.unique_key,
-                actor="cli",
-                after=args.after,
-                on_upstream_failure=args.on_upstream_failure,
-            )
+            # Every enqueue option is a flag of the same name (a test holds it).
+            given = {n: getattr(args, n) for n in OPTION_NAMES if getattr(args, n) is not None}
+            options = EnqueueOptions.of_json(given, "errands enqueue")
+            new_id = q.enqueue(args.type, payload, options=options, actor="cli")
         except ConfigurationError as exc:  # an option errands cannot take: bad usage
             raise UsageError(str(exc)) from None
     if args.json:

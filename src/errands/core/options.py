@@ -11,6 +11,7 @@ out (docs/architecture.md, "where a change goes").
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from datetime import datetime, timedelta
@@ -74,6 +75,16 @@ class EnqueueOptions:
             )
         return cls(**options)
 
+    @classmethod
+    def of_json(cls, options: Mapping[str, Any], where: str) -> EnqueueOptions:
+        """The value of options read from JSON or a command line (``POST /api/admin/jobs``,
+        ``errands enqueue``): as ``of``, but ``run_at`` may be an ISO 8601 text with its UTC
+        offset (``2026-12-01T09:00:00+00:00``) besides unix seconds."""
+        run_at = options.get("run_at")
+        if isinstance(run_at, str):
+            options = {**options, "run_at": parse_time(run_at, "run_at")}
+        return cls.of(options, where)
+
     def merged(self, options: Mapping[str, Any], where: str = "enqueue") -> EnqueueOptions:
         """These options with some replaced (``with_options`` on a bound task; an
         ``options=`` value and keyword arguments given together)."""
@@ -106,6 +117,20 @@ class EnqueueKwargs(TypedDict, total=False):
     unique_key: str | None
     after: Sequence[int] | None
     on_upstream_failure: str
+
+
+def parse_time(text: str, name: str) -> datetime | float:
+    """An ISO 8601 time with its UTC offset (``Z`` too), or unix seconds written as text; a
+    naive time is refused by the check every ``run_at`` meets (``validate.epoch``)."""
+    if re.fullmatch(r"\s*\d+(\.\d+)?\s*", text):
+        return float(text)
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        raise ConfigurationError(
+            f"{name} {text!r:.60} is not an ISO 8601 time; write e.g. 2026-12-01T09:00:00+00:00 "
+            "(with its UTC offset), or unix seconds"
+        ) from None
 
 
 NAMES = tuple(f.name for f in fields(EnqueueOptions))

@@ -18,7 +18,8 @@ from starlette.responses import JSONResponse, Response
 
 from ..client import bulk
 from ..client.reports import describe_all
-from ..errors import JobNotFoundError
+from ..core.options import EnqueueOptions
+from ..errors import ConfigurationError, JobNotFoundError, UnknownTaskError
 from ..pipelines import graph
 from . import params, search
 
@@ -94,6 +95,24 @@ async def job(request: Request, dash: Dashboard) -> Response:
             "deps": d["deps"],
         }
     )
+
+
+async def enqueue(request: Request, dash: Dashboard) -> Response:
+    """``POST /api/admin/jobs``: ``{"type": …, "payload": {…}, …}`` with any enqueue option
+    (errands.EnqueueOptions' names; ``run_at`` as unix seconds or ISO 8601 with offset)."""
+    body = await json_body(request)
+    job_type = body.pop("type", None)
+    if not isinstance(job_type, str):
+        raise params.BadParameter('"type" is required: the task name, a string')
+    payload = body.pop("payload", None)
+    try:  # bad input (options, an unknown type): 400, as a bad parameter
+        options = EnqueueOptions.of_json(body, "POST /api/admin/jobs")
+        job_id = await run_in_threadpool(
+            partial(dash.queue.enqueue, job_type, payload, options=options, actor=ACTOR)
+        )
+    except (ConfigurationError, UnknownTaskError) as exc:
+        raise params.BadParameter(str(exc)) from None
+    return JSONResponse({"id": job_id, "result": "enqueued"}, status_code=201)
 
 
 async def retry(request: Request, dash: Dashboard) -> Response:

@@ -78,6 +78,7 @@ ROUTES: tuple[Endpoint, ...] = (
     _e("/metrics", api.metrics, "GET", "metrics", "protected", "read", True),
     # JSON API (SPEC §5b, plus bulk, prune, periodic and throughput)
     _e("/api/admin/jobs", api.jobs, "GET", "api_jobs", "protected", "read", True),
+    _e("/api/admin/jobs", api.enqueue, "POST", "api_enqueue", *MUTATE_API),
     _e("/api/admin/jobs/{job_id:int}", api.job, "GET", "api_job", "protected", "read", True),
     _e(
         "/api/admin/jobs/{job_id:int}/retry",
