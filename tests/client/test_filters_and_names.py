@@ -23,7 +23,6 @@ from starlette.testclient import TestClient
 
 import errands
 from errands.backends.base import WorkerInfo
-from errands.client import bulk
 from errands.web import create_app
 from support import get_job
 
@@ -44,7 +43,7 @@ def test_a_filter_no_backend_stores_gets_the_payload_rule(queue: errands.Queue, 
         with pytest.raises(errands.PayloadError, match=f"the {name} filter .* no backend"):
             queue.jobs(**filters)
         with pytest.raises(errands.PayloadError, match=f"the {name} filter"):
-            bulk.select(queue.backend, "failed", allowed=bulk.RETRYABLE, **filters)
+            queue.select_jobs("retry", "failed", **filters)
     assert [j.type for j in queue.jobs(type="job")] == ["job"]  # nothing else changed
 
 

@@ -12,7 +12,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from ..backends.base import ActionReport
+from ..client.bulk import BulkReport
 from ..core import validate
 from ..queue import Queue
 from . import output
@@ -65,7 +65,7 @@ def register(sub: Any) -> None:
 
 
 def _act(
-    args: argparse.Namespace, act: Callable[[Queue], ActionReport], done: Callable[[int], str]
+    args: argparse.Namespace, act: Callable[[Queue], BulkReport], done: Callable[[int], str]
 ) -> int:
     with open_queue(args, must_exist=True) as q:
         report = act(q)

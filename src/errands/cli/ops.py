@@ -21,7 +21,7 @@ from ..client import bulk
 from ..client import reports as stats
 from ..client.reports import describe_all
 from ..core import validate
-from ..errors import ErrandsError
+from ..errors import ErrandsError, InvalidTransitionError, JobNotFoundError
 from ..queue import MAX_BATCH, Queue
 from . import actions, jobs
 from .common import add_db, duration, open_queue
@@ -306,10 +306,9 @@ def _bulk(args: argparse.Namespace, verb: str, allowed: frozenset[str]) -> int:
         if args.ids:
             ids = list(args.ids)
         else:
-            ids = bulk.select(
-                q.backend,
+            ids = q.select_jobs(
+                verb.lower(),
                 args.status,
-                allowed=allowed,
                 type=args.type,
                 queue=args.queue,
                 error_code=args.error_code,
@@ -319,8 +318,7 @@ def _bulk(args: argparse.Namespace, verb: str, allowed: frozenset[str]) -> int:
                 return OK
             if not _confirm(verb, len(ids), args):
                 return ACT
-        act = bulk.retry if verb == "Retry" else bulk.cancel
-        report = act(q.backend, ids, "cli", q.clock())
+        report = q.act(verb.lower(), ids, actor="cli")
     done = "retried" if verb == "Retry" else "cancelled"
     extra = f", {len(report.requested):,} running asked to stop" if report.requested else ""
     print(f"{len(report.changed):,} {done}{extra}, {report.skipped:,} skipped (state changed)")
@@ -415,17 +413,12 @@ def _periodic_remove(args: argparse.Namespace) -> int:
         return USAGE
     name = validate.text(args.name, "schedule name")  # a NUL or lone surrogate, named
     with _open(args) as q:
-        workers = q.backend.live_workers(q.clock(), q.settings.lease_seconds)
-        holders = [w["id"] for w in workers if name in (w.get("schedules") or ())]
-        if holders:
-            print(
-                f"errands: schedule {name!r} is declared by live worker(s) "
-                f"{', '.join(holders[:5])}: it would come back; remove its @q.periodic from "
-                "the code and redeploy first, then remove it",
-                file=sys.stderr,
-            )
+        try:
+            q.remove_periodic(name, actor="cli")
+        except InvalidTransitionError as exc:
+            print(f"errands: {exc}", file=sys.stderr)
             return ACT
-        if not q.backend.remove_periodic(name):
+        except JobNotFoundError:
             print(
                 f"errands: no schedule named {name!r}; list them with `errands periodic`",
                 file=sys.stderr,

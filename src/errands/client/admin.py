@@ -12,9 +12,7 @@ from typing import Any
 
 from .. import limits, pipelines
 from ..backends.base import (
-    ActionReport,
     Backend,
-    CancelReport,
     JobFilter,
     PruneProgress,
     PruneReport,
@@ -28,12 +26,12 @@ from ..core.states import State
 from ..errors import ConfigurationError, InvalidTransitionError, JobNotFoundError
 from ..maintenance.pruner import Pruner
 from ..middleware import encode_headers
+from . import bulk
 from . import reports as stats
 from .enqueueing import Producer
 
 MAX_BATCH = 1_000_000  # prune's rows per transaction
 MAX_IDS = 10_000  # ids one delete / run_now / set_priority call may name
-ACT_CHUNK = 500  # ids per transaction: keeps the write lock short on large selections
 log = logging.getLogger("errands")
 
 
@@ -199,11 +197,79 @@ class Actions(_Parts):
         """Shrink the database file (locks it while it runs: off-peak)."""
         return self.backend.vacuum()
 
+    # -- actions on jobs: one implementation (act), for one id, many, or a filter
+    # (select_jobs first: the count a person confirms). The CLI and the dashboard call these.
+
+    def select_jobs(
+        self,
+        action: str,
+        status: str,
+        *,
+        type: str | None = None,
+        queue: str | None = None,
+        error_code: str | None = None,
+    ) -> list[int]:
+        """The ids of the jobs in ``status`` (and of ``type``, in ``queue``, with
+        ``error_code``) that ``action`` ("retry", "cancel", "delete", "run_now", "priority")
+        may take: the selection ``act`` is then given."""
+        allowed = bulk.SELECTABLE.get(action)
+        if allowed is None:
+            raise ConfigurationError(
+                f"unknown action {action!r:.40}; use one of {', '.join(bulk.SELECTABLE)}"
+            )
+        if status not in allowed:
+            raise ConfigurationError(
+                f"status {status!r:.40} cannot be used to {action}; choose one of "
+                f"{', '.join(sorted(allowed))}"
+            )
+        return self.backend.match_ids(
+            status,
+            type=validate.filter_text(type, "type"),
+            queue=validate.filter_text(queue, "queue"),
+            error_code=validate.filter_text(error_code, "error_code"),
+        )
+
+    def act(
+        self,
+        action: str,
+        job_ids: Sequence[int],
+        *,
+        actor: str = "api",
+        priority: int | None = None,
+    ) -> bulk.BulkReport:
+        """Do ``action`` to ``job_ids``, 500 per transaction, each job fenced on its state (one
+        that moved on is skipped or refused with why, never forced): "retry" (failed or
+        cancelled: run again), "cancel" (waiting or queued: cancelled; running: asked to
+        stop), "delete", "run_now", "priority" (with ``priority=``). Every operator action
+        on jobs, from the Python API, the CLI or the dashboard, runs here."""
+        ids = [validate.job_id(i) for i in job_ids]
+        actor = _actor(actor)
+        b, now = self.backend, self.clock()
+        if action == "retry":
+            return bulk.chunked(lambda c: b.retry(c, actor, now), ids)
+        if action == "cancel":
+            return bulk.chunked(lambda c: b.cancel(c, actor, now), ids)
+        if action == "run_now":
+            return bulk.chunked(lambda c: b.run_now(c, actor, now), ids)
+        if action == "priority":
+            p = validate.integer(priority, "priority", *validate.PRIORITY_RANGE)
+            return bulk.chunked(lambda c: b.set_priority(c, p, actor, now), ids)
+        if action == "delete":
+            report = bulk.chunked(lambda c: b.delete_jobs(c, actor, now), ids)
+            if report.changed:  # a deleted job's events go with it: the log keeps who and which
+                shown = ", ".join(map(str, report.changed[:50]))
+                more = f" … ({len(report.changed)} in all)" if len(report.changed) > 50 else ""
+                log.info("jobs deleted by %s: %s%s", actor, shown, more)
+            return report
+        raise ConfigurationError(
+            f"unknown action {action!r:.40}; use one of {', '.join(bulk.SELECTABLE)}"
+        )
+
     def cancel(self, job_id: int, *, actor: str = "api") -> str:
         """Cancel a waiting or queued job (→ ``cancelled``; the jobs waiting for it too) or
         ask a running one to stop (→ ``cancel_requested``). Returns which happened."""
-        report: CancelReport = self.backend.cancel([validate.job_id(job_id)], actor, self.clock())
-        if report.cancelled:
+        report = self.act("cancel", [validate.job_id(job_id)], actor=actor)
+        if report.changed:
             return "cancelled"
         if report.requested:
             return "cancel_requested"
@@ -214,41 +280,30 @@ class Actions(_Parts):
 
     def retry(self, job_id: int, *, actor: str = "api") -> None:
         """Run a failed or cancelled job again now, with at least one more attempt."""
-        if not self.backend.retry([validate.job_id(job_id)], actor, self.clock()):
+        if not self.act("retry", [validate.job_id(job_id)], actor=actor).changed:
             job = self._must_get(job_id)
             raise InvalidTransitionError(
                 f"job {job_id} is {job.status}; only failed or cancelled jobs can be retried"
             )
 
-    def delete(self, *job_ids: int, actor: str = "api") -> ActionReport:
+    def delete(self, *job_ids: int, actor: str = "api") -> bulk.BulkReport:
         """Delete jobs with their attempts and events (which go with them: a deleted job
         leaves no event; the delete is logged at INFO with the actor and the ids). Any state
         but ``running`` (cancel it first), and never a job a ``waiting`` job depends on. A
         finished job's outcome stays in the hourly rollup, as prune keeps it. Returns the ids
         deleted (``changed``) and why each other one was not (``refused``)."""
-        ids = _ids(job_ids)
-        actor = _actor(actor)
-        report = _chunked(lambda c: self.backend.delete_jobs(c, actor, self.clock()), ids)
-        if report.changed:
-            shown = ", ".join(map(str, report.changed[:50]))
-            more = f" … ({len(report.changed)} in all)" if len(report.changed) > 50 else ""
-            log.info("jobs deleted by %s: %s%s", actor, shown, more)
-        return report
+        return self.act("delete", _ids(job_ids), actor=actor)
 
-    def run_now(self, *job_ids: int, actor: str = "api") -> ActionReport:
+    def run_now(self, *job_ids: int, actor: str = "api") -> bulk.BulkReport:
         """Make queued jobs whose ``run_at`` is ahead (scheduled, or a retry waiting out its
         backoff) due now; each writes a ``RESCHEDULED`` event (old and new ``run_at``)."""
-        ids = _ids(job_ids)
-        actor = _actor(actor)
-        return _chunked(lambda c: self.backend.run_now(c, actor, self.clock()), ids)
+        return self.act("run_now", _ids(job_ids), actor=actor)
 
-    def set_priority(self, priority: int, *job_ids: int, actor: str = "api") -> ActionReport:
+    def set_priority(self, priority: int, *job_ids: int, actor: str = "api") -> bulk.BulkReport:
         """Give queued or waiting jobs a new priority (higher runs first); each writes a
         ``PRIORITY_CHANGED`` event (old and new)."""
         validate.integer(priority, "priority", *validate.PRIORITY_RANGE)
-        ids = _ids(job_ids)
-        actor = _actor(actor)
-        return _chunked(lambda c: self.backend.set_priority(c, priority, actor, self.clock()), ids)
+        return self.act("priority", _ids(job_ids), actor=actor, priority=priority)
 
     # -- periodic schedules ----------------------------------------------------------------
 
@@ -272,6 +327,23 @@ class Actions(_Parts):
         if done is None:
             raise _no_schedule(name)
         return done
+
+    def remove_periodic(self, name: str, *, actor: str = "api") -> None:
+        """Delete a schedule's row (its jobs stay as they are). Refused while a live worker
+        declares it (it would come back): remove its ``@q.periodic`` and redeploy first."""
+        name = _schedule_name(name)
+        _actor(actor)
+        workers = self.backend.live_workers(self.clock(), self.settings.lease_seconds)
+        holders = [w["id"] for w in workers if name in (w.get("schedules") or ())]
+        if holders:
+            raise InvalidTransitionError(
+                f"schedule {name!r} is declared by live worker(s) {', '.join(holders[:5])}: it "
+                "would come back; remove its @q.periodic from the code and redeploy first, "
+                "then remove it"
+            )
+        if not self.backend.remove_periodic(name):
+            raise _no_schedule(name)
+        log.info("schedule %r removed by %s", name, actor)
 
     def run_periodic(self, name: str, *, actor: str = "api") -> int:
         """Enqueue one run of a schedule now, outside its ticks (its next tick is not moved),
@@ -328,13 +400,3 @@ def _no_schedule(name: str) -> JobNotFoundError:
     return JobNotFoundError(
         f"no periodic schedule named {name!r:.80}; list them with `errands periodic`"
     )
-
-
-def _chunked(act: Callable[[list[int]], ActionReport], ids: list[int]) -> ActionReport:
-    """Act on ``ids`` ACT_CHUNK at a time (one transaction each), reports merged."""
-    report = ActionReport()
-    for i in range(0, len(ids), ACT_CHUNK):
-        part = act(ids[i : i + ACT_CHUNK])
-        report.changed += part.changed
-        report.refused.update(part.refused)
-    return report

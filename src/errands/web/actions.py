@@ -45,14 +45,7 @@ def priority_of(fields: Any) -> int:
 
 def act(dash: Dashboard, action: str, ids: list[int], priority: int | None) -> bulk.BulkReport:
     """One edit over ``ids`` (fenced per job: one that moved on is refused, never forced)."""
-    q = dash.queue
-    now = q.clock()
-    if action == "delete":
-        return bulk.delete(q.backend, ids, api.ACTOR, now)
-    if action == "run_now":
-        return bulk.run_now(q.backend, ids, api.ACTOR, now)
-    assert priority is not None
-    return bulk.set_priority(q.backend, ids, priority, api.ACTOR, now)
+    return dash.queue.act(action, ids, actor=api.ACTOR, priority=priority)
 
 
 def _one(dash: Dashboard, action: str, job_id: int, priority: int | None) -> None:
@@ -122,8 +115,7 @@ def run_edit(
     else:
         filters = api.bulk_filters(body, bulk.SELECTABLE[action])
         rest = {k: v for k, v in filters.items() if k != "status"}
-        allowed = bulk.SELECTABLE[action]
-        ids = bulk.select(dash.queue.backend, filters["status"], allowed=allowed, **rest)
+        ids = dash.queue.select_jobs(action, filters["status"], **rest)
     if dry_run:
         return {"selected": len(ids), "changed": 0, "refused": {}, "skipped": 0, "dry_run": True}
     report = act(dash, action, ids, priority)

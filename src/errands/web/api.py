@@ -147,13 +147,10 @@ def run_bulk(
     dash: Dashboard, action: str, filters: dict[str, Any], dry_run: bool
 ) -> dict[str, Any]:
     q = dash.queue
-    ids = bulk.select(
-        q.backend, filters["status"], allowed=bulk.SELECTABLE[action], **_rest(filters)
-    )
+    ids = q.select_jobs(action, filters["status"], **_rest(filters))
     if dry_run:
         return {"selected": len(ids), "changed": 0, "requested": 0, "skipped": 0, "dry_run": True}
-    act = bulk.retry if action == "retry" else bulk.cancel
-    report = act(q.backend, ids, ACTOR, q.clock())
+    report = q.act(action, ids, actor=ACTOR)
     log.info("bulk %s by api: %d selected, %d changed", action, len(ids), len(report.changed))
     return {
         "selected": report.selected,

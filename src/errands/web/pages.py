@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from functools import partial
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl
 
@@ -442,12 +443,10 @@ async def act_on_selected(request: Request, dash: Dashboard) -> Response:
     if len(ids) > MAX_SELECTED:
         raise params.BadParameter(f"at most {MAX_SELECTED} jobs at once; use a bulk action")
     q = dash.queue
-    if action in actions.EDITS:
-        priority = actions.priority_of(request.state.form) if action == "priority" else None
-        report = await run_in_threadpool(actions.act, dash, action, ids, priority)
-    else:
-        act = bulk.retry if action == "retry" else bulk.cancel
-        report = await run_in_threadpool(act, q.backend, ids, api.ACTOR, q.clock())
+    priority = actions.priority_of(request.state.form) if action == "priority" else None
+    report = await run_in_threadpool(
+        partial(q.act, action, ids, actor=api.ACTOR, priority=priority)
+    )
     target = URL(safe_next(request, request.state.form.get("back"))).include_query_params(
         acted=action,
         changed=len(report.changed),
