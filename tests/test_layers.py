@@ -108,6 +108,42 @@ def test_nothing_imports_cli_or_web_but_themselves() -> None:
     assert bad == set()
 
 
+def is_root(module: str) -> bool:
+    """A module at the package root (errands.queue, errands.tasks…), not in a folder."""
+    return module.count(".") == 1 and module not in {f"errands.{f}" for f in FOLDERS}
+
+
+FOLDERS = ("core", "backends", "client", "worker", "maintenance", "cli", "web")
+# The root modules that may import client/: the Queue, whose parts client/ holds.
+CLIENT_USERS = {"errands.queue"}
+
+
+def test_the_worker_never_imports_the_queues_parts() -> None:
+    """worker/ runs what a Queue hands it (worker.inputs.WorkerSource); client/ is the Queue's
+    own parts, so an import from it runs back up a layer."""
+    bad = {
+        (m, t)
+        for m, targets in graph().items()
+        if in_folder(m, "worker")
+        for t in targets
+        if in_folder(t, "client")
+    }
+    assert bad == set()
+
+
+def test_root_modules_import_client_only_through_the_queue() -> None:
+    g = graph()
+    assert {m for m in g if is_root(m)} >= {"errands.queue", "errands.tasks", "errands.metrics"}
+    bad = {
+        (m, t)
+        for m, targets in g.items()
+        if is_root(m) and m not in CLIENT_USERS
+        for t in targets
+        if in_folder(t, "client")
+    }
+    assert bad == set()
+
+
 def cycles(g: dict[str, set[str]]) -> list[list[str]]:
     """Strongly connected components of more than one module (Tarjan), or a self-loop."""
     index: dict[str, int] = {}

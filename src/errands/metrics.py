@@ -18,11 +18,11 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 from . import limits
-from .client import reports as stats
-from .client.reports import describe_all
+from . import reports as stats
 from .core import rollup
 from .core.states import State
 from .errors import ConfigurationError
+from .reports import describe_all
 
 if TYPE_CHECKING:
     from prometheus_client.metrics_core import Metric

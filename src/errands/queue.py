@@ -12,10 +12,9 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar, Unpack, overload
 
-from . import pipelines
 from .backends import forks, open_backend, redact
 from .backends.base import EnqueueCall, Graduation, Listener
-from .client import waiting
+from .client import pipelines, waiting
 from .client.admin import MAX_BATCH as MAX_BATCH  # re-exported: the CLI's --batch-size cap
 from .client.admin import Actions, Reads
 from .client.declared import DeclaredOptions, GraduationWatch
@@ -208,7 +207,7 @@ class Queue(Lifecycle, Reads, Actions, FlowControl):
         return tuple(self._middlewares)
 
     @property
-    def execute_hooks(self) -> Chain | None:
+    def _execute_hooks(self) -> Chain | None:
         """The middleware chain a worker runs handlers through; None without execute hooks."""
         chain = self._chain
         return chain if chain is not None and chain.execute_hooks else None
@@ -461,7 +460,7 @@ class Queue(Lifecycle, Reads, Actions, FlowControl):
         for wake in list(self._wakers):
             wake()
 
-    def listen_for_work(self, on_change: Callable[[], None]) -> Listener:
+    def _listen_for_work(self, on_change: Callable[[], None]) -> Listener:
         """Call ``on_change`` when work may have become due: at once on this Queue's own
         enqueues, through the database's wake-up channel on other processes'. ``close()`` the
         result to stop. Calls may be spurious (a worker re-reads what is due)."""

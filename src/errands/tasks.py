@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from itertools import repeat
 from typing import Any, Generic, ParamSpec, Protocol, TypeVar, Unpack, cast
 
-from .backends.base import NewJob
+from .backends.base import NewJob, TaskTypeRow
 from .core import payload as payload_json
 from .core import validate
 from .core.backoff import DEFAULT_BACKOFF, Backoff
@@ -258,3 +258,19 @@ class BoundTask:
             options=self.options.merged(overrides, "with_options"),
             connection=connection,
         )
+
+
+def declared_rows(tasks: Mapping[str, Task[Any, Any]], worker_id: str) -> list[TaskTypeRow]:
+    """What a worker declares (table ``task_types``): one row per task it runs, the options
+    a producer without that task then gives its jobs."""
+    return [
+        TaskTypeRow(
+            type=name,
+            queue=t.options.queue,
+            priority=t.options.priority,
+            max_attempts=t.options.max_attempts,
+            timeout_seconds=t.options.timeout,
+            declared_by=worker_id,
+        )
+        for name, t in sorted(tasks.items())
+    ]

@@ -213,11 +213,11 @@ def test_a_killed_worker_process_leaves_no_socket_behind(sqlite_path: str) -> No
 def test_listen_for_work_hears_this_queues_enqueues_and_other_processes(
     queue: errands.Queue, no_fallback: None
 ) -> None:
-    # Queue.listen_for_work is what a worker subscribes with: its own process's enqueues
+    # Queue._listen_for_work is what a worker subscribes with: its own process's enqueues
     # call back at once, another process's through the database's channel; after close()
     # neither does.
     calls = Calls()
-    listener = queue.listen_for_work(calls)
+    listener = queue._listen_for_work(calls)
     try:
         connected = getattr(listener, "connected", None)
         if connected is not None:

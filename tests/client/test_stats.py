@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 
 import errands
+from errands import reports as stats
 from errands.backends.base import Cancelled, ClaimRequest, Failed, NewJob, Retried, Succeeded
 from errands.backends.host import iso
-from errands.client import reports as stats
-from errands.client.reports import OUTCOMES
 from errands.core import rollup
 from errands.core.states import State
+from errands.reports import OUTCOMES
 from ops_helpers import (
     DAY,
     HOUR,

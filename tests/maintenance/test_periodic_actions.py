@@ -12,8 +12,8 @@ import pytest
 
 import errands
 from errands.cli import main
-from errands.client.reports import describe
 from errands.maintenance.scheduler import PeriodicScheduler
+from errands.reports import describe
 from ops_helpers import HOUR, T0, Clock
 
 pytest_plugins = ("conftest_ops",)

@@ -12,7 +12,7 @@ import pytest
 from starlette.testclient import TestClient
 
 import errands
-from errands.client import reports
+from errands import reports
 from errands.web import create_app, search
 from ops_helpers import claim, enqueue, register_worker, run_job
 

@@ -43,4 +43,18 @@ class SQLBackend(
     SQLFlow,
     SQLDeps,
 ):
-    """The nouns together; a dialect subclasses this and fills in ``SQLHost``'s hooks."""
+    """The nouns together; a dialect subclasses this and fills in ``SQLHost``'s hooks.
+
+    The hooks one noun declares for another (``SQLHost`` declares them, one noun implements
+    them, others call them) are bound here by name, not left to the mixins' order:
+    tests/backends/test_hooks.py holds that every such hook is bound to its one
+    implementation."""
+
+    # Every write that makes jobs final releases their dependents in its transaction, and a
+    # manual retry revives them (deps.py).
+    _release = SQLDeps._release
+    _revive = SQLDeps._revive
+    # The claim of a worker with limited types is counted against the limits (flow.py).
+    _claim_limited = SQLFlow._claim_limited
+    # The plain claim (jobs.py), which PostgreSQL replaces with its one statement.
+    _claim_rows = SQLJobs._claim_rows

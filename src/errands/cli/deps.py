@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..client.pipelines import graph
 from ..errors import JobNotFoundError
-from ..pipelines import graph
 from . import output
 from .common import add_db, add_json, open_queue
 

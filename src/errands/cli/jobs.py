@@ -7,12 +7,12 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from ..client.pipelines import graph
 from ..core import validate
 from ..core.options import NAMES as OPTION_NAMES
 from ..core.options import EnqueueOptions
 from ..core.states import State
 from ..errors import ConfigurationError, ErrandsError, InvalidTransitionError, JobNotFoundError
-from ..pipelines import graph
 from ..tasks import DEFAULT_MAX_ATTEMPTS
 from . import deps, output
 from .common import UsageError, add_db, add_json, duration, open_queue

@@ -15,14 +15,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from .. import reports as stats
 from ..backends import scrub
 from ..backends.base import PruneProgress
 from ..client import bulk
-from ..client import reports as stats
-from ..client.reports import describe_all
 from ..core import validate
 from ..errors import ErrandsError, InvalidTransitionError, JobNotFoundError
 from ..queue import MAX_BATCH, Queue
+from ..reports import describe_all
 from . import actions, jobs
 from .common import add_db, duration, open_queue
 

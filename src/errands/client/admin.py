@@ -10,9 +10,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from .. import limits, pipelines
+from .. import limits
+from .. import reports as stats
 from ..backends.base import (
-    Backend,
     JobFilter,
     PruneProgress,
     PruneReport,
@@ -21,30 +21,20 @@ from ..core import validate
 from ..core.options import EnqueueOptions
 from ..core.records import Attempt, EventRecord, Job
 from ..core.schedule import next_tick
-from ..core.settings import Duration, Settings, seconds
+from ..core.settings import Duration, seconds
 from ..core.states import State
 from ..errors import ConfigurationError, InvalidTransitionError, JobNotFoundError
 from ..maintenance.pruner import Pruner
 from ..middleware import encode_headers
-from . import bulk
-from . import reports as stats
-from .enqueueing import Producer
+from . import bulk, pipelines
+from .parts import QueueParts
 
 MAX_BATCH = 1_000_000  # prune's rows per transaction
 MAX_IDS = 10_000  # ids one delete / run_now / set_priority call may name
 log = logging.getLogger("errands")
 
 
-class _Parts:
-    """What both mixins read of the Queue."""
-
-    backend: Backend
-    settings: Settings
-    clock: Callable[[], float]
-    _producer: Producer
-
-
-class Reads(_Parts):
+class Reads(QueueParts):
     """Jobs, attempts, events and the ``stats`` figures, read for people and dashboards."""
 
     def get(self, job_id: int) -> Job | None:
@@ -162,7 +152,7 @@ class Reads(_Parts):
         return [job for job, _ in self.backend.downstream(validate.job_id(job_id))]
 
 
-class Actions(_Parts):
+class Actions(QueueParts):
     """Operator actions: cancel, retry, prune, recount, vacuum."""
 
     def prune(

@@ -23,28 +23,12 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
 from ..backends.base import Graduation, TaskTypeRow
-from ..tasks import Task, TaskOptions
+from ..tasks import TaskOptions
 
 TTL = 30.0  # seconds a producer trusts its copy of task_types
-
-
-def rows_of(tasks: Mapping[str, Task[Any, Any]], worker_id: str) -> list[TaskTypeRow]:
-    """What a worker declares: one row per task it runs."""
-    return [
-        TaskTypeRow(
-            type=name,
-            queue=t.options.queue,
-            priority=t.options.priority,
-            max_attempts=t.options.max_attempts,
-            timeout_seconds=t.options.timeout,
-            declared_by=worker_id,
-        )
-        for name, t in sorted(tasks.items())
-    ]
 
 
 class DeclaredOptions:

@@ -7,10 +7,10 @@ from __future__ import annotations
 from .. import limits
 from ..core import validate
 from ..limits import Limit, LimitInfo, QueueInfo
-from .admin import _Parts
+from .parts import QueueParts
 
 
-class FlowControl(_Parts):
+class FlowControl(QueueParts):
     """Pauses and limits, stored in the database so they bind every worker."""
 
     def pause(self, queue: str, *, reason: str | None = None, actor: str = "api") -> None:

@@ -70,7 +70,7 @@ class Lifecycle:
                     return
         self._close_now()
 
-    def attach_worker(self, worker: LiveWorker) -> Callable[[], None]:
+    def _attach_worker(self, worker: LiveWorker) -> Callable[[], None]:
         """A worker starts on this Queue; returns what it calls once stopped (which performs
         a close asked for meanwhile)."""
         with self._lock:

@@ -17,10 +17,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ..client import bulk
-from ..client.reports import describe_all
+from ..client.pipelines import graph
 from ..core.options import EnqueueOptions
 from ..errors import ConfigurationError, JobNotFoundError, UnknownTaskError
-from ..pipelines import graph
+from ..reports import describe_all
 from . import params, search
 
 if TYPE_CHECKING:

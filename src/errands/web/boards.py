@@ -17,7 +17,7 @@ from starlette.datastructures import URL
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
-from ..client import reports
+from .. import reports
 from ..core import rollup
 from . import api, charts, pages, params, search
 

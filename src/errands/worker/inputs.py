@@ -30,10 +30,10 @@ class WorkerSource(Protocol):
     @property
     def schedules(self) -> Mapping[str, Any]: ...
     @property
-    def execute_hooks(self) -> Chain | None: ...
+    def _execute_hooks(self) -> Chain | None: ...
     def services(self) -> list[Service]: ...
-    def listen_for_work(self, on_change: Callable[[], None]) -> Listener: ...
-    def attach_worker(self, worker: LiveWorker) -> Callable[[], None]: ...
+    def _listen_for_work(self, on_change: Callable[[], None]) -> Listener: ...
+    def _attach_worker(self, worker: LiveWorker) -> Callable[[], None]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,10 +64,10 @@ class WorkerInputs:
             clock=q.clock,
             tasks=q.tasks,
             services=q.services(),
-            hooks=q.execute_hooks,
-            listen=q.listen_for_work,
+            hooks=q._execute_hooks,
+            listen=q._listen_for_work,
             schedules=sorted(q.schedules),
-            attach=q.attach_worker,
+            attach=q._attach_worker,
         )
 
 

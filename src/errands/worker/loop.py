@@ -34,7 +34,6 @@ from ..backends.base import (
     Snoozed,
     WorkerInfo,
 )
-from ..client import declared
 from ..context import JobContext
 from ..errors import (
     ConfigurationError,
@@ -44,6 +43,7 @@ from ..errors import (
 )
 from ..limits import limit_specs
 from ..maintenance.runner import Maintenance
+from ..tasks import declared_rows
 from .attached import Attached
 from .db import WorkerDatabase
 from .executor import BUFFERED, STARTED, Executor, Finished, Slot, SlotState
@@ -212,7 +212,7 @@ class Worker(Attached, HandlerLeases):
         )
         self.db.call(self.backend.register_worker, info, now)
         # The options of the tasks this worker runs, for producers that enqueue them by name.
-        self.db.call(self.backend.declare_task_types, declared.rows_of(self.tasks, self.id), now)
+        self.db.call(self.backend.declare_task_types, declared_rows(self.tasks, self.id), now)
         if self._limits:
             self.db.call(self.backend.register_limits, self._limits, now)
         self._startup_cleanup(now)

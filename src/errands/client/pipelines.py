@@ -14,14 +14,14 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from .backends.base import Needs
-from .client.enqueueing import Batch as Checked
-from .client.enqueueing import EnqueueItem, Producer, item_options
-from .core.states import State
-from .errors import ConfigurationError, JobNotFoundError
+from ..backends.base import Needs
+from ..core.states import State
+from ..errors import ConfigurationError, JobNotFoundError
+from .enqueueing import Batch as Checked
+from .enqueueing import EnqueueItem, Producer, item_options
 
 if TYPE_CHECKING:
-    from .backends.base import Backend
+    from ..backends.base import Backend
 
 
 def chain(

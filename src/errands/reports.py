@@ -20,12 +20,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..backends.base import Backend, PeriodicRow, StateCount, WindowRow
-from ..core import rollup
-from ..core.records import to_datetime
-from ..core.schedule import iso, overdue_reason
-from ..core.states import State
-from ..maintenance.wal import WAL_INTERVAL, WAL_LARGE_BYTES
+from .backends.base import Backend, PeriodicRow, StateCount, WindowRow
+from .core import rollup
+from .core.records import to_datetime
+from .core.schedule import iso, overdue_reason
+from .core.states import State
+from .maintenance.wal import WAL_INTERVAL, WAL_LARGE_BYTES
 
 OUTCOMES = (State.SUCCEEDED.value, State.FAILED.value, State.CANCELLED.value)
 
