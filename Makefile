@@ -3,7 +3,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint typecheck unit unit-fast bench bench-record bench-peers dist clean
+.PHONY: demo test test-fast lint typecheck unit unit-fast bench bench-record bench-peers dist clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -29,6 +29,12 @@ unit-fast: $(STAMP)
 	$(VENV)/bin/pytest --ignore=tests/runtime $(PYTEST_ARGS)
 
 test: lint typecheck unit
+
+# What a developer runs between edits: everything but the few tests that take minutes
+# (marked heavy: the benchmarks' smoke runs and the SIGKILL chaos figures), which CI runs.
+test-fast: $(STAMP)
+	$(MAKE) lint typecheck
+	$(VENV)/bin/pytest -m "not heavy" $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(VENV)/bin/errands bench

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 import errands
-import support
-from support import FixedClock
+from helpers import support as support
+from helpers.support import FixedClock
 
 POSTGRES_ENV = "ERRANDS_TEST_POSTGRES_URL"
 LOCAL_POSTGRES = "postgresql://postgres@127.0.0.1:5432/postgres"  # what .ci/run starts
@@ -111,7 +111,7 @@ def postgres_base_url() -> str:
 @pytest.fixture
 def pg_url() -> Iterator[str]:
     """A fresh, migrated PostgreSQL database for this test (cloned from a template)."""
-    from pgtools import fresh_database
+    from helpers.pgtools import fresh_database
 
     url, drop = fresh_database(postgres_base_url())
     try:
@@ -123,7 +123,7 @@ def pg_url() -> Iterator[str]:
 @pytest.fixture
 def pg_empty_url() -> Iterator[str]:
     """A fresh PostgreSQL database with no schema at all (migration tests)."""
-    from pgtools import fresh_database
+    from helpers.pgtools import fresh_database
 
     url, drop = fresh_database(postgres_base_url(), migrated=False)
     try:
@@ -175,6 +175,14 @@ def queue(make_queue: Callable[..., errands.Queue]) -> errands.Queue:
 @pytest.fixture
 def clock() -> FixedClock:
     return FixedClock()
+
+
+@pytest.fixture
+def q(db_url: str, clock: FixedClock) -> Iterator[errands.Queue]:
+    """A Queue on this test's database whose clock is ``clock`` (the operations tests:
+    stats, prune, periodic, metrics, the CLI's reports)."""
+    with errands.Queue(db_url, clock=clock) as queue:
+        yield queue
 
 
 @pytest.fixture

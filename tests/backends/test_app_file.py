@@ -20,7 +20,7 @@ import pytest
 
 import errands
 from errands.backends import sql
-from support import get_job, sql_rows, wait_for
+from helpers.support import get_job, sql_rows, wait_for
 
 PRAGMAS = ("journal_mode", "user_version", "application_id", "page_size", "auto_vacuum")
 

@@ -33,20 +33,8 @@ from errands.backends.base import (
 )
 from errands.backends.host import iso
 from errands.core import rollup
-from ops_helpers import (
-    DAY,
-    HOUR,
-    T0,
-    Clock,
-    assert_figures_equal_a_recount,
-    claim,
-    enqueue,
-    is_postgres,
-    sql_rows,
-)
-from support import wait_for
-
-pytest_plugins = ("conftest_ops",)
+from helpers.ops import DAY, HOUR, assert_figures_equal_a_recount, claim, enqueue
+from helpers.support import EPOCH, FixedClock, is_postgres, sql_rows, wait_for
 
 
 def _execute(url: str, statement: str) -> None:
@@ -73,64 +61,64 @@ def _complete_in_own_transaction(url: str, q: errands.Queue, out: Succeeded) -> 
         import psycopg
 
         with psycopg.connect(url) as pg:
-            assert q.backend.complete_in(pg, out, "w1", T0 - 20)
+            assert q.backend.complete_in(pg, out, "w1", EPOCH - 20)
             pg.commit()
         return
     conn = sqlite3.connect(url, isolation_level=None)
     try:
         conn.execute("BEGIN IMMEDIATE")
-        assert q.backend.complete_in(conn, out, "w1", T0 - 20)
+        assert q.backend.complete_in(conn, out, "w1", EPOCH - 20)
         conn.execute("COMMIT")
     finally:
         conn.close()
 
 
-def test_every_path_keeps_the_figures_equal_to_a_recount(db_url: str, clock: Clock) -> None:
+def test_every_path_keeps_the_figures_equal_to_a_recount(db_url: str, clock: FixedClock) -> None:
     with errands.Queue(db_url, clock=clock, retention={"succeeded": 60, "cancelled": 60}) as q:
         b = q.backend
         # The worker's batch: every kind of outcome in one transaction, in two queues.
-        jobs = [NewJob("batch", "{}", queue, 0, T0 - 500, 2) for queue in ("a", "b") * 5]
-        b.enqueue(jobs, T0 - 600, actor="api")
-        held = b.claim(ClaimRequest("w1", ["batch"], None, 10, 9999), T0 - 400)
+        jobs = [NewJob("batch", "{}", queue, 0, EPOCH - 500, 2) for queue in ("a", "b") * 5]
+        b.enqueue(jobs, EPOCH - 600, actor="api")
+        held = b.claim(ClaimRequest("w1", ["batch"], None, 10, 9999), EPOCH - 400)
         kinds: list[Outcome] = [
-            Succeeded(held[0].id, held[0].attempt, T0 - 399, None),
-            Succeeded(held[1].id, held[1].attempt, T0 - 398.5, None),
-            Failed(held[2].id, held[2].attempt, T0 - 390, "APP:BROKEN", "x", None),
-            Retried(held[3].id, held[3].attempt, T0 - 395, "RETRY:ME", "x", None, T0 - 300),
-            Cancelled(held[4].id, held[4].attempt, T0 - 380),
+            Succeeded(held[0].id, held[0].attempt, EPOCH - 399, None),
+            Succeeded(held[1].id, held[1].attempt, EPOCH - 398.5, None),
+            Failed(held[2].id, held[2].attempt, EPOCH - 390, "APP:BROKEN", "x", None),
+            Retried(held[3].id, held[3].attempt, EPOCH - 395, "RETRY:ME", "x", None, EPOCH - 300),
+            Cancelled(held[4].id, held[4].attempt, EPOCH - 380),
         ]
-        assert b.finish(kinds, "w1", T0 - 370) == [True] * len(kinds)
-        rest = [Succeeded(j.id, j.attempt, T0 - 100 - j.id, None) for j in held[5:]]
-        assert b.finish(rest, "w1", T0 - 50) == [True] * len(rest)
+        assert b.finish(kinds, "w1", EPOCH - 370) == [True] * len(kinds)
+        rest = [Succeeded(j.id, j.attempt, EPOCH - 100 - j.id, None) for j in held[5:]]
+        assert b.finish(rest, "w1", EPOCH - 50) == [True] * len(rest)
         # Cancel before it starts; a lease that lapses (attempts left, and none left).
-        b.cancel([enqueue(q, "cancelled", at=T0 - 300)], "api", T0 - 290)
-        enqueue(q, "lost", at=T0 - 1000)
-        claim(q, "lost", at=T0 - 900, lease=60)
-        enqueue(q, "lost_last", at=T0 - 1000, max_attempts=1)
-        claim(q, "lost_last", at=T0 - 900, lease=60)
-        report = b.rescue(T0 - 700)
+        b.cancel([enqueue(q, "cancelled", at=EPOCH - 300)], "api", EPOCH - 290)
+        enqueue(q, "lost", at=EPOCH - 1000)
+        claim(q, "lost", at=EPOCH - 900, lease=60)
+        enqueue(q, "lost_last", at=EPOCH - 1000, max_attempts=1)
+        claim(q, "lost_last", at=EPOCH - 900, lease=60)
+        report = b.rescue(EPOCH - 700)
         assert len(report.recovered) == 1 and len(report.exhausted) == 1
         # Transactional completion in the application's own transaction.
-        enqueue(q, "in_txn", at=T0 - 100)
-        j = claim(q, "in_txn", at=T0 - 90)
-        _complete_in_own_transaction(db_url, q, Succeeded(j.id, j.attempt, T0 - 85, None))
+        enqueue(q, "in_txn", at=EPOCH - 100)
+        j = claim(q, "in_txn", at=EPOCH - 90)
+        _complete_in_own_transaction(db_url, q, Succeeded(j.id, j.attempt, EPOCH - 85, None))
         assert q.stats()["counts"]["failed"] == 2  # the batch's, the lapsed lease's
         assert_figures_equal_a_recount(db_url)
         _assert_top_errors_equal_the_rows(q, db_url)
 
         # The application's own UPDATEs: a running job failed by hand, a queued one cancelled.
         # errands does not see them; the documented recount puts the figures right.
-        enqueue(q, "by_hand", at=T0 - 100)
-        by_hand = claim(q, "by_hand", at=T0 - 80)
+        enqueue(q, "by_hand", at=EPOCH - 100)
+        by_hand = claim(q, "by_hand", at=EPOCH - 80)
         _execute(
             db_url,
-            f"UPDATE jobs SET status = 'failed', finished_at = {_at(db_url, T0 - 10)} "
+            f"UPDATE jobs SET status = 'failed', finished_at = {_at(db_url, EPOCH - 10)} "
             f"WHERE id = {by_hand.id}",
         )
-        queued = enqueue(q, "by_hand_queued", at=T0 - 100)
+        queued = enqueue(q, "by_hand_queued", at=EPOCH - 100)
         _execute(
             db_url,
-            f"UPDATE jobs SET status = 'cancelled', finished_at = {_at(db_url, T0 - 5)} "
+            f"UPDATE jobs SET status = 'cancelled', finished_at = {_at(db_url, EPOCH - 5)} "
             f"WHERE id = {queued}",
         )
         assert q.stats()["counts"]["failed"] == 2  # not seen
@@ -152,7 +140,7 @@ def test_every_path_keeps_the_figures_equal_to_a_recount(db_url: str, clock: Clo
 
 
 def _assert_top_errors_equal_the_rows(q: errands.Queue, url: str) -> None:
-    since = rollup.minute_of(T0 - DAY)
+    since = rollup.minute_of(EPOCH - DAY)
     exact = sql_rows(
         url,
         "SELECT error_code, type, COUNT(*) AS n, MAX(finished_at) FROM jobs "
@@ -237,7 +225,9 @@ def _figure_tables(url: str) -> tuple[list[Any], list[Any], list[Any]]:
 
 
 @pytest.mark.parametrize("seed", [12, 14])
-def test_the_worker_path_counts_what_a_recount_reads(db_url: str, clock: Clock, seed: int) -> None:
+def test_the_worker_path_counts_what_a_recount_reads(
+    db_url: str, clock: FixedClock, seed: int
+) -> None:
     # The worker hands its claimed jobs with its outcomes (Recorder.write), and the batch's
     # figures are grouped in Python (figures.count_held) instead of read back from the rows.
     # A random mix through that path must leave the tables a recount from the rows
@@ -246,7 +236,7 @@ def test_the_worker_path_counts_what_a_recount_reads(db_url: str, clock: Clock, 
     rnd = random.Random(seed)
     with errands.Queue(db_url, clock=clock) as q:
         b = q.backend
-        now = T0 - 3 * HOUR
+        now = EPOCH - 3 * HOUR
         jobs = [
             NewJob(rnd.choice(TYPES), "{}", rnd.choice(QUEUES), 0, now - rnd.uniform(0, 900), 3)
             for _ in range(500)
@@ -388,7 +378,7 @@ def test_the_batch_counts_read_its_rows_by_primary_key(sqlite_path: str) -> None
         # The worker's batch: grouped rows upserted, no table read at all.
         for name in ("count_grouped_jobs", "count_grouped_minutes", "count_grouped_errors"):
             query = sql.queries("sqlite")[name]
-            params2 = {"rows": "[]", "now": T0}
+            params2 = {"rows": "[]", "now": EPOCH}
             steps = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + query, params2)]
             assert not any(" job" in f" {s}" for s in steps), steps
     finally:

@@ -22,7 +22,7 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 
 import errands
-from support import sql_rows
+from helpers.support import sql_rows
 
 WARM = 6  # psycopg prepares a statement on its 6th execution (prepare_threshold=5)
 

@@ -24,7 +24,7 @@ import pytest
 import errands
 from errands.backends.pg_waker import Waker
 from errands.backends.postgres import PostgresBackend
-from support import wait_for
+from helpers.support import wait_for
 
 CHANNEL = "errands_jobs"
 
@@ -175,7 +175,7 @@ def test_an_idle_worker_runs_a_job_whose_wake_up_the_waker_sent(
     # The worker polls every 30 s: within the deadline only the Waker's NOTIFY (the job's
     # enqueue overlapped the held one, so its own statement sent none) can wake it.
     from errands.worker.loop import Worker
-    from pgproc import make_queue
+    from helpers.pgproc import make_queue
 
     worker_q = make_queue(pg_url, poll_interval=30.0)
     worker = Worker(worker_q, concurrency=1, handle_signals=False)

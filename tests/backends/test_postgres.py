@@ -25,10 +25,10 @@ import errands
 from errands.backends import sql as sql_files
 from errands.errors import DatabaseError
 from errands.worker.loop import Worker
-from pgproc import make_queue
-from support import claim
+from helpers.pgproc import make_queue
+from helpers.support import claim
 
-PGPROC = str(Path(__file__).parents[1] / "pgproc.py")
+PGPROC = str(Path(__file__).parents[1] / "helpers" / "pgproc.py")
 
 
 def spawn(*args: str) -> subprocess.Popen[str]:

@@ -12,7 +12,7 @@ from typing import Any
 import psycopg
 
 import errands
-from support import first_row
+from helpers.support import first_row
 
 # SQLite's declared type → the PostgreSQL types that may stand for it.
 FAMILY = {

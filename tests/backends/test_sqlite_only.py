@@ -18,7 +18,7 @@ import pytest
 import errands
 from errands.backends import sql as sql_files
 from errands.backends.sqlite import SQLiteBackend
-from support import event_names, get_job, sql_rows, wait_for
+from helpers.support import event_names, get_job, sql_rows, wait_for
 
 # Every migration this errands ships, applied once each (not a hard-coded count: a new schema
 # version must not break the tests that check "migrated once, in full").

@@ -23,7 +23,7 @@ import errands
 from errands.backends import sql
 from errands.backends.prefix import split_url
 from errands.errors import ConfigurationError, SchemaConflictError
-from support import get_job, is_sqlite, run_cli, wait_for
+from helpers.support import get_job, is_sqlite, run_cli, wait_for
 
 PREFIX = "errands_"
 APP_ROWS = {"jobs": [(1, "the app's own job"), (2, "another")], "workers": [(1, "ada")]}
@@ -338,7 +338,7 @@ def test_the_dashboard_api_reads_the_prefixed_tables(app_url: str) -> None:
     import json
     import urllib.request
 
-    from web_helpers import served
+    from helpers.web import served
 
     before = app_state(app_url)
     with errands.Queue(with_prefix(app_url)) as q:

@@ -60,6 +60,7 @@ def bench_schemas(url: str) -> list[str]:
     return [r[0] for r in rows]
 
 
+@pytest.mark.heavy
 def test_bench_json_reports_every_phase_and_completes_every_job(
     db_url: str, is_sqlite: bool, tmp_path: Path
 ) -> None:

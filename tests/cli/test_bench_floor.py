@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_floor.py"
 LAYERS = {
     "enqueue": ["raw insert", "errands' statements", "… without the event", "Queue.enqueue"],
@@ -17,6 +19,7 @@ LAYERS = {
 }
 
 
+@pytest.mark.heavy
 def test_every_layer_runs_and_is_a_ratio_to_the_raw_baseline_of_its_round() -> None:
     run = subprocess.run(
         [sys.executable, "-W", "error", str(SCRIPT), "--jobs", "40", "--rounds", "2", "--json"],

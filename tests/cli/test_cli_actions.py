@@ -10,7 +10,7 @@ import pytest
 
 import errands
 from errands.cli import main
-from support import claim, event_names, get_job, run_cli
+from helpers.support import claim, event_names, get_job, run_cli
 
 
 def _jobs(db_url: str) -> tuple[errands.Queue, int, int, int]:

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 import errands
-from support import get_job
-from web_helpers import populate
+from helpers.support import get_job
+from helpers.web import populate
 
 TOKEN = "tok-123"
 

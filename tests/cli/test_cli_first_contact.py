@@ -13,8 +13,9 @@ import pytest
 
 import errands
 from errands.errors import DatabaseError
-from ops_helpers import is_postgres, register_worker
-from support import run_cli as run
+from helpers.ops import register_worker
+from helpers.support import is_postgres
+from helpers.support import run_cli as run
 
 
 def error_line(r: subprocess.CompletedProcess[str], code: int, *words: str) -> str:

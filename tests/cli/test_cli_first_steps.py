@@ -19,7 +19,7 @@ import pytest
 import errands
 from errands.cli import build_parser
 from errands.cli.common import duration
-from support import run_cli as run
+from helpers.support import run_cli as run
 
 APP = """
 import errands

@@ -15,10 +15,8 @@ import pytest
 import errands
 from errands.cli import main
 from errands.cli.common import duration
-from ops_helpers import DAY, Clock, enqueue, register_worker, run_job
-from support import get_job
-
-pytest_plugins = ("conftest_ops",)
+from helpers.ops import DAY, enqueue, register_worker, run_job
+from helpers.support import FixedClock, get_job
 
 
 @pytest.fixture
@@ -29,7 +27,7 @@ def now() -> float:
 
 @pytest.fixture
 def built(db_url: str, now: float) -> dict[str, Any]:
-    with errands.Queue(db_url, clock=Clock(now)) as q:
+    with errands.Queue(db_url, clock=FixedClock(now)) as q:
         failed = [
             run_job(
                 q,
@@ -164,10 +162,10 @@ def test_prune_dry_run_then_prune(
 
 
 def test_check_ok_and_problems(db_url: str, now: float, capsys: pytest.CaptureFixture[str]) -> None:
-    with errands.Queue(db_url, clock=Clock(now)) as q:
+    with errands.Queue(db_url, clock=FixedClock(now)) as q:
         run_job(q, "ok", run_at=now - 10, started=now - 9, finished=now - 8)
     assert _run(["check", "--db", db_url], capsys)[:2] == (0, "ok\n")
-    with errands.Queue(db_url, clock=Clock(now)) as q:
+    with errands.Queue(db_url, clock=FixedClock(now)) as q:
         enqueue(q, "stuck", at=now - 900)
         for i in range(12):
             run_job(
@@ -186,7 +184,7 @@ def test_check_ok_and_problems(db_url: str, now: float, capsys: pytest.CaptureFi
 
 
 def test_periodic_listing(db_url: str, now: float, capsys: pytest.CaptureFixture[str]) -> None:
-    with errands.Queue(db_url, clock=Clock(now - 7200)) as q:
+    with errands.Queue(db_url, clock=FixedClock(now - 7200)) as q:
         q.periodic(every=60, name="beat", grace=60)(lambda: None)
         q.periodic(cron="0 9 * * *", name="daily", timezone="Europe/Paris")(lambda: None)
     code, out, _ = _run(["periodic", "--db", db_url, "--json"], capsys)

@@ -21,10 +21,10 @@ from errands.backends.base import ClaimRequest
 from errands.cli.graduate import register
 from errands.cli.graduate.copy import TABLES, GraduateError, graduate
 from errands.core import faults
-from ops_helpers import assert_figures_equal_a_recount
-from support import FixedClock, first_row
+from helpers.ops import assert_figures_equal_a_recount
+from helpers.support import FixedClock, first_row
 
-T0 = 1_800_000_000.0
+EPOCH = 1_800_000_000.0
 
 
 def tasks(q: errands.Queue) -> None:
@@ -44,7 +44,7 @@ def tasks(q: errands.Queue) -> None:
 def build_source(path: str) -> FixedClock:
     """Jobs in every state, with attempts, events, a traceback blob, a dependency, a worker
     row, a schedule and an hourly rollup."""
-    clock = FixedClock(T0)
+    clock = FixedClock(EPOCH)
     with errands.Queue(path, clock=clock, lease_seconds=10) as q:
         tasks(q)
         for n in range(5):
@@ -72,18 +72,18 @@ def build_source(path: str) -> FixedClock:
         conn.execute(
             "INSERT INTO periodic (name, cron, type, payload, queue, next_run_at) "
             "VALUES ('nightly', '0 3 * * *', 'ok', '{\"n\": 1}', 'default', ?)",
-            (T0 + 86400,),
+            (EPOCH + 86400,),
         )
         conn.execute(
             "INSERT INTO periodic (name, interval_seconds, type, last_enqueued_at) "
             "VALUES ('often', 30.5, 'ok', ?)",
-            (T0 - 0.123456,),
+            (EPOCH - 0.123456,),
         )
         conn.execute(
             "INSERT INTO job_stats_hourly (hour, queue, type, outcome, count, wait_sum, "
             "wait_max, run_sum, run_max, wait_hist, run_hist) "
             "VALUES (?, 'default', 'ok', 'succeeded', 5, 0.5, 0.25, 1.5, 0.75, '[1,2,2]', '[5]')",
-            (T0 - T0 % 3600,),
+            (EPOCH - EPOCH % 3600,),
         )
     conn.close()
     return clock

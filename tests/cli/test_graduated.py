@@ -18,7 +18,7 @@ import pytest
 import errands
 from errands.backends.base import WorkerInfo
 from errands.cli import main
-from support import get_job
+from helpers.support import get_job
 
 Make = Callable[..., errands.Queue]
 

@@ -14,7 +14,7 @@ import pytest
 
 import errands
 from errands.core import validate
-from support import FixedClock, get_job
+from helpers.support import FixedClock, get_job
 
 HUGE = 2**63
 ENQUEUE_CASES: list[tuple[str, dict[str, Any], str]] = [

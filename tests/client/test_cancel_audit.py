@@ -12,7 +12,7 @@ import pytest
 import errands
 from errands.cli import main
 from errands.core.states import Event
-from support import claim, event_names
+from helpers.support import claim, event_names
 
 ROOT = Path(__file__).resolve().parents[2]
 

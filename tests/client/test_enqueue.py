@@ -11,7 +11,7 @@ import pytest
 
 import errands
 from errands.backends.base import Succeeded
-from support import FixedClock, claim, event_names, get_job, sql_rows
+from helpers.support import FixedClock, claim, event_names, get_job, sql_rows
 
 
 def test_enqueue_five_jobs_gives_five_queued_rows(queue: errands.Queue) -> None:

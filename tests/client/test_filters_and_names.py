@@ -24,7 +24,7 @@ from starlette.testclient import TestClient
 import errands
 from errands.backends.base import WorkerInfo
 from errands.web import create_app
-from support import get_job
+from helpers.support import get_job
 
 MakeQueue = Callable[..., errands.Queue]
 BAD = ["a\ud800", "\udcff", "nul\x00"]  # a lone surrogate, an undecodable byte, a NUL

@@ -17,7 +17,7 @@ import pytest
 
 import errands
 from errands.backends.base import EnqueueCall
-from support import get_job, is_sqlite, sql_rows, wait_for
+from helpers.support import get_job, is_sqlite, sql_rows, wait_for
 
 Release = Callable[[int], None]
 

@@ -10,7 +10,7 @@ import pytest
 
 import errands
 from errands.backends.base import Succeeded
-from support import FixedClock, claim, event_names, get_job
+from helpers.support import FixedClock, claim, event_names, get_job
 
 
 def _fail_once(q: errands.Queue) -> int:

@@ -14,7 +14,7 @@ import pytest
 
 import errands
 from errands.worker.loop import Worker
-from support import wait_for
+from helpers.support import wait_for
 
 
 class Recorder(errands.Middleware):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import errands
-from support import FixedClock, claim, event_names
+from helpers.support import FixedClock, claim, event_names
 
 
 class Boom(Exception):

@@ -23,7 +23,7 @@ import errands
 from errands.cli import build_parser
 from errands.core.options import NAMES, EnqueueKwargs
 from errands.web import create_app
-from support import FixedClock, get_job
+from helpers.support import FixedClock, get_job
 
 # One value per option that a fresh queue accepts (after: a job made by the test).
 SAMPLE: dict[str, Any] = {

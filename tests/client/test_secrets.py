@@ -15,7 +15,7 @@ import pytest
 import errands
 from errands.backends import redact, scrub, secrets
 from errands.cli import main
-from support import is_postgres
+from helpers.support import is_postgres
 
 PASSWORD = "Sup3rS3cretPw"
 

@@ -19,30 +19,24 @@ from errands.backends.host import iso
 from errands.core import rollup
 from errands.core.states import State
 from errands.reports import OUTCOMES
-from ops_helpers import (
+from helpers.ops import (
     DAY,
     HOUR,
-    T0,
-    Clock,
     assert_figures_equal_a_recount,
     binned,
     claim,
     enqueue,
-    is_postgres,
     register_worker,
     run_job,
-    sql_rows,
 )
-from support import first_row
-
-pytest_plugins = ("conftest_ops",)
+from helpers.support import EPOCH, FixedClock, first_row, is_postgres, sql_rows
 
 
 def test_counts_every_state_and_by_queue_type(q: errands.Queue) -> None:
-    run_job(q, "a", run_at=T0 - 100, started=T0 - 90, finished=T0 - 80)
-    run_job(q, "b", run_at=T0 - 100, started=T0 - 90, finished=T0 - 80, outcome="failed")
-    enqueue(q, "a", at=T0 - 10, queue="mail")
-    enqueue(q, "a", at=T0 - 10, queue="mail")
+    run_job(q, "a", run_at=EPOCH - 100, started=EPOCH - 90, finished=EPOCH - 80)
+    run_job(q, "b", run_at=EPOCH - 100, started=EPOCH - 90, finished=EPOCH - 80, outcome="failed")
+    enqueue(q, "a", at=EPOCH - 10, queue="mail")
+    enqueue(q, "a", at=EPOCH - 10, queue="mail")
     st = q.stats()
     assert st["counts"] == {
         "waiting": 0,
@@ -59,14 +53,14 @@ def test_counts_every_state_and_by_queue_type(q: errands.Queue) -> None:
     ]
 
 
-def test_oldest_running_with_worker_liveness(q: errands.Queue, clock: Clock) -> None:
-    register_worker(q, "alive", at=T0 - 5, types=["slow", "quiet"])
-    register_worker(q, "dead", at=T0 - 600, types=["slow"])
-    enqueue(q, "slow", at=T0 - 500)
-    claim(q, "slow", at=T0 - 400, worker="dead", lease=60)  # lease expired at T0-340
-    enqueue(q, "quiet", at=T0 - 500)
-    j = claim(q, "quiet", at=T0 - 450, worker="alive", lease=60)
-    assert q.backend.heartbeat("alive", [(j.id, j.attempt)], 60, T0 - 30) == [True]
+def test_oldest_running_with_worker_liveness(q: errands.Queue, clock: FixedClock) -> None:
+    register_worker(q, "alive", at=EPOCH - 5, types=["slow", "quiet"])
+    register_worker(q, "dead", at=EPOCH - 600, types=["slow"])
+    enqueue(q, "slow", at=EPOCH - 500)
+    claim(q, "slow", at=EPOCH - 400, worker="dead", lease=60)  # lease expired at EPOCH-340
+    enqueue(q, "quiet", at=EPOCH - 500)
+    j = claim(q, "quiet", at=EPOCH - 450, worker="alive", lease=60)
+    assert q.backend.heartbeat("alive", [(j.id, j.attempt)], 60, EPOCH - 30) == [True]
     st = q.stats()
     first, second = st["oldest_running"]
     assert (first["type"], first["worker_id"], first["age_seconds"]) == ("slow", "dead", 400.0)
@@ -79,24 +73,24 @@ def test_oldest_running_with_worker_liveness(q: errands.Queue, clock: Clock) -> 
 
 
 def test_oldest_due_wait(q: errands.Queue) -> None:
-    enqueue(q, "a", at=T0 - 1000, run_at=T0 + 100)  # not due yet
-    late = enqueue(q, "b", at=T0 - 1000, run_at=T0 - 250)
-    enqueue(q, "c", at=T0 - 1000, run_at=T0 - 50)
+    enqueue(q, "a", at=EPOCH - 1000, run_at=EPOCH + 100)  # not due yet
+    late = enqueue(q, "b", at=EPOCH - 1000, run_at=EPOCH - 250)
+    enqueue(q, "c", at=EPOCH - 1000, run_at=EPOCH - 50)
     due = q.stats()["oldest_due"]
     assert due["id"] == late and due["wait_seconds"] == 250.0 and due["type"] == "b"
 
 
 def test_no_due_job(q: errands.Queue) -> None:
-    enqueue(q, "a", at=T0, run_at=T0 + 10)
+    enqueue(q, "a", at=EPOCH, run_at=EPOCH + 10)
     assert q.stats()["oldest_due"] is None
 
 
 def test_retry_distribution_in_window(q: errands.Queue) -> None:
-    run_job(q, "a", run_at=T0 - 100, started=T0 - 90, finished=T0 - 80)
-    run_job(q, "b", run_at=T0 - 100, started=T0 - 90, finished=T0 - 80, failures_first=1)
-    run_job(q, "c", run_at=T0 - 100, started=T0 - 90, finished=T0 - 80, failures_first=2)
-    run_job(q, "d", run_at=T0 - 100, started=T0 - 90, finished=T0 - 80, failures_first=2)
-    run_job(q, "old", run_at=T0 - 2 * DAY, started=T0 - 2 * DAY, finished=T0 - 2 * DAY + 1)
+    run_job(q, "a", run_at=EPOCH - 100, started=EPOCH - 90, finished=EPOCH - 80)
+    run_job(q, "b", run_at=EPOCH - 100, started=EPOCH - 90, finished=EPOCH - 80, failures_first=1)
+    run_job(q, "c", run_at=EPOCH - 100, started=EPOCH - 90, finished=EPOCH - 80, failures_first=2)
+    run_job(q, "d", run_at=EPOCH - 100, started=EPOCH - 90, finished=EPOCH - 80, failures_first=2)
+    run_job(q, "old", run_at=EPOCH - 2 * DAY, started=EPOCH - 2 * DAY, finished=EPOCH - 2 * DAY + 1)
     st = q.stats()
     assert st["retries"]["histogram"] == {"1": 1, "2": 1, "3": 2}
     assert q.stats(window=3 * DAY)["retries"]["histogram"] == {"1": 2, "2": 1, "3": 2}
@@ -105,15 +99,15 @@ def test_retry_distribution_in_window(q: errands.Queue) -> None:
 def test_top_error_codes_with_type_and_last_seen(q: errands.Queue) -> None:
     for i in range(3):
         run_job(
-            q, "mail", run_at=T0 - 100, started=T0 - 90, finished=T0 - 80 + i,
+            q, "mail", run_at=EPOCH - 100, started=EPOCH - 90, finished=EPOCH - 80 + i,
             outcome="failed", error_code="SMTP:REJECTED",
         )  # fmt: skip
     run_job(
-        q, "pay", run_at=T0 - 100, started=T0 - 90, finished=T0 - 70,
+        q, "pay", run_at=EPOCH - 100, started=EPOCH - 90, finished=EPOCH - 70,
         outcome="failed", error_code="HTTP:502",
     )  # fmt: skip
     run_job(
-        q, "pay", run_at=T0 - 3 * DAY, started=T0 - 3 * DAY, finished=T0 - 3 * DAY,
+        q, "pay", run_at=EPOCH - 3 * DAY, started=EPOCH - 3 * DAY, finished=EPOCH - 3 * DAY,
         outcome="failed", error_code="OLD:ONE",
     )  # fmt: skip
     errs = q.stats()["top_errors"]
@@ -129,10 +123,14 @@ def test_top_error_codes_with_type_and_last_seen(q: errands.Queue) -> None:
 def test_last_hour_throughput_and_percentiles(q: errands.Queue) -> None:
     # 20 jobs finished in the last hour: wait i seconds, run 2*i seconds, i = 1..20.
     for i in range(1, 21):
-        start = T0 - 1800 + i * 10
+        start = EPOCH - 1800 + i * 10
         run_job(q, f"t{i}", run_at=start - i, started=start, finished=start + 2 * i)
-    run_job(q, "x", run_at=T0 - 1000, started=T0 - 990, finished=T0 - 900, outcome="failed")
-    run_job(q, "old", run_at=T0 - 2 * HOUR, started=T0 - 2 * HOUR, finished=T0 - 2 * HOUR + 5)
+    run_job(
+        q, "x", run_at=EPOCH - 1000, started=EPOCH - 990, finished=EPOCH - 900, outcome="failed"
+    )
+    run_job(
+        q, "old", run_at=EPOCH - 2 * HOUR, started=EPOCH - 2 * HOUR, finished=EPOCH - 2 * HOUR + 5
+    )
     hour = q.stats()["last_hour"]
     assert hour["processed"] == 21 and hour["succeeded"] == 20 and hour["failed"] == 1
     assert hour["per_minute"] == pytest.approx(21 / 60, abs=1e-3)
@@ -143,12 +141,14 @@ def test_last_hour_throughput_and_percentiles(q: errands.Queue) -> None:
     assert hour["run_p50"] == binned(22.0, 90.0) and hour["run_p95"] == binned(40.0, 90.0)
 
 
-def test_last_hour_includes_rolled_up_rows(db_url: str, clock: Clock) -> None:
+def test_last_hour_includes_rolled_up_rows(db_url: str, clock: FixedClock) -> None:
     # Retention of 10 minutes: rows finished 30 minutes ago are pruned into the rollup,
     # and the last-hour figures still count them.
     with errands.Queue(db_url, clock=clock, retention={"succeeded": 600}) as q:
         for i in range(5):
-            run_job(q, "a", run_at=T0 - 1800, started=T0 - 1800 + i, finished=T0 - 1790 + i)
+            run_job(
+                q, "a", run_at=EPOCH - 1800, started=EPOCH - 1800 + i, finished=EPOCH - 1790 + i
+            )
         before = q.stats()["last_hour"]
         assert q.prune().total == 5
         after = q.stats()["last_hour"]
@@ -158,27 +158,27 @@ def test_last_hour_includes_rolled_up_rows(db_url: str, clock: Clock) -> None:
 
 
 def test_queued_types_no_live_worker_handles(q: errands.Queue) -> None:
-    register_worker(q, "w-a", at=T0 - 1, types=["a"], queues=["default"])
-    register_worker(q, "w-gone", at=T0 - 1000, types=["b"])
-    enqueue(q, "a", at=T0)
-    enqueue(q, "a", at=T0, queue="other")  # a, but on a queue w-a does not listen to
-    enqueue(q, "b", at=T0)  # only a dead worker handled b
+    register_worker(q, "w-a", at=EPOCH - 1, types=["a"], queues=["default"])
+    register_worker(q, "w-gone", at=EPOCH - 1000, types=["b"])
+    enqueue(q, "a", at=EPOCH)
+    enqueue(q, "a", at=EPOCH, queue="other")  # a, but on a queue w-a does not listen to
+    enqueue(q, "b", at=EPOCH)  # only a dead worker handled b
     unhandled = q.stats()["unhandled_types"]
     assert unhandled == [
         {"queue": "default", "type": "b", "queued": 1},
         {"queue": "other", "type": "a", "queued": 1},
     ]
-    q.backend.worker_stopped("w-a", T0)
+    q.backend.worker_stopped("w-a", EPOCH)
     assert len(q.stats()["unhandled_types"]) == 3
 
 
-def test_overdue_periodic_in_stats(q: errands.Queue, clock: Clock) -> None:
-    clock.now = T0 - 10 * HOUR
+def test_overdue_periodic_in_stats(q: errands.Queue, clock: FixedClock) -> None:
+    clock.now = EPOCH - 10 * HOUR
 
     @q.periodic(every=HOUR, grace=60)
     def hourly() -> None: ...
 
-    clock.now = T0
+    clock.now = EPOCH
     assert [o["name"] for o in q.stats()["periodic_overdue"]] == ["hourly"]
 
 
@@ -195,12 +195,12 @@ def test_bucket_bounds_are_the_rollup_bounds(q: errands.Queue) -> None:
 
 def _random_jobs(q: errands.Queue, rnd: random.Random, batches: int, size: int) -> None:
     """Jobs through the real verbs, each batch claimed and finished together at a random time
-    (mostly within two hours of T0, so the window edge cuts through them; some days back),
+    (mostly within two hours of EPOCH, so the window edge cuts through them; some days back),
     with random waits and start times: successes, final failures, failures retried then
     succeeded, cancels of running and of queued jobs, and jobs left running."""
     b = q.backend
     for n in range(batches):
-        fin = T0 - (rnd.uniform(0, 2 * HOUR) if rnd.random() < 0.8 else rnd.uniform(0, 3 * DAY))
+        fin = EPOCH - (rnd.uniform(0, 2 * HOUR) if rnd.random() < 0.8 else rnd.uniform(0, 3 * DAY))
         at = fin - rnd.uniform(1, 600)  # claimed
         jtype = f"t{n}"
         jobs = [
@@ -217,7 +217,7 @@ def _random_jobs(q: errands.Queue, rnd: random.Random, batches: int, size: int) 
         first = [Retried(i, held[i].attempt, at, "RETRY:ME", "again", None, t1) for i in retried]
         # Left waiting for a retry that is not due yet: unfinished, with an error code.
         first += [
-            Retried(i, held[i].attempt, at, "RETRY:LATER", "later", None, T0 + DAY)
+            Retried(i, held[i].attempt, at, "RETRY:LATER", "later", None, EPOCH + DAY)
             for i in held
             if kind[i] == "waiting"
         ]
@@ -276,13 +276,13 @@ def _nearest_rank(values: list[float], p: float) -> float:
     return ordered[max(1, math.ceil(p * len(ordered) - 1e-9)) - 1]
 
 
-def test_figures_equal_the_exact_computation(db_url: str, clock: Clock) -> None:
+def test_figures_equal_the_exact_computation(db_url: str, clock: FixedClock) -> None:
     rnd = random.Random(14)
     with errands.Queue(db_url, clock=clock) as q:
         _random_jobs(q, rnd, batches=150, size=20)
         st = q.stats(window=2 * DAY)
-        rows = q.backend.window_rows(T0 - HOUR)
-    ref = _exact(db_url, T0, 2 * DAY)
+        rows = q.backend.window_rows(EPOCH - HOUR)
+    ref = _exact(db_url, EPOCH, 2 * DAY)
     assert sum(ref["counts"].values()) == 3000
 
     assert st["counts"] == {s.value: ref["counts"].get(s.value, 0) for s in State}
@@ -317,7 +317,7 @@ def test_figures_equal_the_exact_computation(db_url: str, clock: Clock) -> None:
     assert_figures_equal_a_recount(db_url)
 
     # top_errors, bounded by groups, equals the count over the rows from the window's minute.
-    since = rollup.minute_of(T0 - 2 * DAY)
+    since = rollup.minute_of(EPOCH - 2 * DAY)
     at = f"to_timestamp({since})" if is_postgres(db_url) else repr(since)
     exact_errors = sql_rows(
         db_url,
@@ -333,12 +333,14 @@ def test_figures_equal_the_exact_computation(db_url: str, clock: Clock) -> None:
     ]
 
 
-def test_counts_follow_retry_and_prune(db_url: str, clock: Clock) -> None:
+def test_counts_follow_retry_and_prune(db_url: str, clock: FixedClock) -> None:
     # job_counts is kept by errands' writes: a manual retry takes a job out of "failed",
     # pruning takes finished jobs out of their state, and the counts stay equal to the rows.
     with errands.Queue(db_url, clock=clock, retention={"succeeded": 600}) as q:
-        run_job(q, "a", run_at=T0 - 3000, started=T0 - 2990, finished=T0 - 2980)
-        bad = run_job(q, "b", run_at=T0 - 100, started=T0 - 90, finished=T0 - 80, outcome="failed")
+        run_job(q, "a", run_at=EPOCH - 3000, started=EPOCH - 2990, finished=EPOCH - 2980)
+        bad = run_job(
+            q, "b", run_at=EPOCH - 100, started=EPOCH - 90, finished=EPOCH - 80, outcome="failed"
+        )
         assert q.stats()["counts"]["failed"] == 1
         q.retry(bad)
         assert q.stats()["counts"] == {
@@ -362,16 +364,16 @@ BOUNDED_INDEXES = {
 CHECKED = {"jobs", "job_attempts", "job_stats_minutely", "job_errors_minutely"}
 STATS_QUERIES: dict[str, dict[str, float]] = {
     "state_counts": {},
-    "window_rows": {"since": T0 - HOUR},
-    "attempts_used_since": {"since": T0 - DAY},
+    "window_rows": {"since": EPOCH - HOUR},
+    "attempts_used_since": {"since": EPOCH - DAY},
     "oldest_running": {"limit": 10},
-    "running_past_lease": {"now": T0, "grace": 30.0},
-    "oldest_due": {"now": T0},
-    "top_errors": {"since": T0 - DAY, "limit": 10},
-    "top_errors_in_rows": {"since": T0 - 9 * DAY, "limit": 10},
+    "running_past_lease": {"now": EPOCH, "grace": 30.0},
+    "oldest_due": {"now": EPOCH},
+    "top_errors": {"since": EPOCH - DAY, "limit": 10},
+    "top_errors_in_rows": {"since": EPOCH - 9 * DAY, "limit": 10},
     "queued_types": {},
     "list_periodic": {},
-    "hourly_outcomes": {"since": T0 - DAY},  # the dashboard's throughput chart
+    "hourly_outcomes": {"since": EPOCH - DAY},  # the dashboard's throughput chart
 }
 # The operator's selections by state (bulk retry/cancel, prune): one query per index holding a
 # state's jobs (jobs_operator.ids_matching), each a range or a walk of a bounded index even
@@ -382,8 +384,8 @@ OPERATOR_QUERIES: dict[str, dict[str, float | str | None]] = {
     "ids_matching_running": NO_FILTER,
     "ids_matching_waiting": NO_FILTER,
     "ids_matching_finished": {**NO_FILTER, "status": "failed"},
-    "prune_count": {"status": "succeeded", "cutoff": T0 - HOUR},
-    "prune_ids": {"status": "succeeded", "cutoff": T0 - HOUR, "limit": 500},
+    "prune_count": {"status": "succeeded", "cutoff": EPOCH - HOUR},
+    "prune_ids": {"status": "succeeded", "cutoff": EPOCH - HOUR, "limit": 500},
 }
 BOUNDED_READS: dict[str, dict[str, Any]] = {**STATS_QUERIES, **OPERATOR_QUERIES}
 
@@ -398,7 +400,7 @@ def _pg_scans(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
 def test_stats_queries_never_scan_the_finished_rows(q: errands.Queue, name: str) -> None:
     # A planner regression (or a dropped index) that falls back to reading every row of
     # jobs / job_attempts / job_stats_minutely fails here, on both databases.
-    run_job(q, "a", run_at=T0 - 100, started=T0 - 90, finished=T0 - 80)
+    run_job(q, "a", run_at=EPOCH - 100, started=EPOCH - 90, finished=EPOCH - 80)
     sql, params = q.backend.q[name], BOUNDED_READS[name]  # type: ignore[attr-defined]
     if not is_postgres(q.url):
         conn = sqlite3.connect(q.url)
@@ -433,12 +435,12 @@ def test_the_selection_by_state_is_the_rows_of_that_state(q: errands.Queue) -> N
     # Bulk retry/cancel select through one query per index (queued, running, every final
     # state): each, with or without filters, returns exactly the ids a plain WHERE over the
     # rows would.
-    run_job(q, "a", run_at=T0 - 100, started=T0 - 90, finished=T0 - 80)
-    run_job(q, "b", run_at=T0 - 100, started=T0 - 90, finished=T0 - 80, outcome="failed")
-    run_job(q, "a", run_at=T0 - 70, started=T0 - 60, finished=None, outcome="running")
-    mail = enqueue(q, "a", at=T0 - 50, queue="mail")
-    enqueue(q, "b", at=T0 - 50)
-    q.cancel(enqueue(q, "a", at=T0 - 40))
+    run_job(q, "a", run_at=EPOCH - 100, started=EPOCH - 90, finished=EPOCH - 80)
+    run_job(q, "b", run_at=EPOCH - 100, started=EPOCH - 90, finished=EPOCH - 80, outcome="failed")
+    run_job(q, "a", run_at=EPOCH - 70, started=EPOCH - 60, finished=None, outcome="running")
+    mail = enqueue(q, "a", at=EPOCH - 50, queue="mail")
+    enqueue(q, "b", at=EPOCH - 50)
+    q.cancel(enqueue(q, "a", at=EPOCH - 40))
     q.enqueue("b", {}, queue="mail", after=[mail])  # waiting
     filters: list[dict[str, str | None]] = [
         {"type": None, "queue": None, "error_code": None},
@@ -465,11 +467,13 @@ def test_the_selection_by_state_is_the_rows_of_that_state(q: errands.Queue) -> N
             assert got == expected, (state, f)
 
 
-def test_prune_forgets_minutes_past_eight_days(db_url: str, clock: Clock) -> None:
+def test_prune_forgets_minutes_past_eight_days(db_url: str, clock: FixedClock) -> None:
     with errands.Queue(db_url, clock=clock) as q:
-        run_job(q, "old", run_at=T0 - 9 * DAY, started=T0 - 9 * DAY, finished=T0 - 9 * DAY + 1)
-        run_job(q, "new", run_at=T0 - 100, started=T0 - 90, finished=T0 - 80)
-        cutoff = T0 - 8 * DAY
+        run_job(
+            q, "old", run_at=EPOCH - 9 * DAY, started=EPOCH - 9 * DAY, finished=EPOCH - 9 * DAY + 1
+        )
+        run_job(q, "new", run_at=EPOCH - 100, started=EPOCH - 90, finished=EPOCH - 80)
+        cutoff = EPOCH - 8 * DAY
         at = f"to_timestamp({cutoff})" if is_postgres(db_url) else str(cutoff)
         kept = f"SELECT COUNT(*) FROM job_stats_minutely WHERE minute < {at}"
         assert sql_rows(db_url, kept) != [(0,)]
@@ -483,23 +487,25 @@ def test_prune_forgets_minutes_past_eight_days(db_url: str, clock: Clock) -> Non
 def test_a_lost_attempt_has_no_run_time(q: errands.Queue) -> None:
     # The rescuer closes a lost attempt when it notices, not when the handler stopped: only
     # the attempt that reached an outcome counts as run time.
-    enqueue(q, "a", at=T0 - 1000)
-    claim(q, "a", at=T0 - 900, lease=60)
-    assert q.backend.rescue(T0 - 700).recovered
-    j = claim(q, "a", at=T0 - 600)
-    assert q.backend.finish([Succeeded(j.id, j.attempt, T0 - 600, None)], "w1", T0 - 590)
+    enqueue(q, "a", at=EPOCH - 1000)
+    claim(q, "a", at=EPOCH - 900, lease=60)
+    assert q.backend.rescue(EPOCH - 700).recovered
+    j = claim(q, "a", at=EPOCH - 600)
+    assert q.backend.finish([Succeeded(j.id, j.attempt, EPOCH - 600, None)], "w1", EPOCH - 590)
     hour = q.stats()["last_hour"]
     assert hour["processed"] == 1 and hour["run_p95"] == binned(10.0, 10.0)
-    runs = [r for r in q.backend.window_rows(T0 - HOUR) if r.measure == "run"]
+    runs = [r for r in q.backend.window_rows(EPOCH - HOUR) if r.measure == "run"]
     assert [(r.count, r.total) for r in runs] == [(1, 10.0)]
 
 
-def test_prune_folds_the_counter_shards(db_url: str, clock: Clock) -> None:
+def test_prune_folds_the_counter_shards(db_url: str, clock: FixedClock) -> None:
     # PostgreSQL: each connection counts into its own shard (no waits between workers); prune
     # folds them into shard 0 and every figure stays the same. SQLite: shard 0 all along.
     with errands.Queue(db_url, clock=clock) as q:
-        run_job(q, "a", run_at=T0 - 1000, started=T0 - 990, finished=T0 - 980)
-        run_job(q, "b", run_at=T0 - 1000, started=T0 - 990, finished=T0 - 970, outcome="failed")
+        run_job(q, "a", run_at=EPOCH - 1000, started=EPOCH - 990, finished=EPOCH - 980)
+        run_job(
+            q, "b", run_at=EPOCH - 1000, started=EPOCH - 990, finished=EPOCH - 970, outcome="failed"
+        )
         before = q.stats()
         shards = "SELECT COUNT(*) FROM {} WHERE shard <> 0"
         if is_postgres(db_url):

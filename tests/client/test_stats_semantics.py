@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import errands
 from errands.backends.base import Cancelled, Retried, Succeeded
-from ops_helpers import T0, claim, enqueue
-
-pytest_plugins = ("conftest_ops",)
+from helpers.ops import claim, enqueue
+from helpers.support import EPOCH
 
 
 def _fail_and_retry(
@@ -29,22 +28,22 @@ def _fail_and_retry(
 def test_run_time_is_per_attempt_not_from_the_first_start(q: errands.Queue) -> None:
     # A: attempt 1 ran 1 s and failed (retry far ahead); then cancelled while queued, 29 min
     # later. The old figure counted 29 min of "run"; only the 1 s attempt is run time.
-    enqueue(q, "a", at=T0 - 1800)
-    a = _fail_and_retry(q, "a", start=T0 - 1800, took=1.0, again=T0 + 3600)
-    assert q.backend.cancel([a], "test", T0 - 60).cancelled == [a]
+    enqueue(q, "a", at=EPOCH - 1800)
+    a = _fail_and_retry(q, "a", start=EPOCH - 1800, took=1.0, again=EPOCH + 3600)
+    assert q.backend.cancel([a], "test", EPOCH - 60).cancelled == [a]
 
-    # B: attempt 1 failed after 1 s, retry due at T0-200; attempt 2 started at T0-150 (waited
+    # B: attempt 1 failed after 1 s, retry due at EPOCH-200; attempt 2 started at EPOCH-150 (waited
     # 50 s) and succeeded after 2 s. Run = 2 s (that attempt), wait = 50 s.
-    enqueue(q, "b", at=T0 - 1700)
-    _fail_and_retry(q, "b", start=T0 - 1700, took=1.0, again=T0 - 200)
-    j = claim(q, "b", at=T0 - 150)
+    enqueue(q, "b", at=EPOCH - 1700)
+    _fail_and_retry(q, "b", start=EPOCH - 1700, took=1.0, again=EPOCH - 200)
+    j = claim(q, "b", at=EPOCH - 150)
     assert j.attempt == 2
-    assert q.backend.finish([Succeeded(j.id, 2, T0 - 150, None)], "w1", T0 - 148) == [True]
+    assert q.backend.finish([Succeeded(j.id, 2, EPOCH - 150, None)], "w1", EPOCH - 148) == [True]
 
-    # C: cancelled while running: handler started at T0-100 (due T0-103), stopped 4 s later.
-    enqueue(q, "c", at=T0 - 103)
-    j = claim(q, "c", at=T0 - 100)
-    assert q.backend.finish([Cancelled(j.id, 1, T0 - 100)], "w1", T0 - 96) == [True]
+    # C: cancelled while running: handler started at EPOCH-100 (due EPOCH-103), stopped 4 s later.
+    enqueue(q, "c", at=EPOCH - 103)
+    j = claim(q, "c", at=EPOCH - 100)
+    assert q.backend.finish([Cancelled(j.id, 1, EPOCH - 100)], "w1", EPOCH - 96) == [True]
 
     hour = q.stats()["last_hour"]
     assert (hour["processed"], hour["succeeded"], hour["cancelled"]) == (3, 1, 2)
@@ -57,8 +56,8 @@ def test_run_time_is_per_attempt_not_from_the_first_start(q: errands.Queue) -> N
 
 
 def test_a_job_that_never_started_has_no_run_or_wait(q: errands.Queue) -> None:
-    job_id = enqueue(q, "never", at=T0 - 100)
-    assert q.backend.cancel([job_id], "test", T0 - 50).cancelled == [job_id]
+    job_id = enqueue(q, "never", at=EPOCH - 100)
+    assert q.backend.cancel([job_id], "test", EPOCH - 50).cancelled == [job_id]
     hour = q.stats()["last_hour"]
     assert hour["processed"] == 1 and hour["cancelled"] == 1
     assert hour["run_p95"] is None and hour["wait_p95"] is None

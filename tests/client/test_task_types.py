@@ -12,7 +12,7 @@ import pytest
 
 import errands
 from errands.cli import main
-from support import get_job
+from helpers.support import get_job
 
 Make = Callable[..., errands.Queue]
 

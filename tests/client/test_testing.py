@@ -15,7 +15,7 @@ import pytest
 import errands
 from errands.testing import FrozenClock, drain, eager
 from errands.worker import Worker
-from support import get_job
+from helpers.support import get_job
 
 ROOT = Path(__file__).resolve().parents[2]
 T0 = 1_800_000_000.0

@@ -17,7 +17,7 @@ import pytest
 
 import errands
 from errands.worker.loop import Worker
-from support import is_postgres, wait_for
+from helpers.support import is_postgres, wait_for
 
 PROCS = Path(__file__).parents[1] / "procs"
 
@@ -181,7 +181,7 @@ def test_postgres_notifies_once_per_finishing_transaction_with_the_ids(pg_url: s
     import psycopg
 
     from errands.backends.base import Succeeded
-    from support import claim
+    from helpers.support import claim
 
     with errands.Queue(pg_url) as q:
         ids = q.enqueue_many([("t", {}) for _ in range(3)])

@@ -12,7 +12,7 @@ import pytest
 import errands
 from errands.backends.base import ClaimRequest, Succeeded
 from errands.errors import ConfigurationError, SchemaVersionError
-from support import FixedClock, is_postgres
+from helpers.support import FixedClock, is_postgres
 
 
 def claim(q: errands.Queue, limit: int = 10, lease: float = 60.0) -> list[Any]:

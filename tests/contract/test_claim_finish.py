@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import errands
 from errands.backends.base import ClaimRequest, Failed, Retried, Succeeded
-from support import FixedClock, claim, event_names, get_job
+from helpers.support import FixedClock, claim, event_names, get_job
 
 
 def test_claim_returns_the_first_job_and_sets_running(

@@ -11,7 +11,7 @@ import pytest
 
 import errands
 from errands.backends.base import Needs
-from support import event_names
+from helpers.support import event_names
 
 
 def tasks(q: errands.Queue) -> None:

@@ -15,7 +15,7 @@ import pytest
 import errands
 from errands.backends.base import ClaimedJob, ClaimRequest
 from errands.context import JobContext
-from support import FixedClock, is_sqlite
+from helpers.support import FixedClock, is_sqlite
 
 LIMITED = ["a", "b", "c", "r", "free"]
 

@@ -11,9 +11,8 @@ from pathlib import Path
 
 import errands
 from errands.backends.sqlite import path_from_url
-from ops_helpers import T0, enqueue
-
-pytest_plugins = ("conftest_ops",)
+from helpers.ops import enqueue
+from helpers.support import EPOCH
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
@@ -63,7 +62,7 @@ def test_cancelled_by_user_covers_queued_and_running_as_the_docs_say(q: errands.
     for name in ("states.md", "operations.md"):
         (row,) = [ln for ln in DOCS[name].splitlines() if ln.startswith("| `CANCELLED:BY_USER`")]
         assert "queued job" in row and "running one" in row, name
-    queued = enqueue(q, "t", at=T0)
+    queued = enqueue(q, "t", at=EPOCH)
     assert q.cancel(queued) == "cancelled"
     job = q.get(queued)
     assert job is not None and job.error_code == "CANCELLED:BY_USER"
@@ -154,7 +153,7 @@ def test_the_dashboard_serves_the_metrics_operations_md_describes(q: errands.Que
     text = flat(DOCS["operations.md"])
     assert "is not built yet" not in text
     assert "The dashboard serves it at `/metrics`" in text
-    enqueue(q, "t", at=T0)
+    enqueue(q, "t", at=EPOCH)
     served = TestClient(create_app(q)).get("/metrics")
     assert served.status_code == 200
     names = {f.name for f in text_string_to_metric_families(served.text)}

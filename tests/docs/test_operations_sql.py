@@ -14,15 +14,8 @@ from typing import Any
 import pytest
 
 import errands
-from ops_helpers import (
-    DAY,
-    assert_figures_equal_a_recount,
-    enqueue,
-    is_postgres,
-    register_worker,
-    run_job,
-)
-from support import FixedClock
+from helpers.ops import DAY, assert_figures_equal_a_recount, enqueue, register_worker, run_job
+from helpers.support import FixedClock, is_postgres
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "operations.md"

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 import errands
-from support import wait_for
+from helpers.support import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "recipes.md"

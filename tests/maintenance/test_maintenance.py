@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import errands
 from errands.maintenance.runner import Maintenance
-from support import FixedClock
+from helpers.support import FixedClock
 
 
 def _periodic_queue(make_queue: Callable[..., errands.Queue], clock: FixedClock) -> errands.Queue:

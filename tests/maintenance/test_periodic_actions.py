@@ -14,9 +14,8 @@ import errands
 from errands.cli import main
 from errands.maintenance.scheduler import PeriodicScheduler
 from errands.reports import describe
-from ops_helpers import HOUR, T0, Clock
-
-pytest_plugins = ("conftest_ops",)
+from helpers.ops import HOUR
+from helpers.support import EPOCH, FixedClock
 
 
 def _row(q: errands.Queue, name: str) -> Any:
@@ -34,18 +33,18 @@ def _hourly(q: errands.Queue) -> None:
 
 
 def test_a_disabled_schedule_enqueues_no_tick_and_is_never_overdue(
-    q: errands.Queue, clock: Clock
+    q: errands.Queue, clock: FixedClock
 ) -> None:
     _hourly(q)
-    clock.now = T0 + 10
+    clock.now = EPOCH + 10
     assert q.disable_periodic("hourly", actor="dora") is True
     assert q.disable_periodic("hourly", actor="eve") is False  # already: the first who did stays
     row = _row(q, "hourly")
-    assert row.disabled_by == "dora" and row.disabled_at == pytest.approx(T0 + 10)
-    report = scheduler(q).run_once(T0 + 3 * HOUR)
+    assert row.disabled_by == "dora" and row.disabled_at == pytest.approx(EPOCH + 10)
+    report = scheduler(q).run_once(EPOCH + 3 * HOUR)
     assert report.enqueued == {} and report.disabled == ["hourly"]
     assert q.jobs(type="hourly") == []
-    clock.now = T0 + 3 * HOUR  # three ticks late, and never succeeded: not overdue, disabled
+    clock.now = EPOCH + 3 * HOUR  # three ticks late, and never succeeded: not overdue, disabled
     shown = describe(_row(q, "hourly"), clock.now)
     assert (shown["disabled"], shown["overdue"], shown["disabled_by"]) == (True, False, "dora")
     stats = q.stats()
@@ -54,40 +53,40 @@ def test_a_disabled_schedule_enqueues_no_tick_and_is_never_overdue(
 
 
 def test_enabling_starts_from_the_next_tick_and_owes_none_it_skipped(
-    q: errands.Queue, clock: Clock
+    q: errands.Queue, clock: FixedClock
 ) -> None:
     _hourly(q)
     q.disable_periodic("hourly")
-    clock.now = T0 + 5 * HOUR + 60
+    clock.now = EPOCH + 5 * HOUR + 60
     assert q.enable_periodic("hourly") is True
     assert q.enable_periodic("hourly") is False
     row = _row(q, "hourly")
-    assert row.disabled_at is None and row.next_run_at == T0 + 6 * HOUR  # no catch-up burst
+    assert row.disabled_at is None and row.next_run_at == EPOCH + 6 * HOUR  # no catch-up burst
     assert describe(row, clock.now)["overdue"] is False  # the skipped ticks are not owed
-    assert scheduler(q).run_once(T0 + 5 * HOUR + 120).enqueued == {}
-    fired = scheduler(q).run_once(T0 + 6 * HOUR + 1).enqueued
+    assert scheduler(q).run_once(EPOCH + 5 * HOUR + 120).enqueued == {}
+    fired = scheduler(q).run_once(EPOCH + 6 * HOUR + 1).enqueued
     assert list(fired) == ["hourly"]
     # within the first tick's grace: not overdue; past it with no success: overdue again
-    assert describe(_row(q, "hourly"), T0 + 6 * HOUR + 200)["overdue"] is False
-    late = describe(_row(q, "hourly"), T0 + 6 * HOUR + 301)
+    assert describe(_row(q, "hourly"), EPOCH + 6 * HOUR + 200)["overdue"] is False
+    late = describe(_row(q, "hourly"), EPOCH + 6 * HOUR + 301)
     assert late["overdue"] is True and "no success since" in late["overdue_reason"]
 
 
 def test_a_tick_read_before_the_disable_is_not_fired_after_it(
-    q: errands.Queue, clock: Clock
+    q: errands.Queue, clock: FixedClock
 ) -> None:
     """The race: a scheduler read the schedule enabled, an operator disables it, then the
     scheduler fires — the compare-and-set is fenced on disabled_at, so no job."""
     _hourly(q)
     seen = _row(q, "hourly")
     q.disable_periodic("hourly")
-    won, job_id = q.backend.fire_periodic(seen, T0 + 2 * HOUR, None, T0 + HOUR + 1)
+    won, job_id = q.backend.fire_periodic(seen, EPOCH + 2 * HOUR, None, EPOCH + HOUR + 1)
     assert (won, job_id) == (False, None)
-    assert _row(q, "hourly").next_run_at == T0 + HOUR
+    assert _row(q, "hourly").next_run_at == EPOCH + HOUR
 
 
 def test_run_now_enqueues_one_manual_job_and_leaves_the_ticks_alone(
-    q: errands.Queue, clock: Clock
+    q: errands.Queue, clock: FixedClock
 ) -> None:
     @q.periodic(every=HOUR, payload={"kind": "daily"}, queue="reports", max_attempts=4)
     def report(kind: str) -> None: ...
@@ -105,7 +104,7 @@ def test_run_now_enqueues_one_manual_job_and_leaves_the_ticks_alone(
     (event,) = q.events(job_id)
     assert (event.event, event.actor) == ("ENQUEUED", "frank")
     row = _row(q, "report")
-    assert row.next_run_at == T0 + HOUR and row.last_enqueued_at is None
+    assert row.next_run_at == EPOCH + HOUR and row.last_enqueued_at is None
 
 
 @pytest.mark.parametrize(
@@ -145,7 +144,7 @@ def test_the_cli_names_a_lone_surrogate_in_a_schedule_name(
 def test_cli_disable_enable_run_and_check(
     make_queue: Callable[..., errands.Queue], db_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    q = make_queue(clock=Clock(time.time() - 86400))  # declared a day ago: long overdue now
+    q = make_queue(clock=FixedClock(time.time() - 86400))  # declared a day ago: long overdue now
 
     @q.periodic(every=60, name="minutely")
     def minutely() -> None: ...
@@ -173,22 +172,24 @@ def test_cli_disable_enable_run_and_check(
     assert main(["--db", db_url, "periodic", "disable"]) == 2
 
 
-def test_a_redeploy_keeps_a_schedule_disabled(db_url: str, clock: Clock) -> None:
+def test_a_redeploy_keeps_a_schedule_disabled(db_url: str, clock: FixedClock) -> None:
     with errands.Queue(db_url, clock=clock) as q:
         _hourly(q)
         q.disable_periodic("hourly", actor="ops")
     with errands.Queue(db_url, clock=clock) as q:  # the same code deployed again
         _hourly(q)
         row = _row(q, "hourly")
-        assert (row.disabled_by, row.next_run_at) == ("ops", T0 + HOUR)
-        assert scheduler(q).run_once(T0 + HOUR + 1).enqueued == {}
+        assert (row.disabled_by, row.next_run_at) == ("ops", EPOCH + HOUR)
+        assert scheduler(q).run_once(EPOCH + HOUR + 1).enqueued == {}
 
 
-def test_the_overdue_metric_leaves_a_disabled_schedule_out(q: errands.Queue, clock: Clock) -> None:
+def test_the_overdue_metric_leaves_a_disabled_schedule_out(
+    q: errands.Queue, clock: FixedClock
+) -> None:
     from errands.metrics import render_metrics
 
     _hourly(q)
-    clock.now = T0 + 3 * HOUR  # its first tick was never enqueued: overdue
+    clock.now = EPOCH + 3 * HOUR  # its first tick was never enqueued: overdue
     assert b'errands_periodic_overdue{name="hourly"} 1.0' in render_metrics(q)
     q.disable_periodic("hourly")
     assert b'errands_periodic_overdue{name="hourly"} 0.0' in render_metrics(q)

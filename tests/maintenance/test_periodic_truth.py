@@ -17,7 +17,7 @@ from errands.cli import main
 from errands.core.schedule import overdue_reason
 from errands.maintenance.scheduler import PeriodicScheduler
 from errands.worker import Worker
-from ops_helpers import T0, Clock
+from helpers.support import EPOCH, FixedClock
 
 Make = Callable[..., errands.Queue]
 
@@ -31,14 +31,14 @@ def _overdue(q: errands.Queue, name: str, now: float) -> str | None:
 def test_a_schedule_that_never_succeeds_is_overdue_from_its_first_tick(
     make_queue: Make, every: float, grace: float
 ) -> None:
-    clock = Clock(T0)
+    clock = FixedClock(EPOCH)
     q = make_queue(clock=clock)
 
     @q.periodic(every=every, grace=grace)
     def flaky() -> None: ...
 
     s = PeriodicScheduler(q.backend, q.schedules, q.tasks, clock=clock)
-    first = T0 + every  # the first tick
+    first = EPOCH + every  # the first tick
     states = []
     t = first + 1
     while t < first + 10 * max(every, grace):
@@ -57,7 +57,7 @@ def _declaring_worker(q: errands.Queue, worker_id: str, schedules: list[str] | N
 
 def _old_schedule(make_queue: Make) -> errands.Queue:
     """A schedule a previous deploy declared, long overdue (its tick was never enqueued)."""
-    old = make_queue(clock=Clock(time.time() - 86400))
+    old = make_queue(clock=FixedClock(time.time() - 86400))
 
     @old.periodic(every=60, name="old_report")
     def old_report() -> None: ...

@@ -14,15 +14,14 @@ from errands.backends.base import ClaimRequest, NewJob, PruneProgress, Succeeded
 from errands.core import rollup
 from errands.maintenance.pruner import BUSY_INTERVAL, IDLE_INTERVAL, Pruner
 from errands.maintenance.runner import Maintenance
-from ops_helpers import DAY, T0, Clock, enqueue, is_postgres, run_job, sql_rows, sqlite_only
-
-pytest_plugins = ("conftest_ops",)
+from helpers.ops import DAY, enqueue, run_job
+from helpers.support import EPOCH, FixedClock, is_postgres, sql_rows, sqlite_only
 
 RETENTION = {"succeeded": 1 * DAY, "failed": 3 * DAY, "cancelled": 2 * DAY}
 
 
 @pytest.fixture
-def rq(db_url: str, clock: Clock) -> Any:
+def rq(db_url: str, clock: FixedClock) -> Any:
     with errands.Queue(db_url, clock=clock, retention=RETENTION) as queue:
         yield queue
 
@@ -36,22 +35,24 @@ def _build(q: errands.Queue, n_old_ok: int = 5) -> dict[str, list[int]]:
     gone: list[int] = []
     kept: list[int] = []
     for i in range(n_old_ok):  # succeeded 2 days ago: past 1 day
-        t = T0 - 2 * DAY + i * 60
+        t = EPOCH - 2 * DAY + i * 60
         gone.append(run_job(q, f"ok{i % 2}", run_at=t, started=t + 1, finished=t + 3))
-    t = T0 - 12 * 3600  # succeeded 12 h ago: kept
+    t = EPOCH - 12 * 3600  # succeeded 12 h ago: kept
     kept.append(run_job(q, "ok0", run_at=t, started=t + 1, finished=t + 2))
-    t = T0 - 2 * DAY  # failed 2 days ago: kept (3 days)
+    t = EPOCH - 2 * DAY  # failed 2 days ago: kept (3 days)
     kept.append(run_job(q, "bad", run_at=t, started=t, finished=t + 1, outcome="failed"))
-    t = T0 - 4 * DAY  # failed 4 days ago, after a retry: gone
+    t = EPOCH - 4 * DAY  # failed 4 days ago, after a retry: gone
     gone.append(
         run_job(
             q, "bad", run_at=t, started=t + 5, finished=t + 9, outcome="failed", failures_first=1
         )
     )
-    c = enqueue(q, "never", at=T0 - 3 * DAY)
-    assert q.backend.cancel([c], "api", T0 - 3 * DAY + 1).cancelled == [c]
+    c = enqueue(q, "never", at=EPOCH - 3 * DAY)
+    assert q.backend.cancel([c], "api", EPOCH - 3 * DAY + 1).cancelled == [c]
     gone.append(c)  # cancelled 3 days ago: past 2 days
-    kept.append(enqueue(q, "later", at=T0 - 30 * DAY, run_at=T0 + DAY))  # queued: never pruned
+    kept.append(
+        enqueue(q, "later", at=EPOCH - 30 * DAY, run_at=EPOCH + DAY)
+    )  # queued: never pruned
     return {"gone": gone, "kept": kept}
 
 
@@ -100,7 +101,7 @@ def test_rollup_totals_equal_pruned_rows(rq: errands.Queue) -> None:
     sums: dict[tuple[str, str, str], list[float]] = {}
     for job in rq.jobs(status="succeeded", limit=1000):
         assert job.run_at and job.started_at and job.finished_at
-        if job.finished_at.timestamp() < T0 - DAY:
+        if job.finished_at.timestamp() < EPOCH - DAY:
             acc = sums.setdefault((job.queue, job.type, job.status), [0, 0.0, 0.0])
             acc[0] += 1
             acc[1] += (job.started_at - job.run_at).total_seconds()
@@ -154,10 +155,10 @@ def test_interrupted_prune_resumes_without_double_counting(rq: errands.Queue) ->
     _build(rq, n_old_ok=6)
     stop = threading.Event()
     first = pruner(rq, batch_size=2, progress=lambda p: stop.set(), should_stop=stop.is_set)
-    report = first.run_once(T0)
+    report = first.run_once(EPOCH)
     assert report.interrupted and report.total == 2 and first.interval == BUSY_INTERVAL
     stop.clear()
-    second = pruner(rq, batch_size=2).run_once(T0)
+    second = pruner(rq, batch_size=2).run_once(EPOCH)
     assert not second.interrupted
     assert report.total + second.total == 8
     assert rolled_up(rq) == 8
@@ -170,7 +171,7 @@ def test_pruner_paces_its_passes_with_max_batches(rq: errands.Queue) -> None:
     assert service.interval == IDLE_INTERVAL
     steps = []
     for _ in range(4):
-        report = service.run_once(T0)
+        report = service.run_once(EPOCH)
         # each batch is rolled up in the transaction that deletes it: never ahead, never behind
         steps.append((report.deleted, report.batches, report.more, service.interval))
         assert rolled_up(rq) == sum(sum(d.values()) for d, *_ in steps)
@@ -187,31 +188,31 @@ def test_maintenance_comes_back_soon_while_the_pruner_is_behind(rq: errands.Queu
     _build(rq, n_old_ok=7)
     service = pruner(rq, batch_size=2, max_batches=2)
     leader = Maintenance(rq.backend, "host:1:a", [service], ttl=60)
-    assert leader.tick(T0) == T0 + BUSY_INTERVAL  # a bounded pass ran, rows are left
+    assert leader.tick(EPOCH) == EPOCH + BUSY_INTERVAL  # a bounded pass ran, rows are left
     assert leader.reports["prune"].total == 4
-    assert leader.tick(T0 + BUSY_INTERVAL / 2) == T0 + BUSY_INTERVAL  # not due: nothing ran
+    assert leader.tick(EPOCH + BUSY_INTERVAL / 2) == EPOCH + BUSY_INTERVAL  # not due: nothing ran
     assert leader.reports["prune"].total == 4
-    assert leader.tick(T0 + BUSY_INTERVAL) == T0 + 2 * BUSY_INTERVAL  # still behind
+    assert leader.tick(EPOCH + BUSY_INTERVAL) == EPOCH + 2 * BUSY_INTERVAL  # still behind
     # the last rows go: the pruner is idle again, so the next call is for the leader lease
-    assert leader.tick(T0 + 2 * BUSY_INTERVAL) > T0 + 3 * BUSY_INTERVAL
+    assert leader.tick(EPOCH + 2 * BUSY_INTERVAL) > EPOCH + 3 * BUSY_INTERVAL
     assert rolled_up(rq) == 9 and service.interval == IDLE_INTERVAL
 
 
 def test_checkpoint_counts_rows_across_passes(rq: errands.Queue) -> None:
     _build(rq, n_old_ok=7)
     service = pruner(rq, batch_size=2, max_batches=2, checkpoint_after=5)
-    first, second, third = (service.run_once(T0) for _ in range(3))
+    first, second, third = (service.run_once(EPOCH) for _ in range(3))
     assert (first.total, second.total, third.total) == (4, 3, 2)
     assert (first.checkpointed, second.checkpointed, third.checkpointed) == (False, True, False)
 
 
-def test_rollup_merges_into_an_existing_hour(db_url: str, clock: Clock) -> None:
+def test_rollup_merges_into_an_existing_hour(db_url: str, clock: FixedClock) -> None:
     with errands.Queue(db_url, clock=clock, retention={"succeeded": DAY}) as q:
-        t = T0 - 2 * DAY
+        t = EPOCH - 2 * DAY
         run_job(q, "a", run_at=t, started=t + 1, finished=t + 2)
-        q.prune(now=T0)
+        q.prune(now=EPOCH)
         run_job(q, "a", run_at=t, started=t + 10, finished=t + 30)
-        q.prune(now=T0)
+        q.prune(now=EPOCH)
         ((count, wait_sum, wait_max, run_sum, run_max),) = _sql(
             q, "SELECT count, wait_sum, wait_max, run_sum, run_max FROM job_stats_hourly"
         )
@@ -221,14 +222,14 @@ def test_rollup_merges_into_an_existing_hour(db_url: str, clock: Clock) -> None:
 def test_large_prune_reports_its_checkpoint(rq: errands.Queue) -> None:
     # The checkpoint step runs on every backend (PostgreSQL's is a no-op query).
     _build(rq)
-    assert pruner(rq, checkpoint_after=3).run_once(T0).checkpointed
-    assert not pruner(rq, checkpoint_after=3).run_once(T0).checkpointed
+    assert pruner(rq, checkpoint_after=3).run_once(EPOCH).checkpointed
+    assert not pruner(rq, checkpoint_after=3).run_once(EPOCH).checkpointed
 
 
 def test_large_prune_truncates_the_sqlite_wal(rq: errands.Queue) -> None:
     sqlite_only(rq.url, "the WAL file beside the database; PostgreSQL checkpoints by itself")
     _build(rq)
-    report = pruner(rq, checkpoint_after=3).run_once(T0)
+    report = pruner(rq, checkpoint_after=3).run_once(EPOCH)
     assert report.checkpointed
     assert os.path.getsize(rq.url + "-wal") == 0
     assert rq.backend.storage()["wal_bytes"] == 0
@@ -245,14 +246,14 @@ def test_vacuum_gives_pruned_space_back(rq: errands.Queue) -> None:
     # Enough pruned data (incompressible payloads) that the space given back outweighs any
     # bookkeeping the rewrite adds (PostgreSQL's catalog rows for the new table files).
     n = 400
-    t = T0 - 2 * DAY
+    t = EPOCH - 2 * DAY
     jobs = [NewJob("bulky", json.dumps({"pad": os.urandom(1500).hex()}), "default", 0, t, 1)]
     ids = rq.backend.enqueue(jobs * n, t, actor="api")
     claimed = rq.backend.claim(ClaimRequest("w1", ["bulky"], None, n, 60), t)
     assert len(claimed) == n
     done = [Succeeded(j.id, j.attempt, t, None) for j in claimed]
     assert rq.backend.finish(done, "w1", t + 1) == [True] * n
-    kept = enqueue(rq, "later", at=T0, run_at=T0 + DAY)
+    kept = enqueue(rq, "later", at=EPOCH, run_at=EPOCH + DAY)
     assert rq.prune().deleted["succeeded"] == n
     report = rq.vacuum()
     assert report["bytes_after"] is not None and report["bytes_before"] is not None

@@ -9,29 +9,16 @@ import os
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 import errands
 from errands.maintenance.wal import WAL_INTERVAL, WAL_LARGE_BYTES, WalKeeper
 from errands.worker import Worker
-from support import FixedClock, is_sqlite, sqlite_only
+from helpers.support import FixedClock, is_sqlite, sqlite_only, stepped
 
 MakeQueue = Callable[..., errands.Queue]
 BIG = "x" * 900_000  # a payload just under max_payload_bytes: 20 of them pass the threshold
-
-
-@contextmanager
-def stepped(q: errands.Queue, clock: FixedClock) -> Iterator[Worker]:
-    """A worker driven one step at a time on ``clock`` (wall and monotonic alike)."""
-    worker = Worker(q, concurrency=1, handle_signals=False, monotonic=clock)
-    worker.start()
-    try:
-        yield worker
-    finally:
-        worker.stop()
-        worker.close()
 
 
 def keeper_of(worker: Worker) -> WalKeeper:

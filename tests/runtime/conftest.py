@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 import errands
-from support import event_names as event_names  # re-exported for the runtime tests
-from support import is_sqlite
+from helpers.support import event_names as event_names  # re-exported for the runtime tests
+from helpers.support import is_sqlite
 
 APP = Path(__file__).with_name("worker_app.py")
 LEASE = 2.0  # the worker app's default lease_seconds

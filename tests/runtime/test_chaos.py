@@ -149,6 +149,7 @@ def run_chaos(
     assert kills >= chaos_seconds / kill_every / 2
 
 
+@pytest.mark.heavy
 def test_sigkill_chaos(
     cluster: Cluster, queue: errands.Queue, capsys: pytest.CaptureFixture[str]
 ) -> None:

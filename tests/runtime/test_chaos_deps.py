@@ -39,6 +39,7 @@ def _epoch(value: Any) -> float:
     return value.timestamp() if isinstance(value, datetime) else float(value)
 
 
+@pytest.mark.heavy
 def test_sigkill_chaos_with_dependencies(
     cluster: Cluster, queue: errands.Queue, capsys: pytest.CaptureFixture[str]
 ) -> None:

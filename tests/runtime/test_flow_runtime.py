@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 import errands
-from support import is_sqlite
+from helpers.support import is_sqlite
 
 from .conftest import Proc, rows, status_counts, wait_for, worker_pids
 
@@ -274,6 +274,7 @@ def test_a_rate_limit_holds_over_every_window_of_attempt_starts(
 # -- chaos ------------------------------------------------------------------------------------
 
 
+@pytest.mark.heavy
 def test_chaos_limits_hold_while_workers_are_killed(
     flow: Flow, producer: errands.Queue, db_url: str
 ) -> None:

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from support import wait_for
+from helpers.support import wait_for
 
 from .conftest import rows
 

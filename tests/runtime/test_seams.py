@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import errands
-from support import is_sqlite
+from helpers.support import is_sqlite
 
 from .conftest import (
     KILL_EXIT,

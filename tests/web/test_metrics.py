@@ -9,12 +9,10 @@ import pytest
 import errands
 from errands.backends.base import ClaimRequest, Succeeded, WorkerInfo
 from errands.metrics import MAX_SERIES, OTHER, render_metrics
-from ops_helpers import DAY, T0, Clock, claim, enqueue, is_postgres, run_job
-from support import get_job
+from helpers.ops import DAY, claim, enqueue, run_job
+from helpers.support import EPOCH, FixedClock, get_job, is_postgres
 
 parser = pytest.importorskip("prometheus_client.parser")
-
-pytest_plugins = ("conftest_ops",)
 
 
 def _families(q: errands.Queue) -> dict[str, Any]:
@@ -29,9 +27,9 @@ def _samples(fam: Any, suffix: str = "") -> dict[tuple[tuple[str, str], ...], fl
 
 
 def test_metrics_parse_and_count(q: errands.Queue) -> None:
-    run_job(q, "ok", run_at=T0 - 100, started=T0 - 95, finished=T0 - 90)
-    run_job(q, "bad", run_at=T0 - 100, started=T0 - 99, finished=T0 - 90, outcome="failed")
-    enqueue(q, "ok", at=T0 - 30, queue="mail")
+    run_job(q, "ok", run_at=EPOCH - 100, started=EPOCH - 95, finished=EPOCH - 90)
+    run_job(q, "bad", run_at=EPOCH - 100, started=EPOCH - 99, finished=EPOCH - 90, outcome="failed")
+    enqueue(q, "ok", at=EPOCH - 30, queue="mail")
     fams = _families(q)
     jobs = _samples(fams["errands_jobs"])
     assert jobs[(("queue", "mail"), ("state", "queued"), ("type", "ok"))] == 1
@@ -52,10 +50,10 @@ def test_metrics_parse_and_count(q: errands.Queue) -> None:
     assert ("errands_sqlite_wal_bytes" in fams) is not is_postgres(q.url)
 
 
-def test_counters_survive_pruning(db_url: str, clock: Clock) -> None:
+def test_counters_survive_pruning(db_url: str, clock: FixedClock) -> None:
     with errands.Queue(db_url, clock=clock, retention={"succeeded": DAY}) as q:
         for i in range(3):
-            t = T0 - 2 * DAY + i
+            t = EPOCH - 2 * DAY + i
             run_job(q, "ok", run_at=t, started=t, finished=t + 1)
         key = (("outcome", "succeeded"), ("queue", "default"), ("type", "ok"))
         before = _samples(_families(q)["errands_jobs_finished"], "_total")[key]
@@ -64,12 +62,12 @@ def test_counters_survive_pruning(db_url: str, clock: Clock) -> None:
         assert before == after == 3
 
 
-def test_counters_never_go_down_across_a_retry_and_a_prune(db_url: str, clock: Clock) -> None:
+def test_counters_never_go_down_across_a_retry_and_a_prune(db_url: str, clock: FixedClock) -> None:
     # A job fails for good, is retried by hand, succeeds, and is pruned: failed_total stays 1
     # (it did fail once) and finished_total counts both outcomes; the per-state gauge is what
     # moves. Sampled after every step, each counter is non-decreasing.
     with errands.Queue(db_url, clock=clock, retention={"succeeded": DAY, "failed": DAY}) as q:
-        t = T0 - 2 * DAY
+        t = EPOCH - 2 * DAY
         job_id = run_job(q, "flaky", run_at=t, started=t, finished=t + 1, outcome="failed")
         fail_key = (("queue", "default"), ("type", "flaky"))
         ok_key = (("outcome", "succeeded"), ("queue", "default"), ("type", "flaky"))
@@ -102,7 +100,7 @@ def test_counters_never_go_down_across_a_retry_and_a_prune(db_url: str, clock: C
 
 def test_label_values_are_escaped(q: errands.Queue) -> None:
     nasty = 'we"ird\\type\nwith newline'
-    enqueue(q, nasty, at=T0)
+    enqueue(q, nasty, at=EPOCH)
     text = render_metrics(q).decode()
     assert 'type="we\\"ird\\\\type\\nwith newline"' in text
     jobs = _samples(_families(q)["errands_jobs"])
@@ -116,9 +114,9 @@ def test_label_sets_are_bounded(q: errands.Queue) -> None:
     assert jobs[(("queue", "default"), ("state", "queued"), ("type", OTHER))] == 51
 
 
-def test_periodic_overdue_metric(q: errands.Queue, clock: Clock) -> None:
+def test_periodic_overdue_metric(q: errands.Queue, clock: FixedClock) -> None:
     q.periodic(every=60, name="beat", grace=60)(lambda: None)
-    clock.now = T0 + 3600
+    clock.now = EPOCH + 3600
     overdue = _samples(_families(q)["errands_periodic_overdue"])
     assert overdue == {(("name", "beat"),): 1.0}
 
@@ -130,11 +128,11 @@ def _total(fams: dict[str, Any], name: str) -> float:
 
 def test_worker_counters_are_summed_over_every_worker(q: errands.Queue) -> None:
     info = WorkerInfo("h:1:a", "h", 1, None, 1)
-    q.backend.register_worker(info, T0)
-    q.backend.register_worker(WorkerInfo("h:2:b", "h", 2, None, 1), T0)
-    q.backend.worker_seen("h:1:a", T0, {"refused": 2, "rescued": 3, "db_errors": 1})
-    q.backend.worker_stopped("h:2:b", T0 + 1, {"refused": 1, "rescued": 0, "db_errors": 4})
-    q.backend.worker_seen("h:1:a", T0 + 2)  # no counters: the last ones are kept
+    q.backend.register_worker(info, EPOCH)
+    q.backend.register_worker(WorkerInfo("h:2:b", "h", 2, None, 1), EPOCH)
+    q.backend.worker_seen("h:1:a", EPOCH, {"refused": 2, "rescued": 3, "db_errors": 1})
+    q.backend.worker_stopped("h:2:b", EPOCH + 1, {"refused": 1, "rescued": 0, "db_errors": 4})
+    q.backend.worker_seen("h:1:a", EPOCH + 2)  # no counters: the last ones are kept
     fams = _families(q)
     assert _total(fams, "errands_fencing_refusals") == 3
     assert _total(fams, "errands_jobs_rescued") == 3
@@ -146,9 +144,9 @@ def test_a_rescue_by_a_real_worker_is_counted(q: errands.Queue) -> None:
     def ok() -> None:
         return None
 
-    job_id = enqueue(q, "ok", at=T0 - 120)
+    job_id = enqueue(q, "ok", at=EPOCH - 120)
     request = ClaimRequest("elsewhere:9:gone", ["ok"], None, 1, 5.0)
-    assert [j.id for j in q.backend.claim(request, T0 - 60)] == [job_id]  # lease long expired
+    assert [j.id for j in q.backend.claim(request, EPOCH - 60)] == [job_id]  # lease long expired
     q.run_worker(burst=True, handle_signals=False)
     assert get_job(q, job_id).status == "succeeded"
     assert _total(_families(q), "errands_jobs_rescued") == 1
@@ -157,7 +155,9 @@ def test_a_rescue_by_a_real_worker_is_counted(q: errands.Queue) -> None:
 def test_run_time_is_per_attempt(q: errands.Queue) -> None:
     # A job that failed once and then succeeded ran twice: two run times (each attempt's start
     # to its outcome), one wait (due to the start of its last attempt).
-    run_job(q, "flaky", run_at=T0 - 100, started=T0 - 50, finished=T0 - 40, failures_first=1)
+    run_job(
+        q, "flaky", run_at=EPOCH - 100, started=EPOCH - 50, finished=EPOCH - 40, failures_first=1
+    )
     fams = _families(q)
     run = _samples(fams["errands_job_run_seconds"], "_bucket")
     wait = _samples(fams["errands_job_wait_seconds"], "_bucket")

@@ -14,9 +14,8 @@ from starlette.testclient import TestClient
 
 import errands
 from errands.web import create_app
-from ops_helpers import sql_rows
-from support import event_names, get_job
-from web_helpers import populate, snapshot
+from helpers.support import event_names, get_job, sql_rows
+from helpers.web import populate, snapshot
 
 JSON = {"content-type": "application/json"}
 HOSTILE = '<script>alert(1)</script><img src=x onerror="alert(2)">{{7*7}}'

@@ -11,8 +11,9 @@ from starlette.testclient import TestClient
 import errands
 from errands.web import create_app
 from errands.web.params import MAX_LIMIT
-from ops_helpers import DAY, HOUR, T0, Clock, run_job
-from web_helpers import populate
+from helpers.ops import DAY, HOUR, run_job
+from helpers.support import EPOCH, FixedClock
+from helpers.web import populate
 
 JSON = {"content-type": "application/json"}
 
@@ -163,9 +164,11 @@ def test_stats_errors_workers_periodic_metrics_healthz(world: Any) -> None:
 
 
 def test_prune_through_the_api(db_url: str) -> None:
-    with errands.Queue(db_url, clock=Clock(T0)) as q:
-        old = run_job(q, "x", run_at=T0 - 40 * DAY, started=T0 - 40 * DAY, finished=T0 - 40 * DAY)
-        new = run_job(q, "x", run_at=T0 - HOUR, started=T0 - HOUR, finished=T0 - HOUR)
+    with errands.Queue(db_url, clock=FixedClock(EPOCH)) as q:
+        old = run_job(
+            q, "x", run_at=EPOCH - 40 * DAY, started=EPOCH - 40 * DAY, finished=EPOCH - 40 * DAY
+        )
+        new = run_job(q, "x", run_at=EPOCH - HOUR, started=EPOCH - HOUR, finished=EPOCH - HOUR)
         c = TestClient(create_app(q))
         dry = c.post("/api/admin/prune", json={"dry_run": True}).json()
         assert dry["total"] == 1 and q.get(old) is not None
@@ -174,12 +177,25 @@ def test_prune_through_the_api(db_url: str) -> None:
 
 
 def test_throughput_counts_live_rows_and_the_rollup_of_pruned_ones(db_url: str) -> None:
-    with errands.Queue(db_url, clock=Clock(T0)) as q:
-        run_job(q, "a", run_at=T0 - 2 * HOUR, started=T0 - 2 * HOUR, finished=T0 - 2 * HOUR + 60)
-        run_job(q, "b", run_at=T0 - HOUR, started=T0 - HOUR, finished=T0 - 1800, outcome="failed")
-        before = q.throughput(hours=3, now=T0)
-        assert [h["hour"] for h in before] == [T0 - 2 * HOUR, T0 - HOUR, T0]
+    with errands.Queue(db_url, clock=FixedClock(EPOCH)) as q:
+        run_job(
+            q,
+            "a",
+            run_at=EPOCH - 2 * HOUR,
+            started=EPOCH - 2 * HOUR,
+            finished=EPOCH - 2 * HOUR + 60,
+        )
+        run_job(
+            q,
+            "b",
+            run_at=EPOCH - HOUR,
+            started=EPOCH - HOUR,
+            finished=EPOCH - 1800,
+            outcome="failed",
+        )
+        before = q.throughput(hours=3, now=EPOCH)
+        assert [h["hour"] for h in before] == [EPOCH - 2 * HOUR, EPOCH - HOUR, EPOCH]
         assert [(h["succeeded"], h["failed"]) for h in before] == [(1, 0), (0, 1), (0, 0)]
-        q.prune(now=T0 + 400 * DAY)  # past every retention: both rows rolled up, then deleted
+        q.prune(now=EPOCH + 400 * DAY)  # past every retention: both rows rolled up, then deleted
         assert q.jobs() == []
-        assert q.throughput(hours=3, now=T0) == before
+        assert q.throughput(hours=3, now=EPOCH) == before

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 import errands
-from ops_helpers import HOUR, is_postgres, register_worker, run_job
-from support import get_job
-from web_helpers import launch_chromium, served
+from helpers.ops import HOUR, register_worker, run_job
+from helpers.support import get_job, is_postgres
+from helpers.web import launch_chromium, served
 
 # The overview screenshot the docs show is refreshed only on request (a test run must not
 # change tracked files):

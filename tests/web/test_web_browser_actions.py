@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import errands
-from web_helpers import launch_chromium, served
+from helpers.web import launch_chromium, served
 
 HOSTILE = '<img src=x onerror="alert(1)"><script>alert(2)</script>'
 

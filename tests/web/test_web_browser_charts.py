@@ -14,8 +14,8 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 import errands
-from ops_helpers import HOUR, run_job
-from web_helpers import launch_chromium, served
+from helpers.ops import HOUR, run_job
+from helpers.web import launch_chromium, served
 
 LONG_TYPE = "reconcile_customer_invoices_for_the_previous_billing_period"
 

@@ -19,8 +19,9 @@ import pytest
 
 import errands
 from errands.backends.base import Retried
-from ops_helpers import HOUR, is_postgres, register_worker, run_job
-from web_helpers import launch_chromium, served
+from helpers.ops import HOUR, register_worker, run_job
+from helpers.support import is_postgres
+from helpers.web import launch_chromium, served
 
 TOKEN = "browser-token-1234"
 SHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"

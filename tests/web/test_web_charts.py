@@ -19,7 +19,8 @@ from starlette.testclient import TestClient
 
 import errands
 from errands.web import create_app
-from ops_helpers import HOUR, run_job, sql_rows
+from helpers.ops import HOUR, run_job
+from helpers.support import sql_rows
 
 DAY = 24 * HOUR
 

@@ -19,8 +19,8 @@ import errands
 from errands.web import ROUTES, create_app
 from errands.web.fmt import FORMAT
 from errands.web.security import FAILURE_WINDOW, MAX_FAILURES, SESSION_MAX_AGE
-from ops_helpers import run_job
-from web_helpers import populate, snapshot
+from helpers.ops import run_job
+from helpers.web import populate, snapshot
 
 JSON = {"content-type": "application/json"}
 TOKEN = "s3cret-token"
@@ -127,7 +127,7 @@ RELATIVE = re.compile(r"^(just now|in .+|.+ ago)$")
 
 def test_one_time_format_with_the_zone_and_ages(queue: errands.Queue) -> None:
     ids = populate(queue)
-    from ops_helpers import register_worker
+    from helpers.ops import register_worker
 
     register_worker(queue, "web-1.4711", at=time.time(), types=["resize"])
     c = TestClient(create_app(queue))

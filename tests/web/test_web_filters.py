@@ -19,8 +19,8 @@ from starlette.testclient import TestClient
 import errands
 from errands.web import boards, create_app
 from errands.web.params import API_QUERY
-from ops_helpers import run_job
-from web_helpers import populate
+from helpers.ops import run_job
+from helpers.web import populate
 
 PAIRS = {"/jobs": "api_jobs", "/failures": "api_errors", "/": "api_charts"}
 

@@ -11,8 +11,8 @@ import pytest
 from starlette.testclient import TestClient
 
 import errands
-from support import get_job
-from web_helpers import populate
+from helpers.support import get_job
+from helpers.web import populate
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "dashboard.md"
 TOKEN = "mount-token"

@@ -16,9 +16,8 @@ import errands
 from errands.web import ROUTES, create_app
 from errands.web.middleware import MAX_BODY
 from errands.web.server import build
-from ops_helpers import is_postgres, sql_rows
-from support import get_job
-from web_helpers import populate, snapshot
+from helpers.support import get_job, is_postgres, sql_rows
+from helpers.web import populate, snapshot
 
 TOKEN = "s3cret-token"
 JSON = {"content-type": "application/json"}

@@ -14,7 +14,7 @@ from starlette.testclient import TestClient
 import errands
 from errands import reports
 from errands.web import create_app, search
-from ops_helpers import claim, enqueue, register_worker, run_job
+from helpers.ops import claim, enqueue, register_worker, run_job
 
 XSS = '<script>alert("x")</script><img src=x onerror=alert(1)>'
 
@@ -251,7 +251,7 @@ def _csrf(c: TestClient, path: str) -> str:
 
 
 def test_act_on_the_selected_rows(db_url: str, queue: errands.Queue) -> None:
-    from web_helpers import populate, snapshot
+    from helpers.web import populate, snapshot
 
     ids = populate(queue)
     c = TestClient(create_app(queue), follow_redirects=False)
@@ -294,7 +294,7 @@ def test_act_on_the_selected_rows(db_url: str, queue: errands.Queue) -> None:
 
 
 def test_run_a_periodic_schedule_now(db_url: str, queue: errands.Queue) -> None:
-    from web_helpers import snapshot
+    from helpers.web import snapshot
 
     @queue.periodic(every=3600, name=XSS, queue="reports", payload={"scope": "all"})
     def report(scope: str) -> None: ...
@@ -352,7 +352,7 @@ def test_running_jobs_come_from_their_index_and_page(queue: errands.Queue) -> No
 
 
 def test_every_page_links_its_json_twin(queue: errands.Queue) -> None:
-    from web_helpers import populate
+    from helpers.web import populate
 
     populate(queue)
     c = TestClient(create_app(queue))
@@ -398,7 +398,7 @@ def test_the_week_is_recomputed_at_most_once_a_minute(queue: errands.Queue) -> N
 
 
 def test_pause_and_resume_a_queue_from_its_page(db_url: str, queue: errands.Queue) -> None:
-    from web_helpers import snapshot
+    from helpers.web import snapshot
 
     queue.enqueue(XSS, {}, queue=XSS)
     c = TestClient(create_app(queue), follow_redirects=False)

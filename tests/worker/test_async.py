@@ -21,7 +21,7 @@ from starlette.routing import Route
 
 import errands
 from errands.queue import EnqueueItem
-from support import event_names
+from helpers.support import event_names
 
 
 def run(coro: Awaitable[Any]) -> Any:

@@ -13,7 +13,7 @@ import pytest
 
 import errands
 from errands.worker.loop import Worker
-from support import SteppingClock, claim, event_names, get_job, wait_for
+from helpers.support import SteppingClock, claim, event_names, get_job, wait_for
 
 MakeQueue = Callable[..., errands.Queue]
 STEP = -3600.0

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import errands
-from support import wait_for
+from helpers.support import wait_for
 
 APP = textwrap.dedent(
     """

@@ -20,7 +20,7 @@ import pytest
 
 import errands
 from errands.worker.loop import Worker
-from ops_helpers import assert_figures_equal_a_recount
+from helpers.ops import assert_figures_equal_a_recount
 
 MakeQueue = Callable[..., errands.Queue]
 HEALTHY = 3

@@ -10,7 +10,7 @@ import textwrap
 from pathlib import Path
 
 import errands
-from support import get_job, wait_for
+from helpers.support import get_job, wait_for
 
 APP = textwrap.dedent(
     """

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import errands
-from support import FixedClock, event_names, get_job, wait_for
+from helpers.support import FixedClock, event_names, get_job, wait_for
 
 MakeQueue = Callable[..., errands.Queue]
 

@@ -10,8 +10,7 @@ import os
 import shutil
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -19,20 +18,9 @@ import pytest
 import errands
 from errands.worker.db import Trouble
 from errands.worker.loop import Worker
-from support import FixedClock, claim, event_names, sqlite_only, wait_for
+from helpers.support import FixedClock, claim, event_names, sqlite_only, stepped, wait_for
 
 MakeQueue = Callable[..., errands.Queue]
-
-
-@contextmanager
-def stepped(q: errands.Queue, clock: FixedClock, **kwargs: Any) -> Iterator[Worker]:
-    worker = Worker(q, concurrency=1, handle_signals=False, monotonic=clock, **kwargs)
-    worker.start()
-    try:
-        yield worker
-    finally:
-        worker.stop()
-        worker.close()
 
 
 def outcome_ready(worker: Worker) -> None:

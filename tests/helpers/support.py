@@ -7,7 +7,8 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
@@ -18,6 +19,7 @@ import pytest
 import errands
 from errands.backends.base import ClaimedJob, ClaimRequest
 from errands.testing import FrozenClock
+from errands.worker.loop import Worker
 
 # A fixed moment well inside the range every backend stores exactly (2027-01-15 08:00 UTC).
 EPOCH = 1_800_000_000.0
@@ -143,3 +145,16 @@ def run_cli(
         text=True,
         timeout=CLI_TIMEOUT,
     )
+
+
+@contextmanager
+def stepped(q: errands.Queue, clock: FixedClock, **kwargs: Any) -> Iterator[Worker]:
+    """A worker driven one step at a time (``worker.tick(now)``) on ``clock``, its wall and
+    monotonic clock alike; stopped and closed after."""
+    worker = Worker(q, concurrency=1, handle_signals=False, monotonic=clock, **kwargs)
+    worker.start()
+    try:
+        yield worker
+    finally:
+        worker.stop()
+        worker.close()

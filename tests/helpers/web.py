@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import errands
-from ops_helpers import sql_rows
+from helpers.support import sql_rows
 
 # Debian's chromium, launched by path (Playwright's own download needs the internet).
 CHROMIUM = "/usr/bin/chromium"

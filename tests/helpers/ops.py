@@ -1,6 +1,6 @@
 """Builders for the operations tests: jobs made through the real backend verbs (enqueue →
-claim → finish) at chosen times, so the same builders work on every backend; and plain SQL
-against either backend's tables, rows normalized to what SQLite returns."""
+claim → finish) at chosen times (around ``support.EPOCH``), so the same builders work on
+every backend; the plain SQL helpers are ``support``'s."""
 
 from __future__ import annotations
 
@@ -9,19 +9,10 @@ from typing import Any
 import errands
 from errands.backends.base import ClaimRequest, Failed, NewJob, Retried, Succeeded, WorkerInfo
 from errands.core import rollup
-from support import FixedClock
-from support import is_postgres as is_postgres  # re-exported for the operations tests
-from support import sql_rows as sql_rows
-from support import sqlite_only as sqlite_only
+from helpers.support import is_postgres, sql_rows
 
-T0 = 1_800_000_000.0  # a fixed "now" (2027-01-15T08:00:00Z): on an hour boundary
 HOUR = 3600.0
 DAY = 86400.0
-
-
-# The operations tests' name for support.FixedClock (T0 == its EPOCH); the SQL helpers are
-# support's, re-exported so these modules import their builders from one place.
-Clock = FixedClock
 
 
 def binned(exact: float, maximum: float) -> float:

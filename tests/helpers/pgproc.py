@@ -1,4 +1,5 @@
-"""Subprocess roles for the multi-process PostgreSQL tests: ``python tests/pgproc.py ROLE URL …``.
+"""Subprocess roles for the multi-process PostgreSQL tests:
+``python tests/helpers/pgproc.py ROLE URL …``.
 
 Each role is a real, separate process with its own connections, as a worker on another host
 would be (over TCP to 127.0.0.1).
