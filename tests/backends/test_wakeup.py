@@ -21,7 +21,7 @@ import pytest
 
 import errands
 from errands.backends import sqlite_wakeup as wakeup
-from support import wait_for
+from helpers.support import wait_for
 
 # A negative check ("nothing woke it") waits this long; any real wake-up takes milliseconds.
 QUIET = 0.5
@@ -234,3 +234,57 @@ def test_listen_for_work_hears_this_queues_enqueues_and_other_processes(
     queue.enqueue("t", {})
     time.sleep(QUIET)
     assert calls.n == before, "a closed subscription still called back"
+
+
+# -- the one wake-up hook (host.SQLHost._woke): every write that makes jobs claimable wakes an
+# idle worker's listener once it commits, on both backends -----------------------------------
+
+
+def test_each_operator_write_that_makes_work_claimable_wakes_an_idle_worker(
+    make_queue: Callable[..., errands.Queue], listening: Callable[..., tuple[Calls, Any]]
+) -> None:
+    from helpers.support import FixedClock, claim
+
+    clock = FixedClock()
+    q = make_queue(clock=clock)
+    failed, later = q.enqueue("t", {}), q.enqueue("t", {})
+    q.backend.cancel([failed], "test", clock())  # cancelled: retryable
+    lost = q.enqueue("t", {}, priority=9)  # claimed first below, its lease then lost
+    (claimed,) = claim(q, ["t"], worker_id="gone", lease_seconds=30, limit=1)
+    assert claimed.id == lost
+    scheduled = q.enqueue("t", {}, delay=3600)
+    q.pause("slow")
+    q.set_limit("api", running=0)
+
+    writes: list[tuple[str, Callable[[], object]]] = [
+        ("retry", lambda: q.retry(failed)),
+        ("run now", lambda: q.run_now(scheduled)),
+        ("priority", lambda: q.set_priority(5, later)),
+        ("resume", lambda: q.resume("slow")),
+        ("a raised limit", lambda: q.set_limit("api", running=3)),
+        ("a cleared limit", lambda: q.clear_limit("api")),
+        ("a recovered lease", lambda: (clock.advance(60), q.backend.rescue(clock()))),
+    ]
+    calls, _ = listening(q)
+    time.sleep(wakeup.REFRESH + 0.1)  # SQLite: this Queue's sender has cached its peers
+    for what, write in writes:
+        calls.event.clear()
+        write()
+        assert calls.event.wait(10), f"{what} woke no idle worker"
+
+
+def test_a_cancel_wakes_a_waiter_at_once(
+    make_queue: Callable[..., errands.Queue], no_fallback: None
+) -> None:
+    q = make_queue()
+    job_id = q.enqueue("t", {})
+    done = Calls()
+    listener = q.backend.listen_finished(lambda _ids: done())
+    try:
+        if hasattr(listener, "connected"):
+            assert listener.connected.wait(10)
+        time.sleep(wakeup.REFRESH + 0.1)  # SQLite: this Queue's sender has cached its peers
+        q.cancel(job_id)
+        assert done.event.wait(10), "a cancel told no waiter that the job is final"
+    finally:
+        listener.close()

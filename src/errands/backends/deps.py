@@ -44,12 +44,14 @@ from . import figures
 from .base import Needs, NewJob, SweepReport
 from .host import (
     ALL,
+    DONE,
     EXEC,
     F_CANCEL_UPSTREAM,
     F_READY,
     F_REVIVE,
     T_ENQUEUE_WAITING,
     UPSTREAM_FAILED,
+    WORK,
     Conn,
     SQLHost,
     Step,
@@ -253,8 +255,8 @@ class SQLDeps(SQLHost):
             params = {**F_READY.params, "now": now, "job_ids": self._list(ready)}
             done = [int(r[0]) for r in (yield Step(q["release_waiting"], params, ALL))]
             events += [[i, now, F_READY.event, actor, _by(by.get(i))] for i in done]
-            wake = self._queued_step()
-            if done and wake is not None:
+            wake = self._woke_step(WORK) if done else None
+            if wake is not None:
                 yield wake
         cancelled: list[int] = []
         if doomed:
@@ -272,7 +274,7 @@ class SQLDeps(SQLHost):
             ]
             if cancelled:
                 yield from figures.count_steps(q, cancelled, cancelled)
-                told = self._finished_step(cancelled)
+                told = self._woke_step(DONE, cancelled)
                 if told is not None:
                     yield told
         if settled is not None:

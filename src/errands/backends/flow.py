@@ -26,7 +26,7 @@ from typing import Any
 
 from ..core.states import AttemptStatus
 from .base import ClaimRequest, LimitSpec
-from .host import RUNNING, T_CLAIM, Conn, SQLHost, column_index, dumps, event_of
+from .host import RUNNING, T_CLAIM, WORK, Conn, SQLHost, column_index, dumps, event_of
 
 # Groups visited per claim: bounds a claim's work when many groups wait (each visit is a few
 # index probes); the skip scan takes them in key order, so past this many the later ones
@@ -54,8 +54,8 @@ class SQLFlow(SQLHost):
             else:
                 cur = conn.execute(self.q["resume_queue"], {"queue": queue})
             resumed = [r[0] for r in cur.fetchall()]
-        if resumed:
-            self._work_appeared()
+            if resumed:
+                self._woke(conn, WORK)
         return resumed
 
     def paused_queues(self) -> list[dict[str, Any]]:
@@ -66,10 +66,6 @@ class SQLFlow(SQLHost):
 
     def active_queue_counts(self) -> list[dict[str, Any]]:
         return self._fetch("active_queue_counts")
-
-    def _work_appeared(self) -> None:
-        """Wake idle workers after a commit that may have made jobs claimable (a resume, a
-        raised limit). The dialect sends its wake-up (sqlite.py, postgres.py)."""
 
     # -- limits ----------------------------------------------------------------------------
 
@@ -83,13 +79,13 @@ class SQLFlow(SQLHost):
     def set_limit(self, spec: LimitSpec, actor: str, now: float) -> None:
         with self._write("set_limit") as conn:
             conn.execute(self.q["set_limit"], {**_caps(spec), "now": now, "actor": actor})
-        self._work_appeared()
+            self._woke(conn, WORK)  # a raised cap may let held jobs start
 
     def clear_limit(self, key: str) -> bool:
         with self._write("clear_limit") as conn:
             cleared = bool(conn.execute(self.q["clear_limit"], {"key": key}).fetchall())
-        if cleared:
-            self._work_appeared()
+            if cleared:
+                self._woke(conn, WORK)
         return cleared
 
     def limit_caps(self) -> list[dict[str, Any]]:

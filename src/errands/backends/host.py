@@ -85,6 +85,9 @@ def event_of(name: str) -> Event:
 
 # -- steps: a write written once for blocking and asyncio connections ------------------------
 
+WORK = "work"  # jobs became claimable (the one wake-up hook, SQLHost._woke)
+DONE = "done"  # jobs became final
+
 # A write written once as a generator of steps: each yielded Step is run by a driver, which
 # sends back its result (fetchone() for ONE, fetchall() for ALL, None otherwise). ``drive`` runs
 # them on a blocking connection; the PostgreSQL backend has an asyncio driver for the same steps,
@@ -184,18 +187,25 @@ class SQLHost:
         stores the floats as given."""
         return end - start
 
-    def _finished(self, conn: Conn, job_ids: Sequence[int]) -> None:
-        """Inside the transaction that made these jobs final: tell waiters (PostgreSQL: one
-        NOTIFY per transaction; SQLite's listeners see every commit anyway)."""
+    # -- the one wake-up hook ---------------------------------------------------------------
+    # A write that made jobs claimable (WORK: retried, recovered, released by their upstream,
+    # a queue resumed, a limit raised, made due or reprioritized) or final (DONE, with their
+    # ids: waiters re-read them) says so inside its transaction, and the dialect tells the
+    # listeners once — and only if — that transaction commits: PostgreSQL sends a NOTIFY
+    # (delivered at commit, never on rollback); SQLite sends a datagram after its COMMIT
+    # (sqlite_wakeup.py). The enqueue's own wake-up is the dialect's (PostgreSQL's producers
+    # share one NOTIFY per burst: pg_waker.py).
 
-    def _finished_step(self, job_ids: Sequence[int]) -> Step | None:
-        """``_finished`` as a step, for writes written as steps (deps.py); None: nothing."""
-        return None
+    def _woke(self, conn: Conn, kind: str, job_ids: Sequence[int] = ()) -> None:
+        """Inside a write's transaction: ``kind`` (WORK or DONE) of work appeared."""
+        step = self._woke_step(kind, job_ids)
+        if step is not None:
+            conn.execute(step.sql, step.params)
 
-    def _queued_step(self) -> Step | None:
-        """A step that wakes idle workers at commit where the dialect needs one (PostgreSQL:
-        NOTIFY); None where a commit is seen anyway (SQLite)."""
-        return None
+    def _woke_step(self, kind: str, job_ids: Sequence[int] = ()) -> Step | None:
+        """``_woke`` for a write written as steps (deps.py): the step to run in its
+        transaction, or None when the dialect tells listeners after the commit."""
+        raise NotImplementedError
 
     def _release(self, conn: Conn, job_ids: Sequence[int], now: float, actor: str) -> None:
         """Inside the transaction that made these jobs final: close their dependency edges

@@ -31,6 +31,7 @@ from .base import (
 from .bulk_rows import HEADERS, UNIQUE_KEY, alike_runs, chunks
 from .host import (
     ALL,
+    DONE,
     EXEC,
     F_CANCEL_RUNNING,
     F_FAIL,
@@ -373,8 +374,8 @@ class SQLJobs(SQLHost):
             for o, ok in zip(outcomes, applied, strict=True)
             if ok and not isinstance(o, (Released, Retried, Snoozed))
         ]
+        self._woke(conn, DONE, final)  # outcomes recorded (final ones: waiters re-read them)
         if final:
-            self._finished(conn, final)
             self._release(conn, final, now, worker_id)  # their waiting dependents (deps.py)
         # The batch counts its own figures, one statement per table (figures.py): grouped in
         # Python from what the worker holds, or read back from the rows it wrote.
@@ -423,7 +424,7 @@ class SQLJobs(SQLHost):
             if not self._apply(conn, outcome, now, attempts, events, worker_id):
                 return False
             self._write_rows(conn, attempts, events, now)
-            self._finished(conn, [outcome.job_id])
+            self._woke(conn, DONE, [outcome.job_id])
             figures.count(conn, self.q, [outcome.job_id], [])
             self._release(conn, [outcome.job_id], now, worker_id)
         return True

@@ -23,20 +23,16 @@ locks and the fence).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol, cast
+from typing import Any
 
 from ..core.states import DELETE_FROM, REPRIORITIZE_FROM, RUN_NOW_FROM, TERMINAL, Event, State
 from ..errors import InvalidTransitionError
 from . import figures
 from .base import ActionReport
-from .host import Conn, SQLHost, detail, dumps, iso
+from .host import WORK, Conn, SQLHost, detail, dumps, iso
 
 FINAL = frozenset(s.value for s in TERMINAL)
 NO_SUCH_JOB = "no such job"
-
-
-class _Wakes(Protocol):
-    def _work_appeared(self) -> None: ...
 
 
 def _states(states: frozenset[State]) -> list[str]:
@@ -92,8 +88,8 @@ class SQLJobActions(SQLHost):
                     info = detail(old_run_at=iso(old[job_id]), new_run_at=iso(now))
                     events.append([job_id, now, Event.RESCHEDULED.value, actor, info])
                 self._events(conn, events, Event.RESCHEDULED)
-        if report.changed:
-            cast(_Wakes, self)._work_appeared()
+            if report.changed:
+                self._woke(conn, WORK)
         return report
 
     def set_priority(
@@ -129,8 +125,8 @@ class SQLJobActions(SQLHost):
                     info = detail(old_priority=old[job_id], new_priority=priority)
                     events.append([job_id, now, Event.PRIORITY_CHANGED.value, actor, info])
                 self._events(conn, events, Event.PRIORITY_CHANGED)
-        if report.changed:
-            cast(_Wakes, self)._work_appeared()  # a higher priority may be claimable first
+            if report.changed:
+                self._woke(conn, WORK)  # a higher priority may be claimable first
         return report
 
     def delete_jobs(self, job_ids: Sequence[int], actor: str, now: float) -> ActionReport:

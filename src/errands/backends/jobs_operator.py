@@ -13,7 +13,17 @@ from ..core.records import Attempt, EventRecord, Job
 from ..core.states import TERMINAL, Event, State
 from . import figures
 from .base import CancelReport, JobFilter
-from .host import F_CANCEL, F_CANCEL_WAITING, T_RETRY, SQLHost, event_of, event_row, from_json
+from .host import (
+    DONE,
+    F_CANCEL,
+    F_CANCEL_WAITING,
+    T_RETRY,
+    WORK,
+    SQLHost,
+    event_of,
+    event_row,
+    from_json,
+)
 
 RETRIED = event_of("retry")
 
@@ -65,6 +75,7 @@ class SQLJobOperator(SQLHost):
                 self._roll_up(conn, left)
             if done:  # the dependents their outcome cancelled wait for them again
                 self._revive(conn, done, now, actor)
+                self._woke(conn, WORK)
         return done
 
     def cancel(self, job_ids: Sequence[int], actor: str, now: float) -> CancelReport:
@@ -95,7 +106,7 @@ class SQLJobOperator(SQLHost):
                         row = event_row(job_id, now, Event.CANCEL_REQUESTED, actor, None)
                         conn.execute(q["insert_event"], row)
             if report.cancelled:
-                self._finished(conn, report.cancelled)
+                self._woke(conn, DONE, report.cancelled)
                 # Queued → cancelled; no attempt closed here (figures.py).
                 cancelled = report.cancelled
                 figures.count(conn, q, cancelled, cancelled, with_runs=False)

@@ -13,7 +13,17 @@ from typing import Any
 from ..core.states import AttemptStatus
 from . import figures
 from .base import RescueReport
-from .host import F_RECOVER, F_RECOVER_EXHAUSTED, LOST_CODE, Conn, SQLHost, detail, event_row
+from .host import (
+    DONE,
+    F_RECOVER,
+    F_RECOVER_EXHAUSTED,
+    LOST_CODE,
+    WORK,
+    Conn,
+    SQLHost,
+    detail,
+    event_row,
+)
 
 
 class SQLLeader(SQLHost):
@@ -39,8 +49,10 @@ class SQLLeader(SQLHost):
         with self._write("rescue") as conn:
             expired = conn.execute(self.q["expired_leases"], {"now": now, "limit": limit})
             report = self._recover(conn, self._dicts(expired), "lease_expired", now)
+            if report.recovered:
+                self._woke(conn, WORK)  # queued again: an idle worker runs them now
             if report.exhausted:
-                self._finished(conn, report.exhausted)
+                self._woke(conn, DONE, report.exhausted)
                 self._count_exhausted(conn, report.exhausted)
                 self._release(conn, report.exhausted, now, "system")
         return report
@@ -54,8 +66,10 @@ class SQLLeader(SQLHost):
             ids = self._list(list(worker_ids))
             rows = self._dicts(conn.execute(self.q["running_of_workers"], {"worker_ids": ids}))
             report = self._recover(conn, rows, "startup_cleanup", now)
+            if report.recovered:
+                self._woke(conn, WORK)  # queued again: an idle worker runs them now
             if report.exhausted:
-                self._finished(conn, report.exhausted)
+                self._woke(conn, DONE, report.exhausted)
                 self._count_exhausted(conn, report.exhausted)
                 self._release(conn, report.exhausted, now, "system")
             for wid in worker_ids:

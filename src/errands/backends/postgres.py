@@ -28,7 +28,7 @@ from ..core.states import AttemptStatus
 from ..errors import ConfigurationError, DatabaseError
 from . import forks, sql
 from .base import Needs, NewJob
-from .host import ALL, COPY, EXEC, T_ENQUEUE, Step, Steps, column_index, drive
+from .host import ALL, COPY, EXEC, T_ENQUEUE, WORK, Step, Steps, column_index, drive
 from .jobs import CLAIMED, ENQUEUED
 from .pg_async import AsyncPool, close_async_pool, drive_async
 from .pg_connection import (
@@ -506,11 +506,6 @@ class PostgresBackend(SQLBackend):
             yield Step(self._fixed["copy_events"], events, COPY)
         return ids
 
-    def _work_appeared(self) -> None:
-        # A resume or a raised limit: wake idle workers (delivered at this commit).
-        with self._write("wake") as conn:
-            conn.execute(self._fixed["notify"])
-
     def _claim_rows(
         self, conn: Any, params: dict[str, Any], now: float
     ) -> tuple[list[Any], dict[str, int]]:
@@ -535,24 +530,21 @@ class PostgresBackend(SQLBackend):
 
         return NotifyListener(self.url, self.where, parse, channel=self.finished_channel)
 
-    def _finished(self, conn: Any, job_ids: Sequence[int]) -> None:
-        # One NOTIFY per transaction, however many jobs it finished; PostgreSQL delivers it
-        # at commit (never on rollback) and folds identical ones within a transaction.
-        payload = ",".join(map(str, job_ids))
-        conn.execute(
-            self._fixed["notify_finished"], (payload if len(payload) <= NOTIFY_PAYLOAD_MAX else "",)
-        )
-
-    def _finished_step(self, job_ids: Sequence[int]) -> Step | None:
+    def _woke_step(self, kind: str, job_ids: Sequence[int] = ()) -> Step | None:
+        # A NOTIFY in the write's transaction: PostgreSQL delivers it at commit (never on
+        # rollback) and folds identical ones within a transaction. Finished jobs go on a
+        # channel of their own (waiters), with their ids when they fit; an outcome batch
+        # that finished none sends nothing.
+        if kind == WORK:
+            return Step(self._fixed["notify"], None, EXEC)
+        if not job_ids:
+            return None
         payload = ",".join(map(str, job_ids))
         return Step(
             self._fixed["notify_finished"],
             (payload if len(payload) <= NOTIFY_PAYLOAD_MAX else "",),
             EXEC,
         )
-
-    def _queued_step(self) -> Step | None:
-        return Step(self._fixed["notify"], None, EXEC)
 
     # -- dialect hooks (host.SQLHost) -----------------------------------------------------
 

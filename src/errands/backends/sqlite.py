@@ -28,8 +28,8 @@ from ..errors import (
     DatabaseReplacedError,
 )
 from . import forks, prefix, sql, sqlite_wakeup
-from .base import ClaimedJob, ClaimRequest, EnqueueCall, NewJob, Outcome, RescueReport
-from .host import Conn
+from .base import EnqueueCall, NewJob
+from .host import WORK, Conn
 from .sqlbase import SQLBackend
 
 MIN_SQLITE = (3, 35, 0)  # RETURNING
@@ -172,6 +172,7 @@ class SQLiteBackend(SQLBackend):
                 "pass allow_network_filesystem=True if only one host ever opens it"
             )
         self._local = threading.local()
+        self._wakes = threading.local()  # .pending: the wake-ups a write owes at its commit
         self._identity: tuple[int, int] | None = None  # (st_dev, st_ino) of the file opened
         self._all: list[_Held] = []
         self._lock = threading.Lock()
@@ -262,28 +263,38 @@ class SQLiteBackend(SQLBackend):
 
     @contextlib.contextmanager
     def _write(self, name: str) -> Iterator[sqlite3.Connection]:
-        """One BEGIN IMMEDIATE … COMMIT; fault points just before and after the commit."""
+        """One BEGIN IMMEDIATE … COMMIT; fault points just before and after the commit; the
+        wake-ups the write owes (``_woke``) are sent once it has committed."""
         held = self._held()
-        with held.lock:
-            held.depth += 1
-            try:
-                conn = held.conn
+        wakes = self._wakes
+        outer = getattr(wakes, "pending", None)
+        pending: set[bytes] = set()
+        wakes.pending = pending
+        try:
+            with held.lock:
+                held.depth += 1
                 try:
-                    conn.execute("BEGIN IMMEDIATE")
-                except sqlite3.Error as exc:
-                    raise translate(exc, self.path) from exc
-                try:
-                    yield conn
-                    faults.point(f"{name}.before_commit")
-                    conn.execute("COMMIT")
-                except BaseException as exc:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    if isinstance(exc, sqlite3.Error):
+                    conn = held.conn
+                    try:
+                        conn.execute("BEGIN IMMEDIATE")
+                    except sqlite3.Error as exc:
                         raise translate(exc, self.path) from exc
-                    raise
-            finally:
-                held.depth -= 1
+                    try:
+                        yield conn
+                        faults.point(f"{name}.before_commit")
+                        conn.execute("COMMIT")
+                    except BaseException as exc:
+                        if conn.in_transaction:
+                            conn.execute("ROLLBACK")
+                        if isinstance(exc, sqlite3.Error):
+                            raise translate(exc, self.path) from exc
+                        raise
+                finally:
+                    held.depth -= 1
+        finally:
+            wakes.pending = outer
+        for signal in pending:
+            self._notifier.send(signal)
         if held.doomed and not held.depth:
             held.close()
         faults.point(f"{name}.after_commit")
@@ -433,10 +444,18 @@ class SQLiteBackend(SQLBackend):
     @contextlib.contextmanager
     def _user_conn(self, connection: Any) -> Iterator[sqlite3.Connection]:
         self._check_user_connection(connection)
+        wakes = self._wakes
+        outer = getattr(wakes, "pending", None)
+        pending: set[bytes] = set()
+        wakes.pending = pending
         try:
             yield connection
         except sqlite3.Error as exc:
             raise translate(exc, self.path) from exc
+        finally:
+            wakes.pending = outer
+        if pending:  # the application commits later: listeners look for it (PENDING)
+            self._notifier.send(sqlite_wakeup.PENDING)
 
     def _check_user_connection(self, connection: Any) -> None:
         if not isinstance(connection, sqlite3.Connection):
@@ -502,49 +521,15 @@ class SQLiteBackend(SQLBackend):
         self._notifier.send(sqlite_wakeup.JOBS)  # one datagram for the whole group
         return ids
 
-    def finish(
-        self,
-        outcomes: Sequence[Outcome],
-        worker_id: str,
-        now: float,
-        held: Sequence[ClaimedJob] | None = None,
-    ) -> list[bool]:
-        applied = super().finish(outcomes, worker_id, now, held)
-        self._notifier.send(sqlite_wakeup.DONE)
-        return applied
-
-    def finish_and_claim(
-        self,
-        outcomes: Sequence[Outcome],
-        worker_id: str,
-        request: ClaimRequest,
-        now: float,
-        held: Sequence[ClaimedJob] | None = None,
-    ) -> tuple[list[bool], list[ClaimedJob]]:
-        result = super().finish_and_claim(outcomes, worker_id, request, now, held)
-        self._notifier.send(sqlite_wakeup.DONE)
-        return result
-
-    def retry(self, job_ids: Sequence[int], actor: str, now: float) -> list[int]:
-        done = super().retry(job_ids, actor, now)
-        if done:
-            self._notifier.send(sqlite_wakeup.JOBS)
-        return done
-
-    def rescue(self, now: float, *, limit: int = 1000) -> RescueReport:
-        report = super().rescue(now, limit=limit)
-        if report.recovered or report.exhausted:
-            self._notifier.send(sqlite_wakeup.JOBS)
-        return report
-
-    def recover_workers(self, worker_ids: Sequence[str], now: float) -> RescueReport:
-        report = super().recover_workers(worker_ids, now)
-        if report.recovered or report.exhausted:
-            self._notifier.send(sqlite_wakeup.JOBS)
-        return report
-
-    def _work_appeared(self) -> None:
-        self._notifier.send(sqlite_wakeup.JOBS)  # a resume or a raised limit: claim again now
+    def _woke_step(self, kind: str, job_ids: Sequence[int] = ()) -> None:
+        # Kept until the write commits (_write sends it after COMMIT, _user_conn when the
+        # application's transaction is handed back); outside a write, sent at once.
+        signal = sqlite_wakeup.JOBS if kind == WORK else sqlite_wakeup.DONE
+        pending: set[bytes] | None = getattr(self._wakes, "pending", None)
+        if pending is None:
+            self._notifier.send(signal)
+        else:
+            pending.add(signal)
 
     def listen_finished(
         self, on_finish: Callable[[frozenset[int] | None], None]
