@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..client.pipelines import graph
 from ..errors import JobNotFoundError
 from . import output
 from .common import add_db, add_json, open_queue
@@ -29,7 +28,7 @@ def cmd_deps(args: argparse.Namespace) -> int:
         job = q.get(args.id)
         if job is None:
             raise JobNotFoundError(f"no job with id {args.id}; list jobs with `errands jobs`")
-        around = graph(q.backend, job.id)
+        around = q.graph(job.id)
     if args.json:
         output.emit_json({"job": {"id": job.id, "type": job.type, "status": job.status}, **around})
         return 0

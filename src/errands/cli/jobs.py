@@ -7,7 +7,6 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from ..client.pipelines import graph
 from ..core import validate
 from ..core.options import NAMES as OPTION_NAMES
 from ..core.options import EnqueueOptions
@@ -230,7 +229,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         attempts = q.attempts(job.id)
         events = q.events(job.id)
         tracebacks = {a.attempt: q.traceback(a) for a in attempts} if args.tracebacks else {}
-        around = graph(q.backend, job.id)
+        around = q.graph(job.id)
     if args.json:
         output.emit_json(
             {

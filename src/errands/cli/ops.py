@@ -381,9 +381,7 @@ def _periodic(args: argparse.Namespace) -> int:
     if args.action == "remove" or args.name is not None:
         return _periodic_remove(args)
     with _open(args) as q:
-        now = q.clock()
-        workers = q.backend.live_workers(now, q.settings.lease_seconds)
-        rows = describe_all(q.backend.list_periodic(), workers, now)
+        rows = q.periodic_report()
     if args.json:
         print(json.dumps(rows, indent=2))
         return OK
@@ -506,7 +504,7 @@ def check_problems(q: Queue, args: argparse.Namespace) -> list[str]:
 def _check(args: argparse.Namespace) -> int:
     with _open(args) as q:
         problems = check_problems(q, args)
-        warnings = [] if q.backend.graduation() is not None else check_warnings(q)
+        warnings = [] if q.graduation() is not None else check_warnings(q)
     if args.json:
         print(json.dumps({"ok": not problems, "problems": problems, "warnings": warnings}))
     else:

@@ -13,6 +13,7 @@ from typing import Any
 from .. import limits
 from .. import reports as stats
 from ..backends.base import (
+    Graduation,
     JobFilter,
     PruneProgress,
     PruneReport,
@@ -26,6 +27,7 @@ from ..core.states import State
 from ..errors import ConfigurationError, InvalidTransitionError, JobNotFoundError
 from ..maintenance.pruner import Pruner
 from ..middleware import encode_headers
+from ..reports import describe_all
 from . import bulk, pipelines
 from .parts import QueueParts
 
@@ -142,6 +144,24 @@ class Reads(QueueParts):
     def get_batch(self, batch_id: int) -> pipelines.BatchInfo:
         """A batch (``batch.id``): its callback's status and its members per state."""
         return pipelines.get_batch(self.backend, validate.job_id(batch_id))
+
+    def graph(self, job_id: int) -> dict[str, list[dict[str, Any]]]:
+        """The jobs around one: ``upstream`` (it runs after them) and ``downstream`` (they
+        run after it), each ``{id, type, status, on_upstream_failure}``."""
+        return pipelines.graph(self.backend, validate.job_id(job_id))
+
+    def periodic_report(self, *, now: float | None = None) -> list[dict[str, Any]]:
+        """Every stored schedule with its state: next and last runs, overdue or disabled or
+        retired (no live worker declares it) — what ``errands periodic`` and the dashboard
+        show."""
+        now = self.clock() if now is None else validate.epoch(now, "now")
+        workers = self.backend.live_workers(now, self.settings.lease_seconds)
+        return describe_all(self.backend.list_periodic(), workers, now)
+
+    def graduation(self) -> Graduation | None:
+        """Where ``errands graduate`` moved this database's queue (the target, redacted, and
+        when), or None if it was never moved."""
+        return self.backend.graduation()
 
     def upstream(self, job_id: int) -> list[Job]:
         """The jobs ``job_id`` was enqueued after, in id order."""

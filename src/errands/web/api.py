@@ -17,10 +17,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ..client import bulk
-from ..client.pipelines import graph
 from ..core.options import EnqueueOptions
 from ..errors import ConfigurationError, JobNotFoundError, UnknownTaskError
-from ..reports import describe_all
 from . import params, search
 
 if TYPE_CHECKING:
@@ -76,7 +74,7 @@ def job_detail(dash: Dashboard, job_id: int) -> dict[str, Any]:
         "attempts": attempts,
         "events": q.events(job_id),
         # The jobs around it (docs/pipelines.md): {upstream: [...], downstream: [...]}.
-        "deps": graph(q.backend, job_id),
+        "deps": q.graph(job_id),
     }
 
 
@@ -213,10 +211,7 @@ async def workers(request: Request, dash: Dashboard) -> Response:
 
 
 def periodic_rows(dash: Dashboard) -> list[dict[str, Any]]:
-    q = dash.queue
-    now = q.clock()
-    workers = q.backend.live_workers(now, q.settings.lease_seconds)
-    return describe_all(q.backend.list_periodic(), workers, now)
+    return dash.queue.periodic_report()
 
 
 async def periodic(request: Request, dash: Dashboard) -> Response:

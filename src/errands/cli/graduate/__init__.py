@@ -148,7 +148,7 @@ def run_reopen(args: argparse.Namespace) -> int:
         return 1
     try:
         with Queue(source, allow_graduated=True) as q:
-            was = q.backend.graduation()
+            was = q.graduation()
             q.backend.reopen()
     except ErrandsError as exc:
         output.error(scrub(str(exc), source))
