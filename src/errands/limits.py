@@ -49,6 +49,7 @@ class Limit:
             )
 
     def spec(self) -> LimitSpec:
+        """The limit as the backends store it (rate as whole starts per period)."""
         rate = self.rate
         return LimitSpec(
             self.key,
@@ -115,6 +116,7 @@ class QueueInfo:
     counts: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        """As JSON, for ``errands queues --json`` and the admin API."""
         return {
             "name": self.name,
             "paused": self.paused,
@@ -141,6 +143,7 @@ class LimitInfo:
     groups: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        """As JSON, for ``errands limits --json`` and the admin API."""
         return {
             "key": self.key,
             "running": self.running,

@@ -204,6 +204,7 @@ class Queue(Lifecycle, Reads, Actions, FlowControl):
 
     @property
     def middleware(self) -> tuple[object, ...]:
+        """The middleware added with ``use``, in order."""
         return tuple(self._middlewares)
 
     @property

@@ -75,28 +75,40 @@ def register(subparsers: Any) -> None:
     p.add_argument("--top", type=TOP, default=10, help="how many error codes to show")
 
     p = _add(subparsers, "errors", "most frequent error codes with type and last seen", _errors)
-    p.add_argument("--top", type=TOP, default=10)
+    p.add_argument("--top", type=TOP, default=10, help="how many error codes to show")
     p.add_argument("--since", type=duration, default=86400.0, help="window, e.g. 24h, 7d")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
 
     p = _add(
         subparsers, "retry", "retry jobs by id, or every failed/cancelled job matching", _retry
     )
     p.add_argument("ids", nargs="*", type=jobs.job_id, help="job ids (or use --status)")
-    p.add_argument("--status", choices=sorted(bulk.RETRYABLE))
-    p.add_argument("--type", type=jobs.filter_of("type"))
-    p.add_argument("--queue", type=jobs.filter_of("queue"))
-    p.add_argument("--error-code", type=jobs.filter_of("error_code"))
+    p.add_argument(
+        "--status",
+        choices=sorted(bulk.RETRYABLE),
+        help="every job in this state, narrowed by the options below",
+    )
+    p.add_argument("--type", type=jobs.filter_of("type"), help="only jobs of this type")
+    p.add_argument("--queue", type=jobs.filter_of("queue"), help="only jobs in this queue")
+    p.add_argument(
+        "--error-code", type=jobs.filter_of("error_code"), help="only jobs with this error code"
+    )
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
 
     p = _add(
         subparsers, "cancel", "cancel jobs by id, or every queued/running job matching", _cancel
     )
     p.add_argument("ids", nargs="*", type=jobs.job_id, help="job ids (or use --status)")
-    p.add_argument("--status", choices=sorted(bulk.CANCELLABLE))
-    p.add_argument("--type", type=jobs.filter_of("type"))
-    p.add_argument("--queue", type=jobs.filter_of("queue"))
-    p.add_argument("--error-code", type=jobs.filter_of("error_code"))
+    p.add_argument(
+        "--status",
+        choices=sorted(bulk.CANCELLABLE),
+        help="every job in this state, narrowed by the options below",
+    )
+    p.add_argument("--type", type=jobs.filter_of("type"), help="only jobs of this type")
+    p.add_argument("--queue", type=jobs.filter_of("queue"), help="only jobs in this queue")
+    p.add_argument(
+        "--error-code", type=jobs.filter_of("error_code"), help="only jobs with this error code"
+    )
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
 
     p = _add(subparsers, "prune", "delete finished jobs past retention (rolled up first)", _prune)
@@ -107,7 +119,7 @@ def register(subparsers: Any) -> None:
         default=1000,
         help="rows per transaction",
     )
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
 
     _add(subparsers, "vacuum", "shrink the database file (locks it: run off-peak)", _vacuum)
 
@@ -126,7 +138,7 @@ def register(subparsers: Any) -> None:
         help="remove NAME (a retired one), disable/enable NAME, run NAME (one job now)",
     )
     p.add_argument("name", nargs="?", help="the schedule")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
 
     p = _add(subparsers, "check", "health probe: exit 1 with one line per problem", _check)
     p.add_argument("--max-wait", type=duration, default=300.0, help="oldest due job's wait")
@@ -145,7 +157,7 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--max-pause", type=duration, default=3600.0, help="how long a queue may stay paused"
     )
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
 
     _add(subparsers, "metrics", "Prometheus metrics in the text format, to stdout", _metrics)
 

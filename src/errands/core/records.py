@@ -90,6 +90,7 @@ class Attempt:
     traceback_ref: str | None
 
     def to_dict(self) -> dict[str, Any]:
+        """Every column as a JSON-ready value (datetimes as ISO 8601 UTC)."""
         return {k: _jsonable(v) for k, v in asdict(self).items()}
 
 
@@ -103,4 +104,5 @@ class EventRecord:
     detail: Any
 
     def to_dict(self) -> dict[str, Any]:
+        """Every column as a JSON-ready value (datetimes as ISO 8601 UTC)."""
         return {k: _jsonable(v) for k, v in asdict(self).items()}

@@ -42,6 +42,7 @@ class WorkerSummary:
 
     @property
     def processed(self) -> int:
+        """Jobs that ended an attempt: succeeded, failed, retried or cancelled."""
         return self.succeeded + self.failed + self.retried + self.cancelled
 
 
