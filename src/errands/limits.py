@@ -1,5 +1,6 @@
-"""Flow control, the application's side (SPEC §4b): ``Limit`` for ``@q.task(limit=…)``, and
-what ``Queue.pause/resume/queues/set_limit/clear_limit/limits`` read and write.
+"""Flow control, the application's side (docs/flow-control.md): ``Limit`` for
+``@q.task(limit=…)``, and what ``Queue.pause/resume/queues/set_limit/clear_limit/limits``
+read and write.
 
 The promises live in the claim (backends/flow.py); this module shapes input and output:
 a limit checked when it is declared, a job's key and group worked out at enqueue, pauses and

@@ -1,4 +1,5 @@
-"""``errands deps ID``: the graph around one job (SPEC §4c), and the lines ``show`` adds."""
+"""``errands deps ID``: the graph around one job (docs/pipelines.md), and the lines ``show``
+adds."""
 
 from __future__ import annotations
 

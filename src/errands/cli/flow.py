@@ -1,4 +1,4 @@
-"""Flow-control commands (SPEC §4b): pause, resume, queues, limits, limit set|clear."""
+"""Flow-control commands (docs/flow-control.md): pause, resume, queues, limits, limit set|clear."""
 
 from __future__ import annotations
 

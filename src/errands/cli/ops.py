@@ -449,7 +449,7 @@ def _periodic_remove(args: argparse.Namespace) -> int:
 
 def check_warnings(q: Queue) -> list[str]:
     """What ``check`` reports without failing: queued jobs of types no process has declared
-    (they took the defaults: queue, priority, max_attempts; errands.declared)."""
+    (they took the defaults: queue, priority, max_attempts; errands.client.declared)."""
     declared = {r.type for r in q.backend.task_types()}
     return [
         f"{n:,} queued {queue}/{jtype} job(s) of a type no worker has declared: they took the "
