@@ -5,14 +5,17 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from errands.core.states import TRANSITIONS, Event
 
 ROOT = Path(__file__).resolve().parents[2]
 ARROW = re.compile(r"^\s*(\[\*\]|\w+) --> (\w+|\[\*\])(?:: (\w+) / (\w+))?\s*$")
 
 
-def test_state_diagram_draws_exactly_the_transitions_table() -> None:
-    text = (ROOT / "docs" / "states.md").read_text()
+@pytest.mark.parametrize("page", ["states.md", "concepts.md"])
+def test_state_diagram_draws_exactly_the_transitions_table(page: str) -> None:
+    text = (ROOT / "docs" / page).read_text()
     drawn = set()
     for line in text.splitlines():
         m = ARROW.match(line)

@@ -120,3 +120,37 @@ def test_every_page_is_in_the_nav_and_every_nav_entry_is_a_page() -> None:
     listed = re.findall(r":\s+([\w/.-]+\.md)\s*$", nav, re.M)
     pages = sorted(str(p.relative_to(DOCS)) for p in DOCS.rglob("*.md"))
     assert sorted(listed) == pages
+
+
+def test_the_settings_page_lists_every_queue_setting() -> None:
+    page = (DOCS / "reference" / "settings.md").read_text()
+    rows = set(re.findall(r"^\| `(\w+)` \|", page, re.M))
+    params = inspect.signature(errands.Queue.__init__).parameters.values()
+    settings = {p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY}
+    assert rows == settings
+
+
+def _first_python_block(page: str) -> str:
+    text = (DOCS / page).read_text()
+    return re.findall(r"```python\n(.*?)```", text, re.S)[0]
+
+
+def test_the_home_page_example_runs(db_url: str) -> None:
+    code = _first_python_block("index.md").replace('"app.db"', repr(db_url))
+    namespace: dict[str, Any] = {}
+    exec(compile(code, "docs/index.md", "exec"), namespace)
+    with namespace["q"] as q:
+        (job,) = q.jobs()
+        assert (job.type, job.payload, job.status) == ("send_welcome", {"user_id": 42}, "queued")
+        assert job.max_attempts == 5
+
+
+def test_the_worked_example_of_the_python_page_prints_what_it_says(
+    db_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = _first_python_block("python.md").replace('"app.db"', repr(db_url))
+    exec(compile(code, "docs/python.md", "exec"), {"__name__": "__main__"})
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "succeeded 1 {'sent_to': 'a@example.com'}"
+    assert lines[1] == "EMAIL:BAD_ADDRESS"
+    assert [line.split()[-2] for line in lines[2:]] == ["ENQUEUED", "CLAIMED", "FAILED"]
