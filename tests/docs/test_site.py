@@ -132,7 +132,9 @@ def test_the_settings_page_lists_every_queue_setting() -> None:
 
 def _first_python_block(page: str) -> str:
     text = (DOCS / page).read_text()
-    return re.findall(r"```python\n(.*?)```", text, re.S)[0]
+    found = re.search(r"```python\n(.*?)```", text, re.S)
+    assert found is not None, page
+    return found.group(1)
 
 
 def test_the_home_page_example_runs(db_url: str) -> None:
