@@ -156,3 +156,18 @@ def test_the_worked_example_of_the_python_page_prints_what_it_says(
     assert lines[0] == "succeeded 1 {'sent_to': 'a@example.com'}"
     assert lines[1] == "EMAIL:BAD_ADDRESS"
     assert [line.split()[-2] for line in lines[2:]] == ["ENQUEUED", "CLAIMED", "FAILED"]
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/benchmarks.md"])
+def test_the_benchmark_figures_are_the_lab_notebooks(page: str) -> None:
+    """Every figure in a table of the README's comparison and of the benchmarks summary is
+    one BENCHMARKS.md recorded (the notebook is the source; these pages only quote it)."""
+    text = (ROOT / page).read_text()
+    if page == "README.md":
+        text = text.split("## How it compares", 1)[1].split("\n## ", 1)[0]
+    notebook = (ROOT / "BENCHMARKS.md").read_text()
+    rows = [line for line in text.splitlines() if line.startswith("|")]
+    figures = {f for row in rows for f in re.findall(r"\b\d{1,3}(?:,\d{3})+\b|\b\d+\.\d+\b", row)}
+    assert figures, page
+    missing = sorted(f for f in figures if not re.search(rf"(?<![\d,.]){re.escape(f)}\b", notebook))
+    assert missing == [], f"{page}: not in BENCHMARKS.md: {missing}"
