@@ -12,7 +12,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..backends import scrub
@@ -82,34 +82,12 @@ def register(subparsers: Any) -> None:
     p = _add(
         subparsers, "retry", "retry jobs by id, or every failed/cancelled job matching", _retry
     )
-    p.add_argument("ids", nargs="*", type=jobs.job_id, help="job ids (or use --status)")
-    p.add_argument(
-        "--status",
-        choices=sorted(bulk.RETRYABLE),
-        help="every job in this state, narrowed by the options below",
-    )
-    p.add_argument("--type", type=jobs.filter_of("type"), help="only jobs of this type")
-    p.add_argument("--queue", type=jobs.filter_of("queue"), help="only jobs in this queue")
-    p.add_argument(
-        "--error-code", type=jobs.filter_of("error_code"), help="only jobs with this error code"
-    )
-    p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    _add_bulk_selection(p, bulk.RETRYABLE)
 
     p = _add(
         subparsers, "cancel", "cancel jobs by id, or every queued/running job matching", _cancel
     )
-    p.add_argument("ids", nargs="*", type=jobs.job_id, help="job ids (or use --status)")
-    p.add_argument(
-        "--status",
-        choices=sorted(bulk.CANCELLABLE),
-        help="every job in this state, narrowed by the options below",
-    )
-    p.add_argument("--type", type=jobs.filter_of("type"), help="only jobs of this type")
-    p.add_argument("--queue", type=jobs.filter_of("queue"), help="only jobs in this queue")
-    p.add_argument(
-        "--error-code", type=jobs.filter_of("error_code"), help="only jobs with this error code"
-    )
-    p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    _add_bulk_selection(p, bulk.CANCELLABLE)
 
     p = _add(subparsers, "prune", "delete finished jobs past retention (rolled up first)", _prune)
     p.add_argument("--dry-run", action="store_true", help="only count what would go")
@@ -163,6 +141,22 @@ def register(subparsers: Any) -> None:
 
 
 # -- commands ------------------------------------------------------------------------------
+
+
+def _add_bulk_selection(p: argparse.ArgumentParser, states: Iterable[str]) -> None:
+    """retry and cancel select the same way: ids, or a state narrowed by type, queue, code."""
+    p.add_argument("ids", nargs="*", type=jobs.job_id, help="job ids (or use --status)")
+    p.add_argument(
+        "--status",
+        choices=sorted(states),
+        help="every job in this state, narrowed by the options below",
+    )
+    p.add_argument("--type", type=jobs.filter_of("type"), help="only jobs of this type")
+    p.add_argument("--queue", type=jobs.filter_of("queue"), help="only jobs in this queue")
+    p.add_argument(
+        "--error-code", type=jobs.filter_of("error_code"), help="only jobs with this error code"
+    )
+    p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
 
 
 def _stats(args: argparse.Namespace) -> int:
