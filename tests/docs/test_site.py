@@ -171,3 +171,16 @@ def test_the_benchmark_figures_are_the_lab_notebooks(page: str) -> None:
     assert figures, page
     missing = sorted(f for f in figures if not re.search(rf"(?<![\d,.]){re.escape(f)}\b", notebook))
     assert missing == [], f"{page}: not in BENCHMARKS.md: {missing}"
+
+
+def test_the_http_page_names_only_routes_the_app_serves(tmp_path: Path) -> None:
+    from errands.web import create_app
+
+    page = (DOCS / "reference" / "http.md").read_text()
+    named = set(re.findall(r"`(?:GET |POST )?(/[\w/{}]+)`", page))
+    with errands.Queue(str(tmp_path / "jobs.db")) as q:
+        served = {getattr(route, "path", "") for route in create_app(q).routes}
+    served = {
+        re.sub(r"\{(\w+):\w+\}", r"{\1}", path).replace("{job_id}", "{id}") for path in served
+    }
+    assert named and named <= served, named - served
