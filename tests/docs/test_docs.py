@@ -42,3 +42,9 @@ def test_readme_opens_with_the_two_newcomer_commands() -> None:
     assert first_block is not None
     assert first_block.group(1).split("\n")[:2] == ["make demo", "make test"]
     assert text.index("make demo") < text.index("##")
+
+
+def test_the_readme_is_short_and_links_the_docs() -> None:
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 150  # a newcomer reads it in five minutes; the rest: docs/
+    assert "make docs" in text and "docs/getting-started.md" in text
