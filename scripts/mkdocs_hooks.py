@@ -3,6 +3,9 @@ so that they cannot drift from it.
 
 - ``<!-- errands:cli -->`` in a page becomes every ``errands`` command, its usage line and a
   table of its options, read from the argparse parsers ``errands --help`` prints.
+- ``<!-- errands:python -->`` becomes one mkdocstrings ``::: errands.NAME`` per public name
+  (``errands.__all__``): the Queue and its records first, the rest in order, the exceptions
+  last.
 - ``<!-- errands:schema -->`` becomes the ``CREATE`` statements of a freshly migrated SQLite
   queue: the public tables as the code creates them today.
 
@@ -19,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 CLI_MARKER = "<!-- errands:cli -->"
+PYTHON_MARKER = "<!-- errands:python -->"
+FIRST = ("Queue", "Task", "JobContext", "Job", "Attempt", "EventRecord")  # the reference's head
 SCHEMA_MARKER = "<!-- errands:schema -->"
 
 
@@ -101,11 +106,27 @@ def render_schema() -> str:
     return "\n".join(f"### `{name}`\n\n```sql\n{sql};\n```\n" for name, sql in rows)
 
 
+def render_python() -> str:
+    import errands
+
+    names = [n for n in errands.__all__ if n != "__version__"]
+    errors = [n for n in names if isinstance(getattr(errands, n), type)]
+    errors = [n for n in errors if issubclass(getattr(errands, n), BaseException)]
+    first = [n for n in FIRST if n in names]
+    api = first + [n for n in names if n not in errors and n not in first]
+    out = [f"::: errands.{n}\n" for n in api]
+    out.append("## Exceptions\n")
+    out.extend(f"::: errands.{n}\n" for n in errors)
+    return "\n".join(out)
+
+
 def on_page_markdown(markdown: str, **_: Any) -> str:
     if CLI_MARKER in markdown:
         from errands.cli import build_parser
 
         markdown = markdown.replace(CLI_MARKER, render_cli(build_parser()))
+    if PYTHON_MARKER in markdown:
+        markdown = markdown.replace(PYTHON_MARKER, render_python())
     if SCHEMA_MARKER in markdown:
         markdown = markdown.replace(SCHEMA_MARKER, render_schema())
     return markdown
