@@ -116,3 +116,9 @@ def test_the_check_catches_what_it_is_for(tmp_path: Path) -> None:
     assert len(found) == 3, found
     assert any("worker_db.py" in p for p in found)
     assert any("errands.declared," in p for p in found)
+
+
+def test_the_docs_cite_no_outside_contract() -> None:
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    citing = [str(p.relative_to(ROOT)) for p in pages if f"{OUTSIDE} §" in p.read_text()]
+    assert citing == []
