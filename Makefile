@@ -2,16 +2,25 @@
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
+# The demo needs only errands and its web extra, not the developer tools (mypy, playwright,
+# django…): `make demo` on a fresh clone installs that much; `make test` the rest.
+DEMO_STAMP := $(VENV)/.demo-stamp
 
-.PHONY: demo test test-fast lint typecheck unit unit-fast bench bench-record bench-peers dist clean
+.PHONY: demo test test-fast lint typecheck docs unit unit-fast bench bench-record bench-peers dist clean
 
-$(STAMP): pyproject.toml
+$(PY):
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,postgres,web,otel]'
+
+$(STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet -e '.[dev,postgres,web,otel,docs]'
 	touch $(STAMP)
 
-demo: $(STAMP)
+$(DEMO_STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet -e '.[web]'
+	touch $(DEMO_STAMP)
+
+demo: $(DEMO_STAMP)
 	$(VENV)/bin/errands demo
 
 lint: $(STAMP)
@@ -28,7 +37,11 @@ unit: $(STAMP)
 unit-fast: $(STAMP)
 	$(VENV)/bin/pytest --ignore=tests/runtime $(PYTEST_ARGS)
 
-test: lint typecheck unit
+# The documentation site, into site/ (open site/index.html); --strict: a warning fails it.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
+test: lint typecheck docs unit
 
 # What a developer runs between edits: everything but the few tests that take minutes
 # (marked heavy: the benchmarks' smoke runs and the SIGKILL chaos figures), which CI runs.
@@ -55,4 +68,4 @@ dist: $(STAMP)
 	$(PY) -m build --outdir dist .
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info src/*.egg-info
+	rm -rf $(VENV) build dist site *.egg-info src/*.egg-info

@@ -63,6 +63,7 @@ class GraduatedError(ErrandsError):
 
     @classmethod
     def of(cls, where: str, target: str, when: str) -> GraduatedError:
+        """The error for ``where``, graduated to ``target`` at ``when``: what to do next."""
         return cls(
             f"{where} was graduated to {target} on {when}: its queue lives there now, so this "
             f"file takes no new jobs and runs no worker; point ERRANDS_DB/--db at {target}, or "

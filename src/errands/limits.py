@@ -1,5 +1,6 @@
-"""Flow control, the application's side (SPEC §4b): ``Limit`` for ``@q.task(limit=…)``, and
-what ``Queue.pause/resume/queues/set_limit/clear_limit/limits`` read and write.
+"""Flow control, the application's side (docs/flow-control.md): ``Limit`` for
+``@q.task(limit=…)``, and what ``Queue.pause/resume/queues/set_limit/clear_limit/limits``
+read and write.
 
 The promises live in the claim (backends/flow.py); this module shapes input and output:
 a limit checked when it is declared, a job's key and group worked out at enqueue, pauses and
@@ -49,6 +50,7 @@ class Limit:
             )
 
     def spec(self) -> LimitSpec:
+        """The limit as the backends store it (rate as whole starts per period)."""
         rate = self.rate
         return LimitSpec(
             self.key,
@@ -115,6 +117,7 @@ class QueueInfo:
     counts: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        """As JSON, for ``errands queues --json`` and the admin API."""
         return {
             "name": self.name,
             "paused": self.paused,
@@ -141,6 +144,7 @@ class LimitInfo:
     groups: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        """As JSON, for ``errands limits --json`` and the admin API."""
         return {
             "key": self.key,
             "running": self.running,

@@ -205,7 +205,7 @@ class ErrandsCollector:
 
 
 def _flow(core: Any, b: MetricsVerbs, now: float) -> Iterator[Metric]:
-    """Paused queues and limits (SPEC §4b)."""
+    """Paused queues and limits (docs/flow-control.md)."""
     paused = core.GaugeMetricFamily(
         "errands_queue_paused", "1 when a queue is paused ('*': every queue).", labels=["queue"]
     )

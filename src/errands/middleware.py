@@ -42,9 +42,11 @@ class Middleware:
     before it."""
 
     def enqueue(self, job: Enqueuing) -> Any:
+        """Called as each job is enqueued, before it is written; ``yield`` once to wrap it."""
         return None
 
     def execute(self, attempt: Execution) -> Any:
+        """Called around each attempt in the worker; ``yield`` once to wrap the handler."""
         return None
 
 

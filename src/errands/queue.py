@@ -70,7 +70,7 @@ class Queue(Lifecycle, Reads, Actions, FlowControl):
     PostgreSQL (``pip install 'errands[postgres]'``).
     ``Queue()`` with no URL reads ``$ERRANDS_DB``, else uses ``errands.db`` — the same rule as
     the CLI, so an application, its workers and ``errands`` commands agree on one database.
-    See the README for every setting and its default.
+    Every setting and its default: docs/reference/settings.md.
     """
 
     def __init__(
@@ -90,7 +90,7 @@ class Queue(Lifecycle, Reads, Actions, FlowControl):
         allow_network_filesystem: bool = False,
         allow_graduated: bool = False,
         table_prefix: str | None = None,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         if url is None:
             url = os.environ.get(ENV_DB) or DEFAULT_DB
@@ -108,6 +108,8 @@ class Queue(Lifecycle, Reads, Actions, FlowControl):
             audit=audit,
             allow_network_filesystem=allow_network_filesystem,
         )
+        if clock is None:  # the default clock, as for every other setting left as None
+            clock = time.time
         validate.callable_(clock, "clock", "a function returning unix seconds")
         self.clock = clock
         self.tasks: dict[str, Task[Any, Any]] = {}
@@ -204,6 +206,7 @@ class Queue(Lifecycle, Reads, Actions, FlowControl):
 
     @property
     def middleware(self) -> tuple[object, ...]:
+        """The middleware added with ``use``, in order."""
         return tuple(self._middlewares)
 
     @property

@@ -44,6 +44,7 @@ class Wakeups:
             loop.call_soon_threadsafe(_resolve, fut)
 
     def wait(self, timeout: float | None = None) -> bool:
+        """Block until a wake-up arrives (``True``) or ``timeout`` seconds pass (``False``)."""
         got = self._flag.wait(timeout)
         self._flag.clear()
         return got
@@ -71,6 +72,7 @@ class Wakeups:
         return True
 
     def close(self) -> None:
+        """Stop receiving wake-ups; also on leaving a ``with`` block."""
         self._hub.remove(self)
 
     def __enter__(self) -> Wakeups:

@@ -103,7 +103,7 @@ def test_worker_refuses_when_errands_db_names_another_database(db_url: str, tmp_
 def test_worker_refuses_a_different_db_option(tmp_path: Path) -> None:
     write_app(tmp_path, "app", "app.db")
     make_db(tmp_path / "app.db")  # a missing file named by --db is refused before the app
-    make_db(tmp_path / "other.db")  # is imported (tests/test_cli_first_steps.py)
+    make_db(tmp_path / "other.db")  # is imported (tests/cli/test_cli_first_steps.py)
     r = run(tmp_path, "worker", "--app", "app", "--burst", "--db", "other.db")
     error_line(r, 2, "--db other.db differs", "app.db")
     # The same database named both ways is fine, and --db wins over ERRANDS_DB.

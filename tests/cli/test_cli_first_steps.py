@@ -206,27 +206,38 @@ def test_the_demo_queue_refuses_to_create_a_file(tmp_path: Path) -> None:
     assert listing(tmp_path) == []
 
 
-# -- the README's first queue runs as written -------------------------------------------------
+# -- the first queue (README, docs/getting-started.md) runs as written --------------------------
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
+GETTING_STARTED = (ROOT / "docs" / "getting-started.md").read_text()
+
+
+def section(text: str, heading: str) -> str:
+    return text.split(f"## {heading}\n", 1)[1].split("\n## ", 1)[0]
 
 
 def first_queue_section() -> str:
-    return README.split("## Your first queue in your own project\n", 1)[1].split("\n## ", 1)[0]
+    return section(GETTING_STARTED, "Your first queue in your own project")
 
 
-def test_the_readme_first_queue_runs_as_written(tmp_path: Path) -> None:
-    section = first_queue_section()
-    assert (
-        README.index("make demo")
-        < README.index("## Your first queue")
-        < README.index("## What errands is")
-    )
-    (code,) = re.findall(r"```python\n(.*?)```", section, re.S)
+def test_the_readme_opens_with_the_commands_then_the_first_queue() -> None:
+    assert README.index("make demo") < README.index("## A first queue") < README.index("## What")
+    assert "docs/getting-started.md" in section(README, "A first queue")
+
+
+@pytest.mark.parametrize(
+    "where", ["README.md", "docs/getting-started.md"], ids=["readme", "getting-started"]
+)
+def test_the_first_queue_runs_as_written(tmp_path: Path, where: str) -> None:
+    if where == "README.md":
+        text = section(README, "A first queue")
+    else:
+        text = first_queue_section()
+    (code,) = re.findall(r"```python\n(.*?)```", text, re.S)
     assert code.startswith("# tasks.py\n")
     (tmp_path / "tasks.py").write_text(code)
-    (console,) = re.findall(r"```console\n(.*?)```", section, re.S)
+    (console,) = re.findall(r"```console\n(.*?)```", text, re.S)
     bin_dir = os.path.dirname(sys.executable)  # `python` and `errands` of this environment
     env = {k: v for k, v in os.environ.items() if k != "ERRANDS_DB"}
     env["PATH"] = bin_dir + os.pathsep + env.get("PATH", "")
@@ -256,10 +267,10 @@ def test_the_readme_first_queue_runs_as_written(tmp_path: Path) -> None:
 def test_the_install_commands_name_the_wheel_make_dist_builds() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     wheel = f"errands-{project['version']}-py3-none-any.whl"
-    docs = [README, (ROOT / "docs" / "recipes.md").read_text()]
+    docs = [README, GETTING_STARTED, (ROOT / "docs" / "recipes.md").read_text()]
     named = set(re.findall(r"errands-[\w.]+-py3-none-any\.whl", "\n".join(docs)))
     assert named == {wheel}
-    assert "make dist" in first_queue_section()
+    assert "make dist" in section(GETTING_STARTED, "Install")
     makefile = (ROOT / "Makefile").read_text()
     (recipe,) = re.findall(r"^dist:.*\n((?:\t.*\n)+)", makefile, re.M)
     assert "-m build --outdir dist" in recipe  # sdist and wheel, into dist/
@@ -277,4 +288,4 @@ def test_every_command_is_in_the_reference_and_named_in_the_readme() -> None:
     assert rows == commands
     (listed,) = re.findall(r"^The commands: (.*?)\.$", README, re.M | re.S)
     assert set(re.findall(r"`([\w-]+)`", listed)) == commands
-    assert "docs/cli.md" in README and "| command | what it does |" not in README
+    assert "docs/reference/cli.md" in README and "| command | what it does |" not in README

@@ -1,4 +1,4 @@
-"""Operating pipelines (SPEC §4c): `errands show` and `errands deps ID` print the graph
+"""Operating pipelines (docs/pipelines.md): `errands show` and `errands deps ID` print the graph
 around a job, `check` flags a waiting job whose upstreams are all final, the JSON API's job
 object has `deps`. Both backends."""
 

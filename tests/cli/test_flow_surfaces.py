@@ -1,4 +1,5 @@
-"""Flow control through the CLI, the JSON API and /metrics, on both backends (SPEC §4b)."""
+"""Flow control through the CLI, the JSON API and /metrics, on both backends
+(docs/flow-control.md)."""
 
 from __future__ import annotations
 

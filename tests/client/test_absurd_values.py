@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import sqlite3
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
@@ -360,3 +361,12 @@ def test_the_cli_refuses_absurd_values_with_one_line_and_exit_2(
     assert last.startswith("errands: ") and message in last, err
     assert [j.to_dict() for j in queue.jobs()] == before
     assert queue.get(existing) is not None
+
+
+def test_clock_none_is_the_default_clock(make_queue: Callable[..., errands.Queue]) -> None:
+    # None means "the default" for every other setting; clock=None was refused as "not a
+    # function" (docs/reference/settings.md).
+    q = make_queue(clock=None)
+    assert q.clock is time.time
+    job = q.get(q.enqueue("t", {}))
+    assert job is not None and job.status == "queued"

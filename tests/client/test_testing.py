@@ -184,7 +184,7 @@ def test_eager_restores_the_queue_after_an_error(tq: errands.Queue) -> None:
 def test_the_documented_example_runs(tmp_path: Path) -> None:
     text = (ROOT / "docs" / "testing.md").read_text()
     (example,) = [
-        block for block in re.findall(r"```python\n(.*?)```", text, re.S) if "def test_" in block
+        block for block in re.findall(r"```python\n(.*?)```", text, re.S) if "test_emails" in block
     ]
     namespace: dict[str, Any] = {}
     exec(compile(example, "docs/testing.md", "exec"), namespace)  # the doc's own code
@@ -194,3 +194,25 @@ def test_the_documented_example_runs(tmp_path: Path) -> None:
         path = tmp_path / str(i)
         path.mkdir()
         namespace[name](path)
+
+
+def test_the_documented_periodic_example_runs(tmp_path: Path) -> None:
+    text = (ROOT / "docs" / "testing.md").read_text()
+    (example,) = [b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "test_sync" in b]
+    namespace: dict[str, Any] = {}
+    exec(compile(example, "docs/testing.md", "exec"), namespace)  # the doc's own code
+    namespace["test_sync_runs_every_five_minutes"](tmp_path)  # a Path, as the page passes it
+
+
+@pytest.mark.parametrize(("catch_up", "runs"), [("skip", 0), ("once", 1)])
+def test_a_jump_over_a_tick_enqueues_what_docs_testing_md_says(
+    db_url: str, catch_up: str, runs: int
+) -> None:
+    clock = FrozenClock(datetime(2026, 1, 1, 9, 0, tzinfo=UTC))
+    with errands.Queue(db_url, clock=clock) as q:
+        q.periodic(every=timedelta(minutes=5), name="sync", catch_up=catch_up)(lambda: None)
+        drain(q)
+        clock.advance(600)
+        drain(q)
+        drain(q)
+        assert len(q.jobs(type="sync")) == runs

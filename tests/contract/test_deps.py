@@ -1,4 +1,4 @@
-"""Dependencies, chains and batches (SPEC §4c), on both backends: after=[…], the waiting
+"""Dependencies, chains and batches (docs/pipelines.md), on both backends: after=[…], the waiting
 state, the release in the outcome's transaction, the cascade, batches, ctx.upstream()."""
 
 from __future__ import annotations

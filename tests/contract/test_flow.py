@@ -1,5 +1,6 @@
-"""Flow control in one process, both backends (SPEC §4b): pauses, limits and rates as the
-claim applies them, snooze, progress. The cross-process promises are tests/runtime/test_flow_*.
+"""Flow control in one process, both backends (docs/flow-control.md): pauses, limits and rates
+as the claim applies them, snooze, progress. The cross-process promises are
+tests/runtime/test_flow_*.
 """
 
 from __future__ import annotations

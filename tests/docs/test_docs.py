@@ -5,14 +5,17 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from errands.core.states import TRANSITIONS, Event
 
 ROOT = Path(__file__).resolve().parents[2]
 ARROW = re.compile(r"^\s*(\[\*\]|\w+) --> (\w+|\[\*\])(?:: (\w+) / (\w+))?\s*$")
 
 
-def test_state_diagram_draws_exactly_the_transitions_table() -> None:
-    text = (ROOT / "docs" / "states.md").read_text()
+@pytest.mark.parametrize("page", ["states.md", "concepts.md"])
+def test_state_diagram_draws_exactly_the_transitions_table(page: str) -> None:
+    text = (ROOT / "docs" / page).read_text()
     drawn = set()
     for line in text.splitlines():
         m = ARROW.match(line)
@@ -39,3 +42,9 @@ def test_readme_opens_with_the_two_newcomer_commands() -> None:
     assert first_block is not None
     assert first_block.group(1).split("\n")[:2] == ["make demo", "make test"]
     assert text.index("make demo") < text.index("##")
+
+
+def test_the_readme_is_short_and_links_the_docs() -> None:
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 150  # a newcomer reads it in five minutes; the rest: docs/
+    assert "make docs" in text and "docs/getting-started.md" in text

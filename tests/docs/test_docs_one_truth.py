@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 OPERATIONS = (ROOT / "docs" / "operations.md").read_text()
 POSTGRES = (ROOT / "docs" / "postgres.md").read_text()
 RECIPES = (ROOT / "docs" / "recipes.md").read_text()
-README = (ROOT / "README.md").read_text()
+CLI = (ROOT / "docs" / "cli.md").read_text()
 
 
 def flat(text: str) -> str:
@@ -63,4 +63,4 @@ def test_the_documented_commands_exist(argv: list[str], capsys: pytest.CaptureFi
     if argv[0] == "periodic":
         assert "remove" in out and "errands periodic remove NAME" in OPERATIONS
     if argv[0] == "reopen":
-        assert "errands reopen --db app.db" in POSTGRES and "errands reopen" in README
+        assert "errands reopen --db app.db" in POSTGRES and "errands reopen" in CLI

@@ -29,8 +29,8 @@ def flat(text: str) -> str:
 RULE = "errands.Queue()` with no URL reads `$ERRANDS_DB`"
 
 
-def test_the_errands_db_rule_is_stated_in_readme_postgres_and_recipes() -> None:
-    assert RULE in flat(README)
+def test_the_errands_db_rule_is_stated_in_the_api_page_postgres_and_recipes() -> None:
+    assert RULE in flat(DOCS["python.md"])
     assert RULE in flat(DOCS["postgres.md"])
     assert RULE in flat(DOCS["recipes.md"])
     # and nowhere is the old statement that the worker ignores it
@@ -41,11 +41,11 @@ def test_the_errands_db_rule_is_stated_in_readme_postgres_and_recipes() -> None:
 def test_the_worker_refusal_is_stated_where_the_cut_over_happens() -> None:
     cut_over = flat(DOCS["postgres.md"]).split("### Cut-over procedure", 1)[1]
     assert "refuses to start (exit 2)" in cut_over and "names both databases" in cut_over
-    assert "refuses to start (exit 2)" in flat(README)
+    assert "refuses to start (exit 2)" in flat(DOCS["cli.md"])
 
 
 def test_sqlite_url_slashes_are_documented_as_they_parse() -> None:
-    text = flat(README)
+    text = flat(DOCS["python.md"])
     assert "`sqlite:///relative/app.db` — three slashes, relative" in text
     assert "`sqlite:////abs/app.db` — four slashes, absolute" in text
     assert path_from_url("sqlite:///relative/app.db") == "relative/app.db"
@@ -68,15 +68,15 @@ def test_cancelled_by_user_covers_queued_and_running_as_the_docs_say(q: errands.
     assert job is not None and job.error_code == "CANCELLED:BY_USER"
 
 
-# -- README: what errands[web] installs ----------------------------------------------------
+# -- Getting started: what errands[web] installs -----------------------------------------
 
 
-def test_readme_names_what_the_web_extra_installs() -> None:
+def test_getting_started_names_what_the_web_extra_installs() -> None:
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
         "optional-dependencies"
     ]
     names = [re.split(r"[<>=\[ ]", req)[0].lower() for req in extras["web"]]
-    text = flat(README).lower()
+    text = flat(DOCS["getting-started.md"]).lower()
     spoken = {"prometheus-client": "prometheus_client"}
     for name in names:
         assert spoken.get(name, name) in text, name
@@ -124,10 +124,10 @@ def test_runtime_figures_are_dated_with_the_command() -> None:
     assert "not something the suite reproduces exactly" in text
 
 
-# -- README: the worker log lines and the commands' exit statuses ---------------------------
+# -- docs/cli.md: the worker log lines and the commands' exit statuses ---------------------------
 
 
-def test_readme_lists_the_worker_log_options_the_cli_has(tmp_path: Path) -> None:
+def test_the_cli_page_lists_the_worker_log_options_the_cli_has(tmp_path: Path) -> None:
     help_text = subprocess.run(
         [sys.executable, "-m", "errands", "worker", "--help"],
         capture_output=True,
@@ -136,8 +136,8 @@ def test_readme_lists_the_worker_log_options_the_cli_has(tmp_path: Path) -> None
         cwd=tmp_path,
     ).stdout
     for option in ("--quiet", "--verbose", "--log-format"):
-        assert option in help_text and option in README
-    assert "--log-format json" in README and "{text,json}" in help_text
+        assert option in help_text and option in DOCS["cli.md"]
+    assert "--log-format json" in DOCS["cli.md"] and "{text,json}" in help_text
 
 
 # -- operations.md: the dashboard serves /metrics, as the docs now say ------------------------

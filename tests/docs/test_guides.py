@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import logging
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
@@ -166,3 +168,21 @@ def test_observing_guide_runs(
     assert event["tags"]["errands.error_code"] == "INTERNAL:ConnectionError"
     assert event["tags"]["errands.job.type"] == "charge"
     assert event["contexts"]["errands"]["attempt"] == 1
+
+
+def test_the_tracing_example_runs_as_copied_in_a_fresh_process(tmp_path: Path, db_url: str) -> None:
+    """In a process where nothing configured OpenTelemetry (the test above sets a provider
+    for the whole session, so it cannot tell): the guide's own provider lines are what makes
+    a traceparent be stored."""
+    upto: list[str] = []
+    for _, code in blocks("observing.md"):
+        upto.append(code.replace('"app.db"', repr(db_url)))
+        if "from errands.otel import Tracing" in code:
+            break
+    (tmp_path / "guide.py").write_text("\n".join(upto) + "\nq.close()\n")
+    done = subprocess.run(
+        [sys.executable, "guide.py"], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$", done.stdout, re.M), done.stdout
+    assert '"name": "run resize"' in done.stdout  # the console exporter printed the spans

@@ -26,8 +26,8 @@ from helpers.support import is_sqlite
 APP = Path(__file__).with_name("worker_app.py")
 LEASE = 2.0  # the worker app's default lease_seconds
 SWEEP = min(LEASE / 2, 5.0)  # errands.maintenance: the rescuer sweeps this often
-RECOVERY_BOUND = LEASE + SWEEP + 1.0  # SPEC §4: lease + sweep interval + 1 s
-FAULT_EXIT = 86  # errands.faults.FAULT_EXIT_CODE
+RECOVERY_BOUND = LEASE + SWEEP + 1.0  # docs/runtime.md, recovery bound: lease + sweep + 1 s
+FAULT_EXIT = 86  # errands.core.faults.FAULT_EXIT_CODE
 KILL_EXIT = 87  # worker_app: a handler that killed its own process
 
 

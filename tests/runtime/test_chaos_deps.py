@@ -1,5 +1,5 @@
-"""SIGKILL chaos with dependencies (SPEC §4c): workers are killed at random while hundreds of
-up→down pairs and a few batches run. Every dependent starts only after its upstream's
+"""SIGKILL chaos with dependencies (docs/pipelines.md): workers are killed at random while
+hundreds of up→down pairs and a few batches run. Every dependent starts only after its upstream's
 successful attempt finished, is released exactly once (one READY), every batch callback is
 released once and succeeds, and nothing is left waiting."""
 

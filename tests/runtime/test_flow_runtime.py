@@ -1,6 +1,7 @@
-"""Flow control across real worker processes, both backends (SPEC §4b): a pause binds running,
-restarted and woken workers; limits hold across processes — measured from the handlers' own
-start/end records — while workers are SIGKILLed; rate windows hold over job_attempts.started_at.
+"""Flow control across real worker processes, both backends (docs/flow-control.md): a pause
+binds running, restarted and woken workers; limits hold across processes — measured from the
+handlers' own start/end records — while workers are SIGKILLed; rate windows hold over
+job_attempts.started_at.
 """
 
 from __future__ import annotations

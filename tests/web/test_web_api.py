@@ -1,4 +1,4 @@
-"""The JSON admin API (SPEC §5b) through Starlette's TestClient, on both backends."""
+"""The JSON admin API (docs/dashboard.md) through Starlette's TestClient, on both backends."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The job page shows the graph around a job (SPEC §4c): the jobs it runs after and the jobs
-waiting for it, each linked with its state, on both backends — and escaped like every other
+"""The job page shows the graph around a job (docs/pipelines.md): the jobs it runs after and
+the jobs waiting for it, each linked with its state, on both backends — and escaped like every other
 value that comes from a job."""
 
 from __future__ import annotations

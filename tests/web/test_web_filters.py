@@ -133,7 +133,7 @@ def test_since_is_still_taken_as_windows_older_name(queue: errands.Queue) -> Non
     for window in ("91d", "forever", "-1h"):
         assert c.get(f"/failures?window={window}").status_code == 400
         assert c.get(f"/api/admin/errors?window={window}").status_code == 400
-    # top (SPEC: errors?top=N, the N largest): the size of a page, on both.
+    # top (docs/dashboard.md: errors?top=N, the N largest): the size of a page, on both.
     assert len(c.get("/api/admin/errors?top=1").json()["errors"]) == 1
 
 

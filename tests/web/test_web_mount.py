@@ -166,18 +166,3 @@ def test_django_with_its_own_login(
         assert get_job(queue, env["failed"][0]).status == "queued"
     finally:
         close_queue(ns)
-
-
-def test_the_readme_snippets_are_lines_of_the_tested_recipes() -> None:
-    readme = (DOC.parent.parent / "README.md").read_text()
-    section = readme[readme.index("## Dashboard") : readme.index("## PostgreSQL")]
-    recipes = "\n".join(
-        recipe(n) for n in ("fastapi-token", "fastapi-auth", "django-token", "django-auth")
-    )
-    known = {line.strip() for line in recipes.splitlines()}
-    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
-    assert len(blocks) == 2
-    for block in blocks:
-        for line in block.splitlines():
-            if line.strip() and not line.lstrip().startswith("#"):
-                assert line.strip() in known, line

@@ -254,7 +254,7 @@ class PeriodicRow:
 @dataclass(frozen=True, slots=True)
 class TaskTypeRow:
     """A ``task_types`` row: the options a task type's jobs take when the process enqueuing
-    them has no task of that name (errands.declared)."""
+    them has no task of that name (errands.client.declared)."""
 
     type: str
     queue: str
@@ -386,7 +386,7 @@ class JobVerbs(Protocol):
 
 
 class DepVerbs(Protocol):
-    """Dependencies between jobs (backends/deps.py, SPEC §4c): jobs enqueued after others,
+    """Dependencies between jobs (backends/deps.py, docs/pipelines.md): jobs enqueued after others,
     the graph around a job, and the sweeper's repair."""
 
     def enqueue_after(

@@ -1,4 +1,4 @@
-"""The dependencies noun: jobs enqueued after others, and their release (SPEC §4c).
+"""The dependencies noun: jobs enqueued after others, and their release (docs/pipelines.md).
 
 Queries: ``deps.sql``. A job enqueued ``after=[…]`` is ``waiting``, with one ``job_deps`` row
 per upstream, written in the enqueue's transaction. An edge is *open* while its upstream is

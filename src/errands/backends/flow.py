@@ -1,4 +1,5 @@
-"""The flow-control noun: paused queues, limits and the limited claim, progress (SPEC §4b).
+"""The flow-control noun: paused queues, limits and the limited claim, progress
+(docs/flow-control.md).
 
 Queries: ``flow.sql``. The limited claim (``_claim_limited``) runs inside the claim's own
 write transaction, which is what makes a limit exact:

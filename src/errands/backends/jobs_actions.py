@@ -14,10 +14,10 @@ locks and the fence).
 - priority: a queued or waiting job gets the new priority (``PRIORITY_CHANGED``, detail: old
   and new).
 - delete: any job but a running one (cancel it first), and never one a waiting job depends on
-  (its outcome decides the waiting job's: SPEC §4c, as prune). Its attempts, events and edges
-  go with it (ON DELETE CASCADE), so it leaves no event; a final job's outcome is taken off the
-  figures and kept in the hourly rollup first, as prune does, so finished-job counters never go
-  down. The callers log each delete (who, which ids).
+  (its outcome decides the waiting job's: docs/pipelines.md, as prune). Its attempts, events
+  and edges go with it (ON DELETE CASCADE), so it leaves no event; a final job's outcome is
+  taken off the figures and kept in the hourly rollup first, as prune does, so finished-job
+  counters never go down. The callers log each delete (who, which ids).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 the facts about the database as a whole (``errands_meta``: where a graduated file went).
 
 Queries: ``task_types.sql``, ``meta.sql``. A worker declares its tasks when it starts; a
-producer that enqueues a type it has no task for reads them (cached: ``errands.declared``).
+producer that enqueues a type it has no task for reads them (cached: ``errands.client.declared``).
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ def register(sub: Any) -> None:
         "is a job a waiting job depends on. A finished job's outcome stays in the hourly "
         "figures, as prune keeps it.",
     )
-    p.add_argument("ids", nargs="+", type=job_id, metavar="ID")
+    p.add_argument("ids", nargs="+", type=job_id, metavar="ID", help="the jobs to delete")
     add_db(p)
     add_json(p)
     p.set_defaults(func=cmd_delete)
@@ -43,7 +43,7 @@ def register(sub: Any) -> None:
         description="Make queued jobs whose run_at is still ahead due now (a RESCHEDULED "
         "event records the old and new run_at). Other jobs are refused, each with why.",
     )
-    p.add_argument("ids", nargs="+", type=job_id, metavar="ID")
+    p.add_argument("ids", nargs="+", type=job_id, metavar="ID", help="the jobs to make due")
     add_db(p)
     add_json(p)
     p.set_defaults(func=cmd_run_now)
@@ -58,7 +58,7 @@ def register(sub: Any) -> None:
     p.add_argument(
         "priority", type=int_between(*validate.PRIORITY_RANGE), metavar="N", help="the priority"
     )
-    p.add_argument("ids", nargs="+", type=job_id, metavar="ID")
+    p.add_argument("ids", nargs="+", type=job_id, metavar="ID", help="the jobs to change")
     add_db(p)
     add_json(p)
     p.set_defaults(func=cmd_priority)

@@ -52,7 +52,7 @@ _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
 def duration(text: str) -> float:
     """``90``, ``1.5``, ``90s``, ``30m``, ``1h``, ``7d``, ``2w`` → seconds: the one argparse type
     of every CLI duration flag (``--delay``, ``--window``, ``--since``, ``--max-wait``…), so
-    what the README says of durations holds for each of them."""
+    what docs/cli.md says of durations holds for each of them."""
     match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*", text)
     if not match:
         raise argparse.ArgumentTypeError(

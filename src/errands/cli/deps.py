@@ -1,4 +1,5 @@
-"""``errands deps ID``: the graph around one job (SPEC §4c), and the lines ``show`` adds."""
+"""``errands deps ID``: the graph around one job (docs/pipelines.md), and the lines ``show``
+adds."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ def register(sub: Any, job_id: Any) -> None:
         description="Show the jobs around one: upstream (it was enqueued after them) and "
         "downstream (enqueued after it), with their states. See docs/pipelines.md.",
     )
-    p.add_argument("id", type=job_id, metavar="ID")
+    p.add_argument("id", type=job_id, metavar="ID", help="the job at the centre")
     add_db(p)
     add_json(p)
     p.set_defaults(func=cmd_deps)

@@ -1,4 +1,4 @@
-"""Flow-control commands (SPEC §4b): pause, resume, queues, limits, limit set|clear."""
+"""Flow-control commands (docs/flow-control.md): pause, resume, queues, limits, limit set|clear."""
 
 from __future__ import annotations
 
@@ -16,11 +16,11 @@ ACTOR = "cli"
 
 def register(subparsers: Any) -> None:
     p = _add(subparsers, "pause", "stop every worker claiming from a queue ('*': all)", _pause)
-    p.add_argument("queue", metavar="QUEUE")
+    p.add_argument("queue", metavar="QUEUE", help="the queue to pause, or '*' for every queue")
     p.add_argument("--reason", help="why (shown by queues, stats and the dashboard)")
 
     p = _add(subparsers, "resume", "let workers claim from a paused queue again", _resume)
-    p.add_argument("queue", metavar="QUEUE")
+    p.add_argument("queue", metavar="QUEUE", help="the queue to resume, or '*' to lift every pause")
 
     p = _add(subparsers, "queues", "queues: paused or not (by whom, since, why), counts", _queues)
     p.add_argument("--json", action="store_true", help="print a JSON array")
@@ -35,13 +35,13 @@ def register(subparsers: Any) -> None:
     )
     verbs = p.add_subparsers(dest="limit_command", metavar="set|clear", required=True)
     s = _add(verbs, "set", "store a limit for KEY", _limit_set)
-    s.add_argument("key", metavar="KEY")
+    s.add_argument("key", metavar="KEY", help="the limit's key, as in errands.Limit(KEY, …)")
     s.add_argument(
         "--running", type=jobs.int_between(0, 1_000_000), help="at most N holding a lease"
     )
     s.add_argument("--rate", type=_rate, help="at most N starts in any SECONDS (N/SECONDS)")
     c = _add(verbs, "clear", "drop the stored limit of KEY: the code's applies again", _clear)
-    c.add_argument("key", metavar="KEY")
+    c.add_argument("key", metavar="KEY", help="the limit's key")
 
 
 def _rate(text: str) -> tuple[int, float]:

@@ -140,7 +140,7 @@ def register(sub: Any) -> None:
         help="one job: its columns, attempts and event timeline",
         description="Show one job, its attempts and its event timeline.",
     )
-    p.add_argument("id", type=job_id, metavar="ID")
+    p.add_argument("id", type=job_id, metavar="ID", help="the job to show")
     p.add_argument(
         "--tracebacks", action="store_true", help="also print each failed attempt's traceback"
     )

@@ -12,7 +12,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from .. import reports as stats
@@ -75,29 +75,19 @@ def register(subparsers: Any) -> None:
     p.add_argument("--top", type=TOP, default=10, help="how many error codes to show")
 
     p = _add(subparsers, "errors", "most frequent error codes with type and last seen", _errors)
-    p.add_argument("--top", type=TOP, default=10)
+    p.add_argument("--top", type=TOP, default=10, help="how many error codes to show")
     p.add_argument("--since", type=duration, default=86400.0, help="window, e.g. 24h, 7d")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
 
     p = _add(
         subparsers, "retry", "retry jobs by id, or every failed/cancelled job matching", _retry
     )
-    p.add_argument("ids", nargs="*", type=jobs.job_id, help="job ids (or use --status)")
-    p.add_argument("--status", choices=sorted(bulk.RETRYABLE))
-    p.add_argument("--type", type=jobs.filter_of("type"))
-    p.add_argument("--queue", type=jobs.filter_of("queue"))
-    p.add_argument("--error-code", type=jobs.filter_of("error_code"))
-    p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    _add_bulk_selection(p, bulk.RETRYABLE)
 
     p = _add(
         subparsers, "cancel", "cancel jobs by id, or every queued/running job matching", _cancel
     )
-    p.add_argument("ids", nargs="*", type=jobs.job_id, help="job ids (or use --status)")
-    p.add_argument("--status", choices=sorted(bulk.CANCELLABLE))
-    p.add_argument("--type", type=jobs.filter_of("type"))
-    p.add_argument("--queue", type=jobs.filter_of("queue"))
-    p.add_argument("--error-code", type=jobs.filter_of("error_code"))
-    p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    _add_bulk_selection(p, bulk.CANCELLABLE)
 
     p = _add(subparsers, "prune", "delete finished jobs past retention (rolled up first)", _prune)
     p.add_argument("--dry-run", action="store_true", help="only count what would go")
@@ -107,7 +97,7 @@ def register(subparsers: Any) -> None:
         default=1000,
         help="rows per transaction",
     )
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
 
     _add(subparsers, "vacuum", "shrink the database file (locks it: run off-peak)", _vacuum)
 
@@ -126,7 +116,7 @@ def register(subparsers: Any) -> None:
         help="remove NAME (a retired one), disable/enable NAME, run NAME (one job now)",
     )
     p.add_argument("name", nargs="?", help="the schedule")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
 
     p = _add(subparsers, "check", "health probe: exit 1 with one line per problem", _check)
     p.add_argument("--max-wait", type=duration, default=300.0, help="oldest due job's wait")
@@ -145,12 +135,28 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--max-pause", type=duration, default=3600.0, help="how long a queue may stay paused"
     )
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
 
     _add(subparsers, "metrics", "Prometheus metrics in the text format, to stdout", _metrics)
 
 
 # -- commands ------------------------------------------------------------------------------
+
+
+def _add_bulk_selection(p: argparse.ArgumentParser, states: Iterable[str]) -> None:
+    """retry and cancel select the same way: ids, or a state narrowed by type, queue, code."""
+    p.add_argument("ids", nargs="*", type=jobs.job_id, help="job ids (or use --status)")
+    p.add_argument(
+        "--status",
+        choices=sorted(states),
+        help="every job in this state, narrowed by the options below",
+    )
+    p.add_argument("--type", type=jobs.filter_of("type"), help="only jobs of this type")
+    p.add_argument("--queue", type=jobs.filter_of("queue"), help="only jobs in this queue")
+    p.add_argument(
+        "--error-code", type=jobs.filter_of("error_code"), help="only jobs with this error code"
+    )
+    p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
 
 
 def _stats(args: argparse.Namespace) -> int:
@@ -428,7 +434,7 @@ def _periodic_remove(args: argparse.Namespace) -> int:
 
 def check_warnings(q: Queue) -> list[str]:
     """What ``check`` reports without failing: queued jobs of types no process has declared
-    (they took the defaults: queue, priority, max_attempts; errands.declared)."""
+    (they took the defaults: queue, priority, max_attempts; errands.client.declared)."""
     declared = {r.type for r in q.backend.task_types()}
     return [
         f"{n:,} queued {queue}/{jtype} job(s) of a type no worker has declared: they took the "

@@ -75,9 +75,11 @@ class Reads(QueueParts):
         )
 
     def attempts(self, job_id: int) -> list[Attempt]:
+        """The job's attempts, oldest first (``job_attempts``)."""
         return self.backend.attempts(validate.job_id(job_id))
 
     def events(self, job_id: int) -> list[EventRecord]:
+        """The job's events, oldest first: its whole story (``job_events``)."""
         return self.backend.events(validate.job_id(job_id))
 
     def traceback(self, attempt: Attempt) -> str | None:

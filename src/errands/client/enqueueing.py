@@ -265,7 +265,7 @@ class Producer:
                 "from a Queue with no tasks registered to send jobs another service runs"
             )
         validate.name(job_type, "job type")
-        # A type a worker elsewhere declares: the options it recorded (errands.declared).
+        # A type a worker elsewhere declares: the options it recorded (errands.client.declared).
         declared = self.declared.get(job_type) if self.declared is not None else None
         return Kind(None, _NO_TASK_OPTIONS if declared is None else declared)
 

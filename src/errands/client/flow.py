@@ -1,5 +1,5 @@
-"""The Queue's flow-control verbs (SPEC §4b), a mixin ``errands.Queue`` inherits: pause and
-resume queues, store and clear limits, and read both back. The promises live in the claim
+"""The Queue's flow-control verbs (docs/flow-control.md), a mixin ``errands.Queue`` inherits:
+pause and resume queues, store and clear limits, and read both back. The promises live in the claim
 (backends/flow.py); ``errands.limits`` shapes input and output."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Pipelines: chains and batches, built on ``after=`` (SPEC §4c, docs/pipelines.md).
+"""Pipelines: chains and batches, built on ``after=`` (docs/pipelines.md).
 
 A chain is jobs each enqueued after the one before; a batch is member jobs plus a callback
 enqueued after all of them with ``on_upstream_failure="run"``. Both are written by one

@@ -63,8 +63,8 @@ class Job:
     result_ref: str | None
     cancel_requested: bool
     headers: dict[str, Any] | None = None  # written by enqueue middleware (e.g. traceparent)
-    # Flow control (SPEC §4b): the limit the job counts against, fixed at enqueue ('' group:
-    # the key's only group), and the latest ctx.progress() of its attempt.
+    # Flow control (docs/flow-control.md): the limit the job counts against, fixed at enqueue
+    # ('' group: the key's only group), and the latest ctx.progress() of its attempt.
     limit_key: str | None = None
     limit_group: str | None = None
     progress: float | None = None
@@ -90,6 +90,7 @@ class Attempt:
     traceback_ref: str | None
 
     def to_dict(self) -> dict[str, Any]:
+        """Every column as a JSON-ready value (datetimes as ISO 8601 UTC)."""
         return {k: _jsonable(v) for k, v in asdict(self).items()}
 
 
@@ -103,4 +104,5 @@ class EventRecord:
     detail: Any
 
     def to_dict(self) -> dict[str, Any]:
+        """Every column as a JSON-ready value (datetimes as ISO 8601 UTC)."""
         return {k: _jsonable(v) for k, v in asdict(self).items()}

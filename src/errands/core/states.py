@@ -104,7 +104,7 @@ TRANSITIONS: dict[str, Transition] = {
 # SQL binds them from here, as it binds the transitions'): run now takes a queued job whose
 # run_at is later (a scheduled job, or a retry waiting out its backoff); a priority change, a
 # job not yet claimed; a delete, any job but a running one (cancel it first) — and never one
-# a waiting job depends on (SPEC §4c, as prune).
+# a waiting job depends on (docs/pipelines.md, as prune).
 RUN_NOW_FROM: frozenset[State] = frozenset({State.QUEUED})
 REPRIORITIZE_FROM: frozenset[State] = frozenset({State.QUEUED, State.WAITING})
 DELETE_FROM: frozenset[State] = frozenset(State) - {State.RUNNING}

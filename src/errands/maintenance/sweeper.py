@@ -1,5 +1,5 @@
-"""The dependency sweeper: repairs a waiting job whose upstream jobs are all final (SPEC
-§4c, docs/pipelines.md), as a maintenance service."""
+"""The dependency sweeper: repairs a waiting job whose upstream jobs are all final
+(docs/pipelines.md), as a maintenance service."""
 
 from __future__ import annotations
 

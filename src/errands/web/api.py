@@ -1,4 +1,4 @@
-"""The JSON admin API (SPEC §5b): ``/api/admin/…``, ``/metrics`` and ``/healthz``.
+"""The JSON admin API (docs/dashboard.md): ``/api/admin/…``, ``/metrics`` and ``/healthz``.
 
 Handlers read parameters (``params``: 400 on a bad one), then run every database call in a
 worker thread (``run_in_threadpool``), never on the event loop. Mutations arrive here only
@@ -225,7 +225,7 @@ async def throughput(request: Request, dash: Dashboard) -> Response:
     return JSONResponse({"hours": rows})
 
 
-# -- flow control (SPEC §4b) -------------------------------------------------------------------
+# -- flow control (docs/flow-control.md) -----------------------------------------------------------
 
 
 async def queues(request: Request, dash: Dashboard) -> Response:

@@ -76,7 +76,7 @@ ROUTES: tuple[Endpoint, ...] = (
     _e("/login", pages.login, "POST", "login_post", "public", "login", False),
     _e("/logout", pages.logout, "POST", "logout", "protected", "login", False),
     _e("/metrics", api.metrics, "GET", "metrics", "protected", "read", True),
-    # JSON API (SPEC §5b, plus bulk, prune, periodic and throughput)
+    # JSON API (docs/dashboard.md, plus bulk, prune, periodic and throughput)
     _e("/api/admin/jobs", api.jobs, "GET", "api_jobs", "protected", "read", True),
     _e("/api/admin/jobs", api.enqueue, "POST", "api_enqueue", *MUTATE_API),
     _e("/api/admin/jobs/{job_id:int}", api.job, "GET", "api_job", "protected", "read", True),
@@ -154,7 +154,7 @@ ROUTES: tuple[Endpoint, ...] = (
     _e("/api/admin/periodic", api.periodic, "GET", "api_periodic", "protected", "read", True),
     _e("/api/admin/throughput", api.throughput, "GET", "api_throughput", "protected", "read", True),
     _e("/api/admin/charts", boards.api_charts, "GET", "api_charts", "protected", "read", True),
-    # Flow control (SPEC §4b); the dashboard's HTML for it is the pages' (branch dash)
+    # Flow control (docs/flow-control.md); the dashboard's HTML for it is the pages' (branch dash)
     _e("/api/admin/queues", api.queues, "GET", "api_queues", "protected", "read", True),
     _e(
         "/api/admin/queues/{name}/pause",

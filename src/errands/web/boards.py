@@ -55,7 +55,7 @@ def _failure_groups(dash: Dashboard, since: float, keep: bool) -> dict[str, Any]
 class FailureFilters:
     """The failures' filters, the same on ``/failures`` and ``/api/admin/errors``: ``window``
     (a duration: 1h, 24h, 7d or ``<n>[smhdw]`` up to 90 days; ``since`` is its older name,
-    still taken), ``page`` and ``top``: groups a page, 1-100 (50 unless given; SPEC §5b's
+    still taken), ``page`` and ``top``: groups a page, 1-100 (50 unless given; docs/dashboard.md's
     ``/api/admin/errors?top=N`` is the N largest groups, page 1)."""
 
     window: str
@@ -229,7 +229,7 @@ def _queues_data(dash: Dashboard) -> list[dict[str, Any]]:
     _, windows = reports.windows(backend.window_rows(now - rollup.HOUR))
     for name, w in windows.items():
         entry(name)["hour"] = reports.summarize(w, rollup.HOUR)
-    # Flow control (SPEC 4b): every queue's pause state, by whom, since when and why.
+    # Flow control (docs/flow-control.md): every queue's pause state, by whom, since when and why.
     for name in per:
         per[name]["paused"] = False
     for info in q.queues():

@@ -17,7 +17,7 @@ from ..core.backoff import delay_for
 from ..errors import JobError, PayloadError, Snooze
 from ..tasks import CTX_PARAM, Task
 
-DETAIL_LIMIT = 500  # SPEC: error_detail is a summary of at most 500 characters
+DETAIL_LIMIT = 500  # docs/states.md: error_detail is a summary of at most 500 characters
 # A traceback is kept outside the row, but still has to be storable: a runaway one (a huge
 # message, a deep recursion) keeps its head and its tail — where the raise happened.
 TRACEBACK_LIMIT = 64 * 1024
@@ -107,7 +107,7 @@ def failed(
     """Classify an exception into a retry (``Retried``) or a final failure (``Failed``), per
     the task's rules. Every text it produces is storable (see ``payload.storable_text``)
     before it reaches a batch."""
-    if isinstance(exc, Snooze):  # not a failure: the job comes back later (SPEC §4b)
+    if isinstance(exc, Snooze):  # not a failure: the job comes back later (docs/flow-control.md)
         return Snoozed(job.id, job.attempt, started, now + exc.seconds, exc.seconds)
     tb = format_traceback(exc)
     opts = task.options

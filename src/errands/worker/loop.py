@@ -3,7 +3,7 @@
 One control thread owns every database write of the worker (claims, outcomes, heartbeats,
 maintenance), so writes are naturally grouped: while one transaction commits, the next
 handlers' outcomes pile up and go in the next. Handlers run in the executor (executor.py);
-every backend call goes through ``WorkerDatabase`` (worker_db.py), which classifies and counts
+every backend call goes through ``WorkerDatabase`` (worker/db.py), which classifies and counts
 database errors.
 
 ``tick(now)`` is one step of the loop (claim what fits, record finished outcomes, heartbeat,
@@ -67,7 +67,7 @@ PREFETCH_HORIZON = 0.02
 # ~500 and the worker uses 15-40 % less CPU per no-op job (BENCHMARKS.md, issue #12).
 DEFAULT_MAX_PREFETCH = 1000
 CANCEL_CHECK_INTERVAL = 1.0
-# The longest sleep between steps: signal handlers only set flags (worker_signals.py), so the
+# The longest sleep between steps: signal handlers only set flags (worker/signals.py), so the
 # loop must look at them at least this often.
 MAX_WAIT = 1.0
 AGAIN = -1.0  # what tick() returns when more work is probably claimable right away

@@ -42,6 +42,7 @@ class WorkerSummary:
 
     @property
     def processed(self) -> int:
+        """Jobs that ended an attempt: succeeded, failed, retried or cancelled."""
         return self.succeeded + self.failed + self.retried + self.cancelled
 
 
@@ -93,7 +94,7 @@ class Recorder:
         except Exception as exc:
             return self._one_by_one(batch, exc, now)  # the claim rolled back with the batch
         self._count(outcomes, applied)
-        if log.isEnabledFor(logging.WARNING):  # failures, retries, refusals (worker_log.py)
+        if log.isEnabledFor(logging.WARNING):  # failures, retries, refusals (worker/log.py)
             worker_log.outcomes(batch, [o for _, o in outcomes], applied, wid, now)
         return Recorded(outcomes, applied, jobs, claimed=request is not None)
 

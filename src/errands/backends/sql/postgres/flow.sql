@@ -1,4 +1,4 @@
--- Flow control (SPEC §4b): paused queues, limits, the limited claim, snooze, progress.
+-- Flow control (docs/flow-control.md): paused queues, limits, the limited claim, snooze, progress.
 -- Same names as sql/sqlite/flow.sql. The limited claim runs in the claim's transaction
 -- (READ COMMITTED): limited_groups takes a transaction-level advisory lock per key and group,
 -- so every later statement of the claim (the counts, the update) sees each claim of that

@@ -1,4 +1,4 @@
--- Queries of `errands graduate` (errands/graduate.py), which copies a SQLite queue into
+-- Queries of `errands graduate` (errands/cli/graduate/), which copies a SQLite queue into
 -- PostgreSQL: the source reads table_columns; the rest run on the target, and are in the
 -- SQLite file too so both dialects keep the same names.
 

@@ -1,5 +1,5 @@
 -- Named queries for the PostgreSQL backend: the same names, parameters and RETURNING/SELECT
--- column orders as sql/sqlite/jobs.sql (tests/test_sql_names.py checks the names).
+-- column orders as sql/sqlite/jobs.sql (tests/backends/test_sql_names.py checks the names).
 -- Parameters are :named (rewritten to psycopg's %(name)s at load). Times are bound as float
 -- unix seconds, like on SQLite, and converted here with to_timestamp(), so the shared verbs
 -- never know which dialect they speak to. A parameter whose type PostgreSQL cannot infer from

@@ -1,7 +1,7 @@
 -- errands schema version 1 (PostgreSQL). The same tables, columns, indexes and constraints as
 -- sql/sqlite/migration_0001.sql with PostgreSQL's natural types: bigint identity ids,
 -- timestamptz for every timestamp, jsonb for JSON, a CHECK constraint for status (no enum, so
--- adding a state is an ALTER of one constraint). tests/test_schema_parity.py keeps them equal.
+-- adding a state is an ALTER of one constraint). tests/backends/test_schema_parity.py keeps them equal.
 
 -- BY DEFAULT (not ALWAYS): `errands graduate` inserts the SQLite ids as they are, then moves the
 -- sequence past them. Identity sequences never go back, so ids are never reused after pruning.

@@ -1,4 +1,4 @@
--- errands schema version 8 (PostgreSQL): flow control (issue #23, SPEC §4b), as
+-- errands schema version 8 (PostgreSQL): flow control (issue #23, docs/flow-control.md), as
 -- sql/sqlite/migration_0008.sql.
 
 CREATE TABLE IF NOT EXISTS queue_pauses (

@@ -1,4 +1,4 @@
--- errands schema version 9 (PostgreSQL): dependencies (issue #24, SPEC §4c). A job enqueued
+-- errands schema version 9 (PostgreSQL): dependencies (issue #24, docs/pipelines.md). A job enqueued
 -- after=[…] is 'waiting' until every job it depends on is final; job_deps holds the edges.
 -- The same as sql/sqlite/migration_0009.sql; PostgreSQL changes a CHECK in place.
 ALTER TABLE jobs DROP CONSTRAINT IF EXISTS jobs_status_check;

@@ -212,7 +212,7 @@ SELECT COUNT(*) AS n FROM jobs WHERE status = :status AND finished_at < to_times
 
 -- name: prune_ids
 -- Up to :limit jobs of one terminal state that finished before :cutoff, oldest first, but
--- none a waiting job still depends on (its outcome decides the waiting job's: SPEC §4c), locked:
+-- none a waiting job still depends on (its outcome decides the waiting job's: docs/pipelines.md), locked:
 -- the batch prune_batch deletes once their figures are taken off (uncount_jobs). SKIP LOCKED:
 -- a row another transaction holds (a manual retry of a failed job, a second pruner) is left
 -- for the next run instead of blocking this one or being deleted under it.

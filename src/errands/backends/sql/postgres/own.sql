@@ -7,7 +7,7 @@
 -- claim, open_attempts and insert_claimed_events in one statement (data-modifying CTEs): the
 -- claimed jobs, their attempt rows, and — when :event is not NULL (the audit records CLAIMED)
 -- — their CLAIMED events, with the detail insert_claimed_events writes. Returns claim's
--- columns in claim's order (tests/test_sql_columns.py). The due rows are chosen exactly as
+-- columns in claim's order (tests/backends/test_sql_columns.py). The due rows are chosen exactly as
 -- claim chooses them (same index, same SKIP LOCKED).
 WITH due AS (
     SELECT id FROM jobs
@@ -52,7 +52,7 @@ FROM claimed;
 -- insert_event's values) and — when :notify (the job is due) — the wake-up NOTIFY, in one
 -- statement: the one-by-one enqueue's whole write. Like insert_job, a unique_key already held
 -- by an active job inserts nothing, records nothing, returns no row. Returns insert_job's
--- columns (tests/test_sql_columns.py). NOTIFY is delivered at commit, or never.
+-- columns (tests/backends/test_sql_columns.py). NOTIFY is delivered at commit, or never.
 WITH inserted AS (
     INSERT INTO jobs (queue, type, payload, status, priority, max_attempts, run_at, created_at,
                       unique_key, headers, limit_key, limit_group)

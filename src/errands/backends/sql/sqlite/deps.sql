@@ -1,4 +1,4 @@
--- Dependencies (backends/deps.py, SPEC §4c): the edges of job_deps, written with the dependent
+-- Dependencies (backends/deps.py, docs/pipelines.md): the edges of job_deps, written with the dependent
 -- job and closed in the transaction that makes their upstream final. The same names,
 -- parameters and result columns as postgres/deps.sql; :job_ids is a JSON array of ids here.
 

@@ -1,4 +1,4 @@
--- Flow control (SPEC §4b): paused queues, limits, the limited claim, snooze, progress.
+-- Flow control (docs/flow-control.md): paused queues, limits, the limited claim, snooze, progress.
 -- Same names in sql/postgres/flow.sql. The limited claim's queries run inside the claim's
 -- write transaction (BEGIN IMMEDIATE: every claim of the database is serialised), so what
 -- they count cannot change between the count and the claim.

@@ -1,5 +1,5 @@
 -- errands schema version 1 (SQLite). Timestamps are unix epoch seconds as REAL, UTC.
--- Users query these tables directly, so table and column names are public (SPEC §2).
+-- Users query these tables directly, so table and column names are public (docs/reference/schema.md).
 
 -- AUTOINCREMENT: ids keep increasing even after the newest rows are pruned, so an id is
 -- never reused in logs, events or links.

@@ -6,7 +6,7 @@
 
 -- Histogram bucket bounds in seconds: bucket i counts values <= upper (and above the bound
 -- before); values above every bound go to bucket 21. The same bounds as errands.core.rollup.BOUNDS
--- (tests/test_stats.py compares), so live figures and rolled-up hours merge exactly.
+-- (tests/client/test_stats.py compares), so live figures and rolled-up hours merge exactly.
 CREATE TABLE job_stats_bounds (
     bucket INTEGER PRIMARY KEY,
     upper  REAL    NOT NULL

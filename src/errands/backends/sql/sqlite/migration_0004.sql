@@ -34,7 +34,7 @@ WHERE error_code IS NOT NULL AND finished_at IS NULL;
 CREATE INDEX job_stats_bounds_upper ON job_stats_bounds (upper);
 
 -- The triggers and functions of migration 0002. IF EXISTS: a migration may be applied again
--- over a target an older graduate prepared (tests/test_graduate.py).
+-- over a target an older graduate prepared (tests/cli/test_graduate.py).
 DROP TRIGGER IF EXISTS jobs_finished_insert;
 DROP TRIGGER IF EXISTS jobs_finished_update;
 DROP TRIGGER IF EXISTS jobs_unfinished_update;

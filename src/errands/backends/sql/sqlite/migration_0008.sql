@@ -1,4 +1,4 @@
--- errands schema version 8 (SQLite): flow control (issue #23, SPEC §4b) — paused queues,
+-- errands schema version 8 (SQLite): flow control (issue #23, docs/flow-control.md) — paused queues,
 -- concurrency and rate limits, snooze, progress.
 
 -- A row per paused queue ('*': every queue). The claim reads it in its own transaction, so a

@@ -1,4 +1,4 @@
--- errands schema version 9 (SQLite): dependencies (issue #24, SPEC §4c). A job enqueued
+-- errands schema version 9 (SQLite): dependencies (issue #24, docs/pipelines.md). A job enqueued
 -- after=[…] is 'waiting' until every job it depends on is final; job_deps holds the edges.
 --
 -- The new state needs the jobs CHECK list widened, and SQLite can change a CHECK only by

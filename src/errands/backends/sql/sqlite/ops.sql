@@ -187,7 +187,7 @@ SELECT COUNT(*) AS n FROM jobs WHERE status = :status AND finished_at < :cutoff;
 
 -- name: prune_ids
 -- Up to :limit jobs of one terminal state that finished before :cutoff, oldest first, but
--- none a waiting job still depends on (its outcome decides the waiting job's: SPEC §4c): the
+-- none a waiting job still depends on (its outcome decides the waiting job's: docs/pipelines.md): the
 -- batch prune_batch deletes once their figures are taken off (uncount_jobs).
 SELECT id FROM jobs WHERE status = :status AND finished_at < :cutoff
   AND NOT EXISTS (SELECT 1 FROM job_deps AS d JOIN jobs AS w ON w.id = d.job_id
