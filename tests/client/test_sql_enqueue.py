@@ -21,6 +21,7 @@ import pytest
 
 import errands
 from errands.backends.base import TaskTypeRow
+from interop import app_transaction, sql_enqueue
 from support import get_job, is_sqlite, sql_rows
 
 # Every jobs column but the id and the two times the write stamps itself.
@@ -31,45 +32,6 @@ JOB_COLUMNS = (
     "progress_message, progress_at"
 )
 EVENT_COLUMNS = "event, actor, detail"
-OPTIONS = ("queue", "priority", "run_at", "max_attempts", "unique_key", "actor")
-
-
-def sql_enqueue(
-    url: str, job_type: Any, payload: Any, *, name: str = "errands_enqueue", **options: Any
-) -> int:
-    """One job enqueued by SQL alone, as a non-Python client would: ``SELECT
-    errands_enqueue(…)`` with named arguments on PostgreSQL, ``INSERT INTO errands_enqueue``
-    on SQLite (its id read back in the same transaction). ``payload``: JSON text. ``run_at``:
-    a datetime (unix seconds on SQLite). ``name``: the view's or function's (a prefix's)."""
-    assert set(options) <= set(OPTIONS), options
-    if is_sqlite(url):
-        if isinstance(options.get("run_at"), datetime):
-            options["run_at"] = options["run_at"].timestamp()
-        names = ["type", "payload", *options]
-        conn = sqlite3.connect(url, isolation_level=None)
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-            conn.execute(
-                f"INSERT INTO {name} ({', '.join(names)}) "
-                f"VALUES ({', '.join(':' + n for n in names)})",
-                {"type": job_type, "payload": payload, **options},
-            )
-            jobs = name.removesuffix("errands_enqueue") + "jobs"
-            (job_id,) = conn.execute(f"SELECT max(id) FROM {jobs}").fetchone()
-            conn.execute("COMMIT")
-            return int(job_id)
-        finally:
-            conn.close()
-    import psycopg
-
-    args = ", ".join(f"{n} => %({n})s" for n in options)
-    with psycopg.connect(url, autocommit=True) as pg:
-        row = pg.execute(
-            f"SELECT {name}(%(type)s, CAST(%(payload)s AS jsonb){', ' if args else ''}{args})",
-            {"type": job_type, "payload": payload, **options},
-        ).fetchone()
-    assert row is not None
-    return int(row[0])
 
 
 def job_row(url: str, job_id: int) -> tuple[Any, ...]:
@@ -265,81 +227,6 @@ def test_a_sql_enqueue_wakes_a_listening_worker(queue: errands.Queue) -> None:
         assert woken.wait(10), "a job enqueued by SQL woke no listener"
     finally:
         listener.close()
-
-
-# -- an outbox: the application's own row enqueues a job in the same transaction -----------
-
-SQLITE_OUTBOX = """
-CREATE TABLE orders (id INTEGER PRIMARY KEY, item TEXT NOT NULL);
-CREATE TRIGGER orders_outbox AFTER INSERT ON orders BEGIN
-    INSERT INTO errands_enqueue (type, payload, actor)
-    VALUES ('ship', json_object('order', NEW.id, 'item', NEW.item), 'orders');
-END;
-"""
-POSTGRES_OUTBOX = """
-CREATE TABLE orders (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, item text NOT NULL);
-CREATE FUNCTION orders_outbox() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    PERFORM errands_enqueue('ship', jsonb_build_object('order', NEW.id, 'item', NEW.item),
-                            actor => 'orders');
-    RETURN NEW;
-END $$;
-CREATE TRIGGER orders_outbox AFTER INSERT ON orders
-    FOR EACH ROW EXECUTE FUNCTION orders_outbox();
-"""
-
-
-def app_transaction(url: str, statements: list[str], *, commit: bool) -> None:
-    """The application's own transaction, on a connection of its own."""
-    if is_sqlite(url):
-        conn = sqlite3.connect(url, isolation_level=None)
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-            for statement in statements:
-                conn.execute(statement)
-            conn.execute("COMMIT" if commit else "ROLLBACK")
-        finally:
-            conn.close()
-        return
-    import psycopg
-
-    with psycopg.connect(url) as pg:
-        for statement in statements:
-            pg.execute(statement)
-        if commit:
-            pg.commit()
-        else:
-            pg.rollback()
-
-
-def test_an_outbox_trigger_enqueues_with_the_apps_transaction_or_not_at_all(
-    db_url: str, make_queue: Callable[..., errands.Queue]
-) -> None:
-    q = make_queue()
-    if is_sqlite(db_url):
-        conn = sqlite3.connect(db_url)
-        conn.executescript(SQLITE_OUTBOX)
-        conn.close()
-    else:
-        app_transaction(db_url, [POSTGRES_OUTBOX], commit=True)
-    app_transaction(db_url, ["INSERT INTO orders (item) VALUES ('lost')"], commit=False)
-    assert sql_rows(db_url, "SELECT count(*) FROM jobs") == [(0,)]
-    assert sql_rows(db_url, "SELECT count(*) FROM job_events") == [(0,)]
-    app_transaction(db_url, ["INSERT INTO orders (item) VALUES ('book')"], commit=True)
-    (order,) = sql_rows(db_url, "SELECT id FROM orders")
-    (job_id,) = sql_rows(db_url, "SELECT id FROM jobs")
-    assert event_rows(db_url, job_id[0]) == [("ENQUEUED", "orders", None)]
-
-    shipped: list[dict[str, Any]] = []
-
-    @q.task()
-    def ship(order: int, item: str) -> str:
-        shipped.append({"order": order, "item": item})
-        return f"shipped {item}"
-
-    q.run_worker(burst=True)
-    assert shipped == [{"order": order[0], "item": "book"}]
-    assert q.wait(job_id[0], timeout=30).result == "shipped book"
 
 
 # -- under a table prefix ------------------------------------------------------------------
