@@ -13,6 +13,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -140,8 +141,10 @@ def expect_refused(url: str, match: str, job_type: Any, payload: Any, **options:
         import psycopg
 
         errors = (psycopg.Error,)
-    with pytest.raises(errors, match=match):
+    with pytest.raises(errors, match=match) as refused:
         sql_enqueue(url, job_type, payload, **options)
+    if not is_sqlite(url) and match.startswith("errands_enqueue"):
+        assert getattr(refused.value, "sqlstate", None) == "23514"  # check_violation
 
 
 BAD: list[tuple[str, Any, Any, dict[str, Any]]] = [
@@ -263,3 +266,51 @@ def test_under_a_table_prefix_the_function_or_view_carries_it_and_writes_its_tab
     assert sql_rows(db_url, "SELECT count(*) FROM jobs") == [(0,)]  # the app's table
     with pytest.raises(Exception, match="errands_enqueue"):
         sql_enqueue(db_url, "t", "{}")  # no unprefixed twin
+
+
+@pytest.mark.parametrize("field", ["type", "queue", "unique_key", "actor"])
+def test_a_nul_character_in_a_name_is_refused(
+    db_url: str, queue: errands.Queue, field: str
+) -> None:
+    """SQLite stores text holding NUL as given, so the view refuses it; PostgreSQL's text
+    cannot hold one at all (the driver or the server refuses it before the function runs)."""
+    args: dict[str, Any] = {"type": "t", field: "a\x00b"}
+    job_type = args.pop("type")
+    match = f"errands_enqueue: {field} .*NUL" if is_sqlite(db_url) else "NUL"
+    expect_refused(db_url, match, job_type, "{}", **args)
+    assert sql_rows(db_url, "SELECT count(*) FROM jobs") == [(0,)]
+
+
+def test_a_graduated_sqlite_file_refuses_sql_enqueues_too(sqlite_path: str) -> None:
+    with errands.Queue(sqlite_path) as q:
+        q.backend.mark_graduated("postgresql://db.example/app", q.clock())
+    with pytest.raises(sqlite3.IntegrityError, match="errands graduate"):
+        sql_enqueue(sqlite_path, "t", "{}")
+    assert sql_rows(sqlite_path, "SELECT count(*) FROM jobs") == [(0,)]
+
+
+def test_a_role_with_the_documented_privileges_can_enqueue(pg_url: str) -> None:
+    """docs/from-other-languages.md, *Privileges*: exactly those grants are enough."""
+    import psycopg
+
+    role = f"enqueuer_{uuid.uuid4().hex[:12]}"
+    errands.Queue(pg_url).close()
+    with psycopg.connect(pg_url, autocommit=True) as pg:
+        pg.execute(f"CREATE ROLE {role}")
+        try:
+            pg.execute(f"GRANT SELECT, INSERT ON jobs, job_events TO {role}")
+            pg.execute(f"GRANT SELECT ON task_types TO {role}")
+            pg.execute(f"GRANT USAGE ON SEQUENCE jobs_id_seq, job_events_id_seq TO {role}")
+            pg.execute(f"SET ROLE {role}")
+            first = pg.execute("SELECT errands_enqueue('t', '{}', unique_key => 'k')").fetchone()
+            again = pg.execute("SELECT errands_enqueue('t', '{}', unique_key => 'k')").fetchone()
+            assert first is not None and again == first
+            pg.execute("RESET ROLE")
+            pg.execute(f"REVOKE INSERT ON job_events FROM {role}")
+            pg.execute(f"SET ROLE {role}")
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                pg.execute("SELECT errands_enqueue('t', '{}')")
+        finally:
+            pg.execute("RESET ROLE")
+            pg.execute(f"DROP OWNED BY {role}")
+            pg.execute(f"DROP ROLE {role}")

@@ -74,9 +74,9 @@ BEGIN
     WHERE NEW.queue IS NOT NULL AND (typeof(NEW.queue) <> 'text' OR NEW.queue = ''
         OR length(CAST(NEW.queue AS BLOB)) > 255 OR instr(NEW.queue, ',') > 0
         OR instr(CAST(NEW.queue AS BLOB), x'00') > 0);
-    SELECT RAISE(ABORT, 'errands_enqueue: actor must be a non-empty string of at most 255 bytes (or NULL: sql)')
+    SELECT RAISE(ABORT, 'errands_enqueue: actor must be a non-empty string of at most 255 bytes without NUL characters (or NULL: sql)')
     WHERE NEW.actor IS NOT NULL AND (typeof(NEW.actor) <> 'text' OR NEW.actor = ''
-        OR length(CAST(NEW.actor AS BLOB)) > 255);
+        OR length(CAST(NEW.actor AS BLOB)) > 255 OR instr(CAST(NEW.actor AS BLOB), x'00') > 0);
     -- jobs.sql insert_job, with what the call leaves out taken from the options the worker
     -- running this type declared (task_types, as client/declared.py reads them), else the
     -- documented defaults; the payload minified as Python writes it ('null' → '{}', as
