@@ -6,13 +6,16 @@
 -- Under a table prefix every name here carries it (errands_errands_enqueue, errands_jobs, the
 -- errands_jobs channel): backends/prefix.py rewrites the bare words and literals that name
 -- errands' objects, inside the function body too.
+-- priority and max_attempts are bigint so that a driver sending a 64-bit integer (psycopg
+-- does for any int past 32 bits) finds the function and gets the range error below, not
+-- "function errands_enqueue(…) does not exist".
 CREATE OR REPLACE FUNCTION errands_enqueue(
     type text,
     payload jsonb DEFAULT NULL,
     queue text DEFAULT NULL,
-    priority integer DEFAULT NULL,
+    priority bigint DEFAULT NULL,
     run_at timestamptz DEFAULT NULL,
-    max_attempts integer DEFAULT NULL,
+    max_attempts bigint DEFAULT NULL,
     unique_key text DEFAULT NULL,
     actor text DEFAULT 'sql'
 ) RETURNS bigint LANGUAGE plpgsql VOLATILE AS $$
@@ -84,6 +87,10 @@ BEGIN
                                      AND '9999-12-31 23:59:59+00') THEN
         RAISE EXCEPTION 'errands_enqueue: run_at must be between the years 1 and 9999 (UTC), got %',
             p_run_at USING ERRCODE = 'check_violation';
+    END IF;
+    IF p_priority IS NOT NULL AND (p_priority < -2147483648 OR p_priority > 2147483647) THEN
+        RAISE EXCEPTION 'errands_enqueue: priority must be between -2147483648 and 2147483647, got %',
+            p_priority USING ERRCODE = 'check_violation';
     END IF;
     IF p_max_attempts IS NOT NULL AND (p_max_attempts < 1 OR p_max_attempts > 1000000) THEN
         RAISE EXCEPTION 'errands_enqueue: max_attempts must be between 1 and 1000000, got %',
