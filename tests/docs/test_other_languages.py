@@ -43,11 +43,15 @@ def for_test(code: str, db_url: str) -> str:
     return code.replace(EXAMPLE_URL, db_url).replace("app.db", db_url)
 
 
+# The Debian package of each program (.ci/run installs the same).
+PACKAGES = {"sqlite3": "sqlite3", "psql": "postgresql-client", "node": "nodejs"}
+
+
 def needed(program: str) -> str:
     """The program's path, or a skip naming it (a failure in CI, where .ci/run installs it)."""
     path = shutil.which(program)
     if path is None:
-        missing(f"{program} is not installed (Debian: apt-get install {program})")
+        missing(f"{program} is not installed (Debian: apt-get install {PACKAGES[program]})")
     return str(path)
 
 
