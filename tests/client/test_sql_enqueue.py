@@ -317,3 +317,22 @@ def test_a_role_with_the_documented_privileges_can_enqueue(pg_url: str) -> None:
             pg.execute("RESET ROLE")
             pg.execute(f"DROP OWNED BY {role}")
             pg.execute(f"DROP ROLE {role}")
+
+
+def test_a_limited_types_job_enqueued_by_sql_runs_outside_the_limit(
+    db_url: str, make_queue: Callable[..., errands.Queue]
+) -> None:
+    """docs/from-other-languages.md, *What SQL callers cannot get*: a task's ``limit=`` lives
+    in Python, so the SQL job carries no limit key and is claimed as an unlimited one."""
+    q = make_queue()
+
+    @q.task(limit=errands.Limit("smtp", running=1))
+    def mail(n: int) -> int:
+        return n
+
+    by_sql = sql_enqueue(db_url, "mail", '{"n": 1}')
+    assert sql_rows(db_url, f"SELECT limit_key FROM jobs WHERE id = {by_sql}") == [(None,)]
+    q.run_worker(burst=True)
+    assert get_job(q, by_sql).result == 1
+    by_python = q.enqueue("mail", {"n": 2})
+    assert sql_rows(db_url, f"SELECT limit_key FROM jobs WHERE id = {by_python}") == [("smtp",)]
