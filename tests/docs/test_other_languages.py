@@ -23,7 +23,7 @@ import pytest
 
 import errands
 from interop import app_transaction
-from support import is_sqlite, sql_rows
+from support import is_sqlite, run_cli, sql_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "from-other-languages.md"
@@ -84,14 +84,31 @@ def test_every_example_has_a_test() -> None:
     )
 
 
-def test_the_shell_one_liner_enqueues_and_a_python_worker_runs_it(
-    db_url: str, make_queue: Callable[..., errands.Queue]
+APP = """
+import errands
+
+q = errands.Queue({url!r})
+
+
+@q.task()
+def send_email(to: str) -> str:
+    return f"sent to {{to}}"
+"""
+
+
+def test_the_shell_one_liner_enqueues_and_a_worker_process_runs_it(
+    db_url: str, make_queue: Callable[..., errands.Queue], tmp_path: Path
 ) -> None:
     q = make_queue()  # the schema, as an application's first Queue makes it
     name = "sqlite3" if is_sqlite(db_url) else "psql"
     needed(name)
     out = run(["sh", "-c", for_test(examples()[name], db_url)])
-    job = sent(q, int(out.split()[-1]))
+    job_id = int(out.split()[-1])
+    # A real worker process, as in production: `errands worker --app mailapp --burst`.
+    (tmp_path / "mailapp.py").write_text(APP.format(url=db_url))
+    done = run_cli(tmp_path, "worker", "--app", "mailapp", "--burst")
+    assert done.returncode == 0, done.stderr
+    job = q.wait(job_id, timeout=30)
     assert (job.status, job.result, job.payload) == (
         "succeeded",
         "sent to a@example.com",
