@@ -67,6 +67,7 @@ PROTECTED = {
     ("/api/admin/queues/{name}/pause", "POST"),
     ("/api/admin/queues/{name}/resume", "POST"),
     ("/api/admin/limits", "GET"),
+    ("/api/openapi.json", "GET"),  # the API's own description (issue #38)
     # the operator's job edits and schedule switches (issue #25)
     ("/api/admin/jobs/{job_id:int}/delete", "POST"),
     ("/api/admin/jobs/{job_id:int}/run_now", "POST"),

@@ -34,7 +34,7 @@ from ..errors import (
     JobNotFoundError,
     PayloadError,
 )
-from . import actions, api, boards, pages
+from . import actions, api, boards, openapi, pages
 from .common import Dashboard
 from .middleware import MAX_BODY, BodyLimit, SecurityHeaders
 from .params import BadParameter, unknown_query
@@ -65,6 +65,13 @@ def _e(
     path: str, handler: Handler, method: str, name: str, access: Access, kind: Kind, api: bool
 ) -> Endpoint:
     return Endpoint(path, handler, (method,), name, access, kind, api)
+
+
+async def openapi_json(request: Request, dash: Dashboard) -> Response:
+    """The OpenAPI 3.1 document of the JSON admin API, built from ``ROUTES`` (web/openapi.py)."""
+    from .. import __version__  # at call time: the package has finished importing by then
+
+    return JSONResponse(openapi.document(ROUTES, title=dash.title, version=__version__))
 
 
 MUTATE_API: tuple[Access, Kind, bool] = ("protected", "mutation", True)
@@ -175,6 +182,8 @@ ROUTES: tuple[Endpoint, ...] = (
         True,
     ),
     _e("/api/admin/limits", api.limits, "GET", "api_limits", "protected", "read", True),
+    # The document of the routes above (issue #38): any client can be generated from it
+    _e("/api/openapi.json", openapi_json, "GET", "api_openapi", "protected", "read", True),
     # HTML pages
     _e("/", boards.overview, "GET", "overview", "protected", "read", False),
     _e("/jobs", pages.jobs, "GET", "jobs", "protected", "read", False),

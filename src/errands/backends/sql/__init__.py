@@ -101,10 +101,11 @@ def migrations(dialect: str, prefix: str = "") -> tuple[tuple[int, str], ...]:
     return tuple(found)
 
 
-# CREATE [UNIQUE] TABLE|INDEX|VIEW|TRIGGER|SEQUENCE [IF NOT EXISTS] name — comments stripped
-# first, so a commented-out statement does not count.
+# CREATE [OR REPLACE] [UNIQUE] TABLE|INDEX|VIEW|TRIGGER|SEQUENCE|FUNCTION [IF NOT EXISTS] name —
+# comments stripped first, so a commented-out statement does not count. (OR REPLACE: the
+# SQL enqueue function of migration 13, docs/from-other-languages.md.)
 _CREATED = re.compile(
-    r"\bCREATE\s+(?:UNIQUE\s+)?(TABLE|INDEX|VIEW|TRIGGER|SEQUENCE|FUNCTION)\s+(?:IF\s+NOT\s+EXISTS\s+)?"
+    r"\bCREATE\s+(?:OR\s+REPLACE\s+)?(?:UNIQUE\s+)?(TABLE|INDEX|VIEW|TRIGGER|SEQUENCE|FUNCTION)\s+(?:IF\s+NOT\s+EXISTS\s+)?"
     r"\"?(\w+)\"?",
     re.IGNORECASE,
 )
