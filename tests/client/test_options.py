@@ -185,6 +185,13 @@ def test_a_bulk_of_a_limited_type_writes_each_group_with_its_row(queue: errands.
     @queue.task(limit=errands.Limit("api", running=2, group="tenant"))
     def call(tenant: Any = None) -> None: ...
 
+    # Large enough for PostgreSQL's COPY path too (backends/postgres.py COPY_THRESHOLD).
+    bulk = queue.enqueue_many([("call", {"tenant": n % 3}) for n in range(600)])
+    assert {(get_job(queue, i).limit_key, get_job(queue, i).limit_group) for i in bulk[-3:]} == {
+        ("api", "0"),
+        ("api", "1"),
+        ("api", "2"),
+    }
     ids = queue.enqueue_many([("call", {"tenant": t}) for t in ("a", "b", 3, None)])
     assert [(get_job(queue, i).limit_key, get_job(queue, i).limit_group) for i in ids] == [
         ("api", "a"),

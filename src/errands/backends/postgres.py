@@ -28,6 +28,7 @@ from ..core.states import AttemptStatus
 from ..errors import ConfigurationError, DatabaseError
 from . import forks, sql
 from .base import Needs, NewJob
+from .bulk_rows import LIMIT_KEY
 from .host import ALL, COPY, EXEC, T_ENQUEUE, WORK, Step, Steps, column_index, drive
 from .jobs import CLAIMED, ENQUEUED
 from .pg_async import AsyncPool, close_async_pool, drive_async
@@ -73,6 +74,11 @@ _NEXT_IDS = (
     "SELECT nextval(jobs_sequence.name) FROM jobs_sequence, generate_series(1, %s)"
 )
 _COPY_JOBS = (
+    "COPY jobs (id, queue, type, payload, status, priority, max_attempts, run_at, created_at, "
+    "headers) FROM STDIN"
+)
+# The same with the limit columns: only a bulk that holds a limited job pays for them.
+_COPY_LIMITED_JOBS = (
     "COPY jobs (id, queue, type, payload, status, priority, max_attempts, run_at, created_at, "
     "headers, limit_key, limit_group) FROM STDIN"
 )
@@ -159,6 +165,7 @@ class PostgresBackend(SQLBackend):
             "notify_finished": _NOTIFY_FINISHED,
             "next_ids": _NEXT_IDS,
             "copy_jobs": _COPY_JOBS,
+            "copy_limited_jobs": _COPY_LIMITED_JOBS,
             "copy_events": _COPY_EVENTS,
         }
         self._fixed = {k: sql.with_prefix(self.dialect, v, self.prefix) for k, v in fixed.items()}
@@ -482,7 +489,7 @@ class PostgresBackend(SQLBackend):
         write them and the caller still gets them in order."""
         ids = sorted(r[0] for r in (yield Step(self._fixed["next_ids"], (len(jobs),), ALL)))
         created, queued = _ts(now), T_ENQUEUE.target.value
-        rows = [
+        rows: list[tuple[Any, ...]] = [
             (
                 job_id,
                 j.queue,
@@ -494,12 +501,14 @@ class PostgresBackend(SQLBackend):
                 created if j.run_at == now else _ts(j.run_at),
                 created,
                 j.headers,
-                j.limit_key,
-                j.limit_group,
             )
             for job_id, j in zip(ids, jobs, strict=True)
         ]
-        yield Step(self._fixed["copy_jobs"], rows, COPY)
+        if list(map(LIMIT_KEY, jobs)).count(None) == len(jobs):  # read in C: none limited
+            yield Step(self._fixed["copy_jobs"], rows, COPY)
+        else:
+            limited = [(*r, j.limit_key, j.limit_group) for r, j in zip(rows, jobs, strict=True)]
+            yield Step(self._fixed["copy_limited_jobs"], limited, COPY)
         event = T_ENQUEUE.event
         if event is not None and event in self._audit:
             events = [(job_id, created, event.value, actor, None) for job_id in ids]
