@@ -468,7 +468,7 @@ class RetentionVerbs(Protocol):
 
 
 class StatsVerbs(Protocol):
-    """Typed rows for errands.client.reports, the metrics and the dashboard (backends/stats.py)."""
+    """Typed rows for errands.reports, the metrics and the dashboard (backends/stats.py)."""
 
     def state_counts(self) -> list[StateCount]: ...
     def window_rows(self, since: float) -> list[WindowRow]: ...

@@ -1,4 +1,4 @@
-"""The stats noun: typed rows and small dicts for ``errands.client.reports`` (which shapes
+"""The stats noun: typed rows and small dicts for ``errands.reports`` (which shapes
 the user's ``stats``), the metrics and the dashboard. Reads only, each one query.
 
 Queries: ``ops.sql`` and ``series.sql``. The counts of finished jobs come from kept figures

@@ -31,7 +31,7 @@ tick to tick until a success: it does not flap.
 Retired: a schedule that no live worker declares while live workers say which schedules they
 declare (its ``@q.periodic`` was removed from the code) is retired, never overdue; with no
 live worker at all, nothing is retired (then "is a scheduler running?" is the question).
-``errands periodic remove NAME`` deletes its row (``client/reports.py``: ``retired_names``).
+``errands periodic remove NAME`` deletes its row (``reports.py``: ``retired_names``).
 
 Default grace: 10% of the interval, at least 60 s. That is the spec's "last success older
 than interval + grace", made exact for irregular cron schedules (weekdays only, say).
