@@ -59,7 +59,8 @@ class Limit:
 
     def group_of(self, payload: Any) -> str:
         """This payload's group: '' without a group (or when the field is missing: those
-        jobs share one group); a value that is not text is its JSON text (42 -> '42')."""
+        jobs share one group); a value that is not text is its JSON text (42 -> '42'). It
+        gets the text rule names get, at most 1024 bytes (ConfigurationError)."""
         group = self.group
         if group is None:
             return ""
@@ -69,7 +70,8 @@ class Limit:
             value = group(payload)
         if value is None:
             return ""
-        return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+        text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+        return validate.group(text, self.key)
 
 
 def check_rate(rate: Any) -> tuple[int, float]:

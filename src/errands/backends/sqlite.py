@@ -27,7 +27,7 @@ from ..errors import (
     DatabaseError,
     DatabaseReplacedError,
 )
-from . import forks, prefix, sql, sqlite_wakeup
+from . import forks, prefix, sql, sqlite_text, sqlite_wakeup
 from .base import ClaimedJob, ClaimRequest, EnqueueCall, NewJob, Outcome, RescueReport
 from .host import Conn
 from .sqlbase import SQLBackend
@@ -312,7 +312,7 @@ class SQLiteBackend(SQLBackend):
         with held.lock:
             held.depth += 1
             conn = held.conn
-            conn.text_factory = _lenient_text
+            conn.text_factory = sqlite_text.lenient_text
             try:
                 yield conn
             except sqlite3.Error as exc:
@@ -521,9 +521,14 @@ class SQLiteBackend(SQLBackend):
         now: float,
         held: Sequence[ClaimedJob] | None = None,
     ) -> tuple[list[bool], list[ClaimedJob]]:
-        result = super().finish_and_claim(outcomes, worker_id, request, now, held)
+        result = sqlite_text.mending(
+            self, super().finish_and_claim, outcomes, worker_id, request, now, held
+        )
         self._notifier.send(sqlite_wakeup.DONE)
         return result
+
+    def claim(self, request: ClaimRequest, now: float) -> list[ClaimedJob]:
+        return sqlite_text.mending(self, super().claim, request, now)
 
     def retry(self, job_ids: Sequence[int], actor: str, now: float) -> list[int]:
         done = super().retry(job_ids, actor, now)
@@ -573,10 +578,6 @@ class _Held:
                 self.closed = True
                 with contextlib.suppress(sqlite3.Error):
                     self.conn.close()
-
-
-def _lenient_text(data: bytes) -> str:
-    return data.decode("utf-8", "replace")
 
 
 _ADD_COLUMN = re.compile(r"ALTER\s+TABLE\s+(\w+)\s+ADD\s+COLUMN\s+(\w+)\s", re.IGNORECASE)

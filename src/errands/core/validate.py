@@ -30,6 +30,9 @@ MAX_EPOCH = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC).timestamp()
 MAX_DURATION = 1000 * 365 * 86400.0
 MAX_NAME_BYTES = 255  # task types, queue names
 MAX_KEY_BYTES = 1024  # unique_key: PostgreSQL's btree index takes about 2.7 kB at most
+# A limit group shares an index entry with its key (jobs_limited_due): key and group together
+# stay under PostgreSQL's 2.7 kB per index row.
+MAX_GROUP_BYTES = 1024
 
 
 def integer(value: Any, name: str, lo: int, hi: int) -> int:
@@ -157,6 +160,13 @@ def text(value: Any, name: str, *, max_bytes: int = MAX_NAME_BYTES) -> str:
     if size > max_bytes:
         raise ConfigurationError(f"{name} is {size} bytes; at most {max_bytes} are allowed")
     return value
+
+
+def group(value: str, key: str) -> str:
+    """A job's limit group, worked out from its payload: '' (no group), or ``text`` of at
+    most ``MAX_GROUP_BYTES`` — a group no backend stores whole would otherwise reach the
+    claim (docs/flow-control.md)."""
+    return value and text(value, f"limit {key!r:.60} group", max_bytes=MAX_GROUP_BYTES)
 
 
 def name(value: Any, what: str) -> str:

@@ -1,0 +1,81 @@
+"""Flow control under hostile input, both backends (docs/flow-control.md): limit groups no
+backend stores, bad progress, snoozes without end, caps no column holds. Each refusal is one
+line at the call that made the value, and nothing stored can stop other jobs' claims.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+import errands
+from errands.backends.base import ClaimedJob, ClaimRequest, NewJob
+
+
+def claim(q: errands.Queue, types: list[str], n: int = 100) -> list[ClaimedJob]:
+    limits = [t.options.limit.spec() for t in q.tasks.values() if t.options.limit]
+    q.backend.register_limits(list({s.key: s for s in limits}.values()), q.clock())
+    return q.backend.claim(ClaimRequest("w1", types, None, n, 60.0, True), q.clock())
+
+
+# -- 1. limit groups: the text rule at enqueue; nothing stored stops a claim ---------------
+
+
+@pytest.mark.parametrize(
+    "bad, rule",
+    [("t\udcff", "lone surrogate"), ("nul\x00", "NUL"), ("g" * 1025, "at most 1024")],
+    ids=["surrogate", "nul", "long"],
+)
+def test_a_group_no_backend_stores_is_refused_at_enqueue(
+    queue: errands.Queue, bad: str, rule: str
+) -> None:
+    @queue.task(limit=errands.Limit("k", running=1, group=lambda p: bad))
+    def by_callable(n: int = 0) -> None: ...
+
+    @queue.task(limit=errands.Limit("f", running=1, group="tenant"))
+    def by_field(tenant: Any = None) -> None: ...
+
+    calls: list[Callable[[], object]] = [
+        lambda: by_callable.enqueue(n=1),
+        lambda: queue.enqueue_many([("by_callable", {})]),
+    ]
+    if rule.startswith("at most"):  # the payload rule already refuses a NUL or a surrogate
+        calls += [
+            lambda: by_field.enqueue(tenant=bad),
+            lambda: queue.enqueue_many([("by_field", {"tenant": bad})]),
+        ]
+    for call in calls:
+        with pytest.raises(errands.ConfigurationError, match=f"limit '.' group .*{rule}") as e:
+            call()
+        assert "\n" not in str(e.value)
+    assert queue.jobs() == []
+    by_field.enqueue(tenant="g" * 1024)  # the bound itself is accepted
+    assert [j.limit_group for j in queue.jobs()] == ["g" * 1024]
+
+
+def test_a_group_an_older_errands_stored_never_stops_a_claim(queue: errands.Queue) -> None:
+    @queue.task(limit=errands.Limit("t", running=1, group="tenant"))
+    def tenant_job(tenant: Any = None) -> None: ...
+
+    @queue.task
+    def free() -> None: ...
+
+    free.enqueue()
+    tenant_job.enqueue(tenant="ok")
+    # What an errands without the rule wrote: the group as given, straight to the backend.
+    old = NewJob("tenant_job", "{}", "default", 0, queue.clock(), 3)
+    old.limit_key, old.limit_group = "t", "t\udcff"
+    try:
+        queue.backend.enqueue([old], queue.clock(), actor="api")
+    except errands.DatabaseError:
+        assert queue.backend.dialect == "postgres"  # PostgreSQL never stores it
+        expected = ["free", "tenant_job"]
+    else:
+        expected = ["free", "tenant_job", "tenant_job"]
+    claimed = claim(queue, ["free", "tenant_job"])
+    assert sorted(j.type for j in claimed) == expected
+    groups = {g for info in queue.limits() for g in info.groups}
+    assert groups <= {"ok", "t\ufffd\ufffd\ufffd"}
+    assert {j.limit_group for j in queue.jobs()} <= {None, "", "ok", "t\ufffd\ufffd\ufffd"}
