@@ -169,6 +169,35 @@ def group(value: str, key: str) -> str:
     return value and text(value, f"limit {key!r:.60} group", max_bytes=MAX_GROUP_BYTES)
 
 
+PROGRESS_MESSAGE_CHARS = 200
+
+
+def progress(fraction: Any, message: Any) -> tuple[float, str | None]:
+    """``ctx.progress(fraction, message)``: a number from 0 to 1 (not a percentage, not NaN)
+    and None or text every backend stores (no NUL, no lone surrogate), kept to its first 200
+    characters. Refused here, in the handler's call: a value written later, by the worker's
+    heartbeat, could only fail there (docs/flow-control.md)."""
+    if (
+        isinstance(fraction, bool)
+        or not isinstance(fraction, int | float)
+        or not 0.0 <= fraction <= 1.0  # also refuses NaN
+    ):
+        raise ConfigurationError(
+            f"ctx.progress takes a fraction from 0 to 1 (0.4, not 40 per cent), "
+            f"got {fraction!r:.40}"
+        )
+    if message is None:
+        return float(fraction), None
+    if not isinstance(message, str):
+        raise ConfigurationError(
+            f"ctx.progress message must be text or None, got {type(message).__name__}"
+        )
+    error = payload_json.unstorable_text(message, f"ctx.progress message {message!r:.40}")
+    if error is not None:
+        raise ConfigurationError(str(error))
+    return float(fraction), message[:PROGRESS_MESSAGE_CHARS]
+
+
 def name(value: Any, what: str) -> str:
     """A task or queue name: ``text``, and no comma — commas separate names where a list of
     them is one string (``errands worker --queues a,b``, the ``workers`` registry's
