@@ -143,3 +143,19 @@ def test_the_json_job_object_has_progress_and_limit(queue: errands.Queue) -> Non
     with TestClient(create_app(queue)) as c:
         job: dict[str, Any] = c.get(f"/api/admin/jobs/{job_id}").json()["job"]
     assert (job["limit_key"], job["limit_group"], job["progress"]) == ("t", "acme", None)
+
+
+def test_check_reports_a_job_snoozing_in_a_loop(
+    db_url: str, queue: errands.Queue, capsys: pytest.CaptureFixture[str]
+) -> None:
+    @queue.task
+    def poll(ctx: JobContext) -> None:
+        raise errands.Snooze(0 if ctx.attempt < 3 else 3600)
+
+    job_id = queue.enqueue("poll", {})
+    queue.run_worker(burst=True, concurrency=1)  # three starts, each snoozed: queued again
+    base = ["check", "--max-wait", "1d", "--db", db_url]  # (no worker runs: that is reported)
+    assert "snoozing" not in run(base, capsys)[1]  # under the default --snooze-loop 100
+    code, out, _ = run([*base, "--snooze-loop", "3"], capsys)
+    assert code == 1 and f"snoozing in a loop: #{job_id} (poll, 3 starts)" in out
+    assert "snoozing" not in run([*base, "--snooze-loop", "4"], capsys)[1]

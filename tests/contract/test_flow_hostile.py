@@ -5,6 +5,7 @@ line at the call that made the value, and nothing stored can stop other jobs' cl
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 
 import errands
 from errands.backends.base import ClaimedJob, ClaimRequest, NewJob
+from support import get_job
 
 
 def claim(q: errands.Queue, types: list[str], n: int = 100) -> list[ClaimedJob]:
@@ -79,3 +81,60 @@ def test_a_group_an_older_errands_stored_never_stops_a_claim(queue: errands.Queu
     groups = {g for info in queue.limits() for g in info.groups}
     assert groups <= {"ok", "t\ufffd\ufffd\ufffd"}
     assert {j.limit_group for j in queue.jobs()} <= {None, "", "ok", "t\ufffd\ufffd\ufffd"}
+
+
+# -- 4. snooze: delay=' rule, and max_snoozes ends a loop ----------------------------------
+
+
+@pytest.mark.parametrize("seconds", [1e12, 1e300, 10**400, -1, math.nan, math.inf, True, "5"])
+def test_a_snooze_no_backend_stores_is_refused_where_it_is_raised(seconds: Any) -> None:
+    with pytest.raises(ValueError, match=r"Snooze takes seconds >= 0 and at most 31536000000"):
+        errands.Snooze(seconds)
+    assert errands.Snooze(31_536_000_000).seconds == 31_536_000_000.0  # the bound itself
+
+
+def test_a_handler_snoozing_for_ever_fails_the_job_but_the_queue_reads_on(
+    queue: errands.Queue,
+) -> None:
+    @queue.task(max_attempts=1)
+    def far() -> None:
+        raise errands.Snooze(1e12)  # year 33715: refused where it is raised, on both backends
+
+    job_id = queue.enqueue("far", {})
+    queue.run_worker(burst=True, concurrency=1)
+    job = get_job(queue, job_id)
+    assert (job.status, job.error_code) == ("failed", "INTERNAL:ValueError")
+    assert "at most 31536000000" in (job.error_detail or "")
+    assert [j.id for j in queue.jobs()] == [job_id]  # every listing still reads
+
+
+def test_max_snoozes_ends_a_snooze_loop_with_its_own_code(queue: errands.Queue) -> None:
+    @queue.task(max_snoozes=3)
+    def poll() -> None:
+        raise errands.Snooze(0)
+
+    job_id = queue.enqueue("poll", {})
+    queue.run_worker(burst=True, concurrency=1)
+    job = get_job(queue, job_id)
+    assert (job.status, job.error_code, job.attempts) == ("failed", "SNOOZE:LIMIT", 4)
+    assert "past max_snoozes=3" in (job.error_detail or "")
+    assert [a.status for a in queue.attempts(job_id)] == ["snoozed"] * 3 + ["failed"]
+    with pytest.raises(errands.ConfigurationError, match="max_snoozes must be between 0"):
+        queue.task(max_snoozes=-1)
+
+
+def test_the_default_max_snoozes_ends_the_docs_own_snooze_zero_loop(queue: errands.Queue) -> None:
+    calls: list[int] = []
+
+    @queue.task
+    def poll(ctx: errands.JobContext) -> str:
+        calls.append(ctx.attempt)
+        if len(calls) > 1100:  # a queue without the bound would loop here for ever
+            return "escaped"
+        raise errands.Snooze(0)
+
+    job_id = queue.enqueue("poll", {})
+    queue.run_worker(burst=True, concurrency=1)
+    job = get_job(queue, job_id)
+    assert (job.status, job.error_code) == ("failed", "SNOOZE:LIMIT")
+    assert len(calls) == 1001 and job.attempts == 1001

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from ..errors import MAX_DURATION as MAX_DURATION
 from ..errors import ConfigurationError
 from . import payload as payload_json
 
@@ -26,8 +27,7 @@ MAX_ATTEMPTS_MAX = 1_000_000
 # Stored times must read back as datetimes: 0001-01-01 to 9999-12-31T23:59:59 UTC.
 MIN_EPOCH = datetime(1, 1, 1, tzinfo=UTC).timestamp()
 MAX_EPOCH = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC).timestamp()
-# Any duration: 1000 years. now + any duration stays a representable time for millennia.
-MAX_DURATION = 1000 * 365 * 86400.0
+# Any duration: MAX_DURATION (errors.py, which Snooze shares), 1000 years.
 MAX_NAME_BYTES = 255  # task types, queue names
 MAX_KEY_BYTES = 1024  # unique_key: PostgreSQL's btree index takes about 2.7 kB at most
 # A limit group shares an index entry with its key (jobs_limited_due): key and group together
