@@ -9,7 +9,6 @@ limits read back as ``QueueInfo`` and ``LimitInfo``.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -19,6 +18,10 @@ from .core import validate
 from .errors import ConfigurationError
 
 Group = str | Callable[[Mapping[str, Any]], Any] | None
+# Every cap a limit holds — running, a rate's count, a rate's period in seconds — is at most
+# this: each fits both backends' columns (PostgreSQL's integer), and a rate window's starts
+# stay a table the claim counts quickly (docs/flow-control.md).
+MAX_CAP = 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +42,7 @@ class Limit:
                 f"Limit({self.key!r}) caps nothing: give running=N, rate=(n, seconds) or both"
             )
         if self.running is not None:
-            validate.integer(self.running, "Limit running", 0, 1_000_000)
+            validate.integer(self.running, "Limit running", 0, MAX_CAP)
         if self.rate is not None:
             check_rate(self.rate)
         if self.group is not None and not (isinstance(self.group, str) or callable(self.group)):
@@ -80,14 +83,14 @@ def check_rate(rate: Any) -> tuple[int, float]:
         or len(rate) != 2
         or isinstance(rate[0], bool)
         or not isinstance(rate[0], int)
-        or rate[0] < 1
+        or not 1 <= rate[0] <= MAX_CAP
         or isinstance(rate[1], bool)
         or not isinstance(rate[1], int | float)
-        or not math.isfinite(rate[1])
-        or rate[1] <= 0
+        or not 0 < rate[1] <= MAX_CAP  # also refuses NaN and infinity
     ):
         raise ConfigurationError(
-            f"rate must be (n, seconds) with n >= 1 and seconds > 0, got {rate!r:.60}"
+            f"rate must be (n, seconds) with n from 1 to {MAX_CAP:,} and seconds over 0 and "
+            f"at most {MAX_CAP:,}, got {rate!r:.60}"
         )
     return int(rate[0]), float(rate[1])
 

@@ -86,7 +86,9 @@ def test_cli_limits(db_url: str, queue: errands.Queue, capsys: pytest.CaptureFix
     code, _, err = run(["limit", "set", "t", "--rate", "ten", "--db", db_url], capsys)
     assert code == 2 and "N/SECONDS" in err
     code, _, err = run(["limit", "set", "t", "--db", db_url], capsys)
-    assert code == 1 and "caps nothing" in err
+    assert code == 2 and "caps nothing: give --running N, --rate N/SECONDS" in err  # usage
+    code, _, err = run(["limit", "set", "t", "--rate", "1000000000000/1", "--db", db_url], capsys)
+    assert code == 2 and "n from 1 to 1,000,000" in err
 
 
 def test_cli_shows_progress(

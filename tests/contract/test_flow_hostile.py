@@ -138,3 +138,28 @@ def test_the_default_max_snoozes_ends_the_docs_own_snooze_zero_loop(queue: erran
     job = get_job(queue, job_id)
     assert (job.status, job.error_code) == ("failed", "SNOOZE:LIMIT")
     assert len(calls) == 1001 and job.attempts == 1001
+
+
+# -- 5. caps a column holds: running, a rate's count and period all 0..1,000,000 -----------
+
+
+@pytest.mark.parametrize(
+    "rate", [(2**63, 1), (10**12, 1), (1_000_001, 1), (10, 1_000_001), (10, 1e300), (0, 1)]
+)
+def test_a_rate_no_column_holds_is_refused_by_limit_and_set_limit(
+    queue: errands.Queue, rate: tuple[int, float]
+) -> None:
+    rule = r"rate must be \(n, seconds\) with n from 1 to 1,000,000 and seconds over 0 and at most"
+    with pytest.raises(errands.ConfigurationError, match=rule):
+        errands.Limit("v", rate=rate)
+    with pytest.raises(errands.ConfigurationError, match=rule):
+        queue.set_limit("v", rate=rate)
+    assert queue.limits() == []  # nothing was stored
+
+
+def test_the_largest_caps_are_stored_and_read_back(queue: errands.Queue) -> None:
+    queue.set_limit("v", running=1_000_000, rate=(1_000_000, 1_000_000))
+    (info,) = queue.limits()
+    assert (info.running, info.rate) == (1_000_000, (1_000_000, 1_000_000.0))
+    with pytest.raises(errands.ConfigurationError, match="between 0 and 1000000"):
+        queue.set_limit("v", running=10**12)

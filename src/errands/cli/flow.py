@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from typing import Any
 
-from ..limits import parse_rate
+from ..limits import MAX_CAP, parse_rate
 from . import jobs, output
-from .ops import OK, _add, _open
+from .ops import OK, USAGE, _add, _open
 
 ACTOR = "cli"
 
@@ -36,9 +37,7 @@ def register(subparsers: Any) -> None:
     verbs = p.add_subparsers(dest="limit_command", metavar="set|clear", required=True)
     s = _add(verbs, "set", "store a limit for KEY", _limit_set)
     s.add_argument("key", metavar="KEY")
-    s.add_argument(
-        "--running", type=jobs.int_between(0, 1_000_000), help="at most N holding a lease"
-    )
+    s.add_argument("--running", type=jobs.int_between(0, MAX_CAP), help="at most N holding a lease")
     s.add_argument("--rate", type=_rate, help="at most N starts in any SECONDS (N/SECONDS)")
     c = _add(verbs, "clear", "drop the stored limit of KEY: the code's applies again", _clear)
     c.add_argument("key", metavar="KEY")
@@ -107,6 +106,13 @@ def _limits(args: argparse.Namespace) -> int:
 
 
 def _limit_set(args: argparse.Namespace) -> int:
+    if args.running is None and args.rate is None:  # bad usage: nothing opened
+        print(
+            f"errands: limit set {args.key!r:.60} caps nothing: give --running N, "
+            "--rate N/SECONDS or both (e.g. errands limit set api --running 4)",
+            file=sys.stderr,
+        )
+        return USAGE
     with _open(args) as q:
         q.set_limit(args.key, running=args.running, rate=args.rate, actor=ACTOR)
     print(json.dumps({"key": args.key, "running": args.running, "rate": args.rate}))
