@@ -9,7 +9,7 @@ limits read back as ``QueueInfo`` and ``LimitInfo``.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -189,6 +189,38 @@ def queues(backend: FlowReads) -> list[QueueInfo]:
             )
         )
     return out
+
+
+class QueueUsers(Protocol):
+    """What tells a queue in use from a typo: declared task types, active jobs, workers."""
+
+    def active_queue_counts(self) -> list[dict[str, Any]]: ...
+    def task_types(self) -> Sequence[Any]: ...
+    def live_workers(self, now: float, alive_seconds: float) -> list[dict[str, Any]]: ...
+
+
+def unused_queues(
+    backend: QueueUsers,
+    names: Sequence[str],
+    task_queues: Iterable[str],
+    now: float,
+    alive_seconds: float,
+) -> list[str]:
+    """Those of ``names`` that no task (``task_queues``, and every type a worker declared),
+    no queued or running job and no live worker uses: most likely misspelled. A pause or a
+    worker on such a queue is allowed (jobs may come later) but binds nothing today."""
+    used = set(task_queues) | {t.queue for t in backend.task_types()}
+    used |= {r["queue"] for r in backend.active_queue_counts()}
+    for w in backend.live_workers(now, alive_seconds):
+        used |= set(w["queues"] or ())
+    return [n for n in names if n != "*" and n not in used]
+
+
+def unused_queue_warning(names: Sequence[str]) -> str:
+    return (
+        f"warning: no task, job or worker uses queue {', '.join(map(repr, names))}: is it "
+        "misspelled? (`errands queues` lists the queues with jobs)"
+    )
 
 
 def limits(backend: FlowReads) -> list[LimitInfo]:

@@ -172,7 +172,8 @@ class Task(Generic[P, R]):
         try:
             self.signature.bind(**payload)
         except TypeError as exc:
-            raise PayloadError(f"payload does not fit {self.name}{self.signature}: {exc}") from None
+            why = validate.unbound_keys(self.signature, keys) or str(exc)
+            raise PayloadError(f"payload does not fit {self.name}{self.signature}: {why}") from None
         if len(self._fitting_keys) < 256:
             self._fitting_keys.add(keys)
 

@@ -163,3 +163,20 @@ def test_the_largest_caps_are_stored_and_read_back(queue: errands.Queue) -> None
     assert (info.running, info.rate) == (1_000_000, (1_000_000, 1_000_000.0))
     with pytest.raises(errands.ConfigurationError, match="between 0 and 1000000"):
         queue.set_limit("v", running=10**12)
+
+
+# -- 8. a misspelt payload key: both names in the one error --------------------------------
+
+
+def test_a_misspelt_key_names_the_missing_and_the_unexpected_argument(
+    queue: errands.Queue,
+) -> None:
+    @queue.task
+    def send_welcome(user_id: int, lang: str = "en") -> None: ...
+
+    with pytest.raises(errands.PayloadError) as e:
+        send_welcome.enqueue(userid=1)
+    assert "missing 'user_id'; unexpected 'userid' (did you mean 'user_id'?)" in str(e.value)
+    with pytest.raises(errands.PayloadError, match=r"unexpected 'x'$"):
+        send_welcome.enqueue(user_id=1, x=2)
+    assert queue.jobs() == []

@@ -8,7 +8,8 @@ import sys
 import time
 from typing import Any
 
-from ..limits import MAX_CAP, parse_rate
+from ..core import validate
+from ..limits import MAX_CAP, parse_rate, unused_queue_warning, unused_queues
 from . import jobs, output
 from .ops import OK, USAGE, _add, _open
 
@@ -17,11 +18,11 @@ ACTOR = "cli"
 
 def register(subparsers: Any) -> None:
     p = _add(subparsers, "pause", "stop every worker claiming from a queue ('*': all)", _pause)
-    p.add_argument("queue", metavar="QUEUE")
+    p.add_argument("queue", metavar="QUEUE", type=_queue)
     p.add_argument("--reason", help="why (shown by queues, stats and the dashboard)")
 
     p = _add(subparsers, "resume", "let workers claim from a paused queue again", _resume)
-    p.add_argument("queue", metavar="QUEUE")
+    p.add_argument("queue", metavar="QUEUE", type=_queue)
 
     p = _add(subparsers, "queues", "queues: paused or not (by whom, since, why), counts", _queues)
     p.add_argument("--json", action="store_true", help="print a JSON array")
@@ -43,6 +44,14 @@ def register(subparsers: Any) -> None:
     c.add_argument("key", metavar="KEY")
 
 
+def _queue(text: str) -> str:
+    """A queue name (or '*'), checked as the Queue checks it: bad usage, exit 2."""
+    try:
+        return text if text == "*" else validate.name(text, "queue")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _rate(text: str) -> tuple[int, float]:
     try:
         return parse_rate(text)
@@ -53,8 +62,11 @@ def _rate(text: str) -> tuple[int, float]:
 def _pause(args: argparse.Namespace) -> int:
     with _open(args) as q:
         q.pause(args.queue, reason=args.reason, actor=ACTOR)
+        unused = unused_queues(q.backend, [args.queue], (), q.clock(), q.settings.lease_seconds)
     what = "every queue" if args.queue == "*" else f"queue {args.queue!r}"
     print(f"paused {what}: workers stop claiming from it at their next claim")
+    if unused:
+        print(f"errands: {unused_queue_warning(unused)}", file=sys.stderr)
     return OK
 
 

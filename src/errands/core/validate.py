@@ -10,6 +10,8 @@ on the worker's claim/finish path.
 
 from __future__ import annotations
 
+import difflib
+import inspect
 import math
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
@@ -226,6 +228,27 @@ def filter_text(value: Any, what: str) -> str | None:
     if error is not None:
         raise error
     return value
+
+
+def unbound_keys(signature: inspect.Signature, keys: Iterable[str]) -> str | None:
+    """Why keyword arguments ``keys`` do not bind to ``signature``, naming every missing
+    and every unexpected name at once (Python's own TypeError names only the first): a
+    misspelt key is both, and the fix needs both names. None when that is not the reason."""
+    params = signature.parameters
+    named = {n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    missing = [n for n in named if params[n].default is inspect.Parameter.empty and n not in keys]
+    takes_any = any(p.kind is p.VAR_KEYWORD for p in params.values())
+    unexpected = [] if takes_any else sorted(k for k in keys if k not in named)
+    if not missing and not unexpected:
+        return None
+    parts = []
+    if missing:
+        parts.append(f"missing {', '.join(map(repr, missing))}")
+    for key in unexpected:
+        close = difflib.get_close_matches(key, missing or sorted(named), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        parts.append(f"unexpected {key!r}{hint}")
+    return "; ".join(parts)
 
 
 def flag(value: Any, name: str) -> bool:
