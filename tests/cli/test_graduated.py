@@ -119,15 +119,26 @@ def _cut_over(path: str, pg_url: str) -> int:
         return len(q.jobs())
 
 
-def test_rerunning_graduate_after_the_cut_over_says_the_move_is_done(
-    tmp_path: Path, pg_url: str, capsys: pytest.CaptureFixture[str]
-) -> None:
+def _rerun_after_cut_over(
+    tmp_path: Path, pg_url: str, capsys: pytest.CaptureFixture[str], *, reopen: bool
+) -> tuple[str, str, int]:
+    """Graduate, run the queue on PostgreSQL, (reopen the file,) graduate again: its output
+    and the target's job count before the rerun."""
     path = str(tmp_path / "app.db")
     _source(path)
     jobs = _cut_over(path, pg_url)
+    if reopen:  # the file's mark is gone, the target's record of the move stays
+        assert main(["--db", path, "reopen"]) == 0
     capsys.readouterr()
     assert _graduate(path, pg_url) == 1
     out, err = capsys.readouterr()
+    return out, err, jobs
+
+
+def test_rerunning_graduate_after_the_cut_over_says_the_move_is_done(
+    tmp_path: Path, pg_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out, err, jobs = _rerun_after_cut_over(tmp_path, pg_url, capsys, reopen=False)
     assert "already graduated to postgresql://" in err and "the move is done" in err
     assert "the queue lives there now" in err and "Nothing was copied" in err
     assert "empty the target" not in out + err and "drop" not in out + err
@@ -138,13 +149,7 @@ def test_rerunning_graduate_after_the_cut_over_says_the_move_is_done(
 def test_a_rerun_into_the_target_the_queue_moved_to_never_advises_emptying_it(
     tmp_path: Path, pg_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = str(tmp_path / "app.db")
-    _source(path)
-    jobs = _cut_over(path, pg_url)
-    assert main(["--db", path, "reopen"]) == 0  # the file's mark is gone, the target's stays
-    capsys.readouterr()
-    assert _graduate(path, pg_url) == 1
-    out = capsys.readouterr().out
+    out, _, jobs = _rerun_after_cut_over(tmp_path, pg_url, capsys, reopen=True)
     assert "verification FAILED" in out and "Do NOT empty it" in out
     assert "finished a graduation from this file before" in out
     assert "drop and create" not in out and "empty the target" not in out

@@ -6,13 +6,10 @@ worker's own loop (its heartbeat's progress flush) to stop it.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import errands
-from support import get_job
+from support import get_job, run_cli
 
 APP = """
 import math, os
@@ -49,17 +46,8 @@ def test_bad_progress_is_refused_at_the_call_and_the_worker_runs_on(
     with errands.Queue(db_url) as q:
         first = q.enqueue("report")
         second = q.enqueue("after")
-        env = {**os.environ, "HOSTILE_DB": db_url, "PYTHONPATH": str(tmp_path)}
-        env.pop("ERRANDS_FAULT", None)
-        cmd = [sys.executable, "-m", "errands", "--db", db_url, "worker"]
-        r = subprocess.run(
-            [*cmd, "--app", "hostile_app", "--burst", "--concurrency", "1", "--json"],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        argv = ["--db", db_url, "worker", "--app", "hostile_app", "--burst", "--json"]
+        r = run_cli(tmp_path, *argv, "--concurrency", "1", env={"HOSTILE_DB": db_url})
         assert r.returncode == 0, r.stderr
         assert "Traceback" not in r.stderr, r.stderr
         assert json.loads(r.stdout)["succeeded"] == 2
