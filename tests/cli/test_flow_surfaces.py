@@ -172,6 +172,9 @@ def test_a_queue_name_with_a_comma_is_refused_by_pause_like_every_other_path(
     code, _, err = run(["pause", "a,b", "--db", db_url], capsys)
     assert code == 2 and err.strip().splitlines()[-1].startswith("errands: argument QUEUE: ")
     assert "contains a comma" in err and "Traceback" not in err
+    with TestClient(create_app(queue)) as c:  # the JSON API: refused like a NUL in a name
+        r = c.post("/api/admin/queues/a,b/pause", json={}, headers=JSON)
+        assert r.status_code == 409 and "contains a comma" in r.json()["error"]
     assert queue.queues() == []  # nothing was paused
     queue.pause("*")  # every queue: still a pause of its own
     assert [i.name for i in queue.queues()] == ["*"]
