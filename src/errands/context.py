@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .core import validate
+
 if TYPE_CHECKING:
     from .backends.base import ClaimedJob
     from .core.records import Job
@@ -66,16 +68,10 @@ class JobContext:
         """Store this attempt's progress on the job (``fraction`` from 0 to 1, and a short
         message), shown by ``errands show``, ``errands jobs`` and the API. Cheap to call
         often: at most one write a second, the latest value written with the next heartbeat
-        (or before the attempt's outcome), and no event row."""
-        if (
-            isinstance(fraction, bool)
-            or not isinstance(fraction, int | float)
-            or not 0.0 <= fraction <= 1.0
-        ):
-            raise ValueError(f"progress takes a fraction from 0 to 1, got {fraction!r:.40}")
-        if message is not None and not isinstance(message, str):
-            raise ValueError(f"progress message must be text, got {type(message).__name__}")
-        self._lease.progress(float(fraction), None if message is None else message[:200])
+        (or before the attempt's outcome), and no event row. A value that could not be
+        stored (not 0-1, NaN, a message with a NUL or a lone surrogate) raises ValueError
+        here (``ConfigurationError``); the message is kept to 200 characters."""
+        self._lease.progress(*validate.progress(fraction, message))
 
     def upstream(self) -> list[Job]:
         """The jobs this one was enqueued after (``after=``, a chain's previous step, a

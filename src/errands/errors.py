@@ -84,19 +84,28 @@ class WaitTimeout(ErrandsError, TimeoutError):
     """``Queue.wait`` gave up: the job was not final within the timeout (it is left as it is)."""
 
 
+# The longest delay, snooze, timeout or interval errands takes: now + this stays a time both
+# backends store and read back for millennia (core/validate.py checks every one against it).
+MAX_DURATION = 1000 * 365 * 86400.0
+
+
 class Snooze(Exception):
     """Raise from a handler to come back later: the attempt ends ``snoozed``, the job is
     queued again ``seconds`` from now, and ``max_attempts`` grows by one so a snooze never
-    uses up the job's attempts (a rate-limited API answering 429 with Retry-After)."""
+    uses up the job's attempts (a rate-limited API answering 429 with Retry-After). The
+    delay gets ``delay=``'s rule (0 to 1000 years); a task's ``max_snoozes`` bounds how
+    often (docs/flow-control.md)."""
 
     def __init__(self, seconds: float) -> None:
         if (
             isinstance(seconds, bool)
             or not isinstance(seconds, int | float)
-            or not seconds >= 0
-            or seconds == float("inf")
+            or not 0 <= seconds <= MAX_DURATION  # also refuses NaN
         ):
-            raise ValueError(f"Snooze takes seconds >= 0 (a finite number), got {seconds!r:.40}")
+            raise ValueError(
+                f"Snooze takes seconds >= 0 and at most {MAX_DURATION:.0f} (1000 years), "
+                f"got {seconds!r:.40}"
+            )
         super().__init__(f"snoozed for {seconds}s")
         self.seconds = float(seconds)
 

@@ -10,8 +10,7 @@ limits read back as ``QueueInfo`` and ``LimitInfo``.
 from __future__ import annotations
 
 import json
-import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -20,6 +19,10 @@ from .core import validate
 from .errors import ConfigurationError
 
 Group = str | Callable[[Mapping[str, Any]], Any] | None
+# Every cap a limit holds — running, a rate's count, a rate's period in seconds — is at most
+# this: each fits both backends' columns (PostgreSQL's integer), and a rate window's starts
+# stay a table the claim counts quickly (docs/flow-control.md).
+MAX_CAP = 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +43,7 @@ class Limit:
                 f"Limit({self.key!r}) caps nothing: give running=N, rate=(n, seconds) or both"
             )
         if self.running is not None:
-            validate.integer(self.running, "Limit running", 0, 1_000_000)
+            validate.integer(self.running, "Limit running", 0, MAX_CAP)
         if self.rate is not None:
             check_rate(self.rate)
         if self.group is not None and not (isinstance(self.group, str) or callable(self.group)):
@@ -61,7 +64,8 @@ class Limit:
 
     def group_of(self, payload: Any) -> str:
         """This payload's group: '' without a group (or when the field is missing: those
-        jobs share one group); a value that is not text is its JSON text (42 -> '42')."""
+        jobs share one group); a value that is not text is its JSON text (42 -> '42'). It
+        gets the text rule names get, at most 1024 bytes (ConfigurationError)."""
         group = self.group
         if group is None:
             return ""
@@ -71,7 +75,8 @@ class Limit:
             value = group(payload)
         if value is None:
             return ""
-        return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+        text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+        return validate.group(text, self.key)
 
 
 def check_rate(rate: Any) -> tuple[int, float]:
@@ -80,14 +85,14 @@ def check_rate(rate: Any) -> tuple[int, float]:
         or len(rate) != 2
         or isinstance(rate[0], bool)
         or not isinstance(rate[0], int)
-        or rate[0] < 1
+        or not 1 <= rate[0] <= MAX_CAP
         or isinstance(rate[1], bool)
         or not isinstance(rate[1], int | float)
-        or not math.isfinite(rate[1])
-        or rate[1] <= 0
+        or not 0 < rate[1] <= MAX_CAP  # also refuses NaN and infinity
     ):
         raise ConfigurationError(
-            f"rate must be (n, seconds) with n >= 1 and seconds > 0, got {rate!r:.60}"
+            f"rate must be (n, seconds) with n from 1 to {MAX_CAP:,} and seconds over 0 and "
+            f"at most {MAX_CAP:,}, got {rate!r:.60}"
         )
     return int(rate[0]), float(rate[1])
 
@@ -188,6 +193,38 @@ def queues(backend: FlowReads) -> list[QueueInfo]:
             )
         )
     return out
+
+
+class QueueUsers(Protocol):
+    """What tells a queue in use from a typo: declared task types, active jobs, workers."""
+
+    def active_queue_counts(self) -> list[dict[str, Any]]: ...
+    def task_types(self) -> Sequence[Any]: ...
+    def live_workers(self, now: float, alive_seconds: float) -> list[dict[str, Any]]: ...
+
+
+def unused_queues(
+    backend: QueueUsers,
+    names: Sequence[str],
+    task_queues: Iterable[str],
+    now: float,
+    alive_seconds: float,
+) -> list[str]:
+    """Those of ``names`` that no task (``task_queues``, and every type a worker declared),
+    no queued or running job and no live worker uses: most likely misspelled. A pause or a
+    worker on such a queue is allowed (jobs may come later) but binds nothing today."""
+    used = set(task_queues) | {t.queue for t in backend.task_types()}
+    used |= {r["queue"] for r in backend.active_queue_counts()}
+    for w in backend.live_workers(now, alive_seconds):
+        used |= set(w["queues"] or ())
+    return [n for n in names if n != "*" and n not in used]
+
+
+def unused_queue_warning(names: Sequence[str]) -> str:
+    return (
+        f"warning: no task, job or worker uses queue {', '.join(map(repr, names))}: is it "
+        "misspelled? (`errands queues` lists the queues with jobs)"
+    )
 
 
 def limits(backend: FlowReads) -> list[LimitInfo]:

@@ -44,7 +44,7 @@ from .maintenance.scheduler import PeriodicScheduler, schedule_row
 from .maintenance.sweeper import DepSweeper
 from .maintenance.wal import WalKeeper
 from .middleware import Chain
-from .tasks import DEFAULT_QUEUE, Task, TaskOptions
+from .tasks import DEFAULT_MAX_SNOOZES, DEFAULT_QUEUE, Task, TaskOptions
 from .wakeups import KINDS, Wakeups, hubs, listen_for_work
 
 if TYPE_CHECKING:
@@ -234,6 +234,7 @@ class Queue(Lifecycle, Reads, Actions, FlowControl):
         retry_on: Sequence[type[BaseException]] = (),
         discard_on: Sequence[type[BaseException]] = (),
         limit: Limit | None = None,
+        max_snoozes: int = DEFAULT_MAX_SNOOZES,
     ) -> Callable[[F], Task[Any, Any]]: ...
 
     def task(
@@ -250,6 +251,7 @@ class Queue(Lifecycle, Reads, Actions, FlowControl):
         retry_on: Sequence[type[BaseException]] = (),
         discard_on: Sequence[type[BaseException]] = (),
         limit: Limit | None = None,
+        max_snoozes: int = DEFAULT_MAX_SNOOZES,
     ) -> Task[Any, Any] | Callable[[F], Task[Any, Any]]:
         """Register a handler (sync or ``async def``). Its type is ``name`` or its
         ``__name__``. Use as ``@q.task`` or ``@q.task(queue=…, max_attempts=…)``."""
@@ -265,6 +267,7 @@ class Queue(Lifecycle, Reads, Actions, FlowControl):
             retry_on=validate.exception_types(retry_on, "retry_on"),
             discard_on=validate.exception_types(discard_on, "discard_on"),
             limit=limit,
+            max_snoozes=max_snoozes,
         )
 
         def register(f: F) -> Task[Any, Any]:

@@ -22,6 +22,9 @@ R = TypeVar("R")
 
 DEFAULT_QUEUE = "default"
 DEFAULT_MAX_ATTEMPTS = 20
+# A handler that snoozes forever (raise Snooze(0) in a loop) would add an attempt row each
+# time without end; past this many starts its next snooze fails the job (SNOOZE:LIMIT).
+DEFAULT_MAX_SNOOZES = 1000
 CTX_PARAM = "ctx"
 
 
@@ -35,6 +38,7 @@ class TaskOptions:
     retry_on: tuple[type[BaseException], ...] = ()
     discard_on: tuple[type[BaseException], ...] = ()
     limit: Limit | None = None  # flow control (errands.Limit): its jobs carry its key/group
+    max_snoozes: int = DEFAULT_MAX_SNOOZES
 
     def __post_init__(self) -> None:
         validate.name(self.queue, "queue")
@@ -44,6 +48,7 @@ class TaskOptions:
             )
         validate.integer(self.priority, "priority", *validate.PRIORITY_RANGE)
         validate.integer(self.max_attempts, "max_attempts", 1, validate.MAX_ATTEMPTS_MAX)
+        validate.integer(self.max_snoozes, "max_snoozes", 0, validate.MAX_ATTEMPTS_MAX)
         if self.timeout is not None:
             validate.duration(self.timeout, "timeout")
         validate.callable_(self.backoff, "backoff", "a callable attempt -> seconds")
@@ -193,7 +198,8 @@ class Task(Generic[P, R]):
         try:
             self.signature.bind(**payload)
         except TypeError as exc:
-            raise PayloadError(f"payload does not fit {self.name}{self.signature}: {exc}") from None
+            why = validate.unbound_keys(self.signature, keys) or str(exc)
+            raise PayloadError(f"payload does not fit {self.name}{self.signature}: {why}") from None
         if len(self._fitting_keys) < 256:
             self._fitting_keys.add(keys)
 

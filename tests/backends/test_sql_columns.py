@@ -135,7 +135,9 @@ def test_every_query_returns_the_same_columns_in_both_dialects(tmp_path: Path, p
     assert pg["claim_recorded"] == pg["claim"] == lite["claim"]
     assert pg["insert_job_recorded"] == pg["insert_job"] == lite["insert_job"] == ["id"]
     pg = {name: cols for name, cols in pg.items() if name not in own}
-    assert set(lite) == set(pg) == set(sql.queries("sqlite"))
+    assert lite["limit_group_bytes"] == ["raw"]  # SQLite's own: mending text (sqlite_text.py)
+    lite = {name: cols for name, cols in lite.items() if name not in sql.own_queries("sqlite")}
+    assert set(lite) == set(pg) == set(sql.queries("sqlite")) - sql.own_queries("sqlite")
     differ = {name: (lite[name], pg[name]) for name in lite if lite[name] != pg[name]}
     assert differ == {}, "sqlite columns vs postgres columns"
     # The describers see what they should: this cannot pass on empty answers.

@@ -87,7 +87,9 @@ def test_cli_limits(db_url: str, queue: errands.Queue, capsys: pytest.CaptureFix
     code, _, err = run(["limit", "set", "t", "--rate", "ten", "--db", db_url], capsys)
     assert code == 2 and "N/SECONDS" in err
     code, _, err = run(["limit", "set", "t", "--db", db_url], capsys)
-    assert code == 1 and "caps nothing" in err
+    assert code == 2 and "caps nothing: give --running N, --rate N/SECONDS" in err  # usage
+    code, _, err = run(["limit", "set", "t", "--rate", "1000000000000/1", "--db", db_url], capsys)
+    assert code == 2 and "n from 1 to 1,000,000" in err
 
 
 def test_cli_shows_progress(
@@ -144,3 +146,64 @@ def test_the_json_job_object_has_progress_and_limit(queue: errands.Queue) -> Non
     with TestClient(create_app(queue)) as c:
         job: dict[str, Any] = c.get(f"/api/admin/jobs/{job_id}").json()["job"]
     assert (job["limit_key"], job["limit_group"], job["progress"]) == ("t", "acme", None)
+
+
+def test_check_reports_a_job_snoozing_in_a_loop(
+    db_url: str, queue: errands.Queue, capsys: pytest.CaptureFixture[str]
+) -> None:
+    @queue.task
+    def poll(ctx: JobContext) -> None:
+        raise errands.Snooze(0 if ctx.attempt < 3 else 3600)
+
+    job_id = queue.enqueue("poll", {})
+    queue.run_worker(burst=True, concurrency=1)  # three starts, each snoozed: queued again
+    base = ["check", "--max-wait", "1d", "--db", db_url]  # (no worker runs: that is reported)
+    assert "snoozing" not in run(base, capsys)[1]  # under the default --snooze-loop 100
+    code, out, _ = run([*base, "--snooze-loop", "3"], capsys)
+    assert code == 1 and f"snoozing in a loop: #{job_id} (poll, 3 starts)" in out
+    assert "snoozing" not in run([*base, "--snooze-loop", "4"], capsys)[1]
+
+
+def test_a_queue_name_with_a_comma_is_refused_by_pause_like_every_other_path(
+    db_url: str, queue: errands.Queue, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for verb in (queue.pause, queue.resume):
+        with pytest.raises(errands.ConfigurationError, match="contains a comma"):
+            verb("a,b")
+    code, _, err = run(["pause", "a,b", "--db", db_url], capsys)
+    assert code == 2 and err.strip().splitlines()[-1].startswith("errands: argument QUEUE: ")
+    assert "contains a comma" in err and "Traceback" not in err
+    with TestClient(create_app(queue)) as c:  # the JSON API: refused like a NUL in a name
+        r = c.post("/api/admin/queues/a,b/pause", json={}, headers=JSON)
+        assert r.status_code == 409 and "contains a comma" in r.json()["error"]
+    assert queue.queues() == []  # nothing was paused
+    queue.pause("*")  # every queue: still a pause of its own
+    assert [i.name for i in queue.queues()] == ["*"]
+
+
+def test_a_misspelt_queue_is_warned_about_by_pause_and_worker(
+    db_url: str, queue: errands.Queue, capsys: pytest.CaptureFixture[str], tmp_path: Any
+) -> None:
+    limited_app(queue)
+    queue.enqueue("mail", {})  # queue 'emails' has a job
+    code, _, err = run(["pause", "emals", "--db", db_url], capsys)
+    assert code == 0 and "no task, job or worker uses queue 'emals': is it misspelled?" in err
+    code, _, err = run(["pause", "emails", "--db", db_url], capsys)
+    assert code == 0 and "misspelled" not in err
+    (tmp_path / "typo_app.py").write_text(
+        "import errands\nq = errands.Queue(" + repr(db_url) + ")\n\n"
+        "@q.task(queue='reports')\ndef report() -> None: ...\n"
+    )
+    import sys
+
+    sys.path.insert(0, str(tmp_path))
+    try:
+        argv = ["worker", "--app", "typo_app", "--burst", "--db", db_url]
+        code, _, err = run([*argv, "--queues", "reports,emals"], capsys)
+        assert code == 0 and "uses queue 'emals': is it misspelled?" in err
+        sys.modules.pop("typo_app")  # its Queue was closed by that worker: a fresh one
+        code, _, err = run([*argv, "--queues", "reports,emails"], capsys)  # a job uses it
+        assert code == 0 and "misspelled" not in err, err
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("typo_app", None)

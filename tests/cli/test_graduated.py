@@ -18,6 +18,7 @@ import pytest
 import errands
 from errands.backends.base import WorkerInfo
 from errands.cli import main
+from errands.cli.graduate.copy import graduate
 from helpers.support import get_job
 
 Make = Callable[..., errands.Queue]
@@ -94,7 +95,7 @@ def test_a_second_run_that_finds_mismatches_says_what_to_do(
 ) -> None:
     path = str(tmp_path / "app.db")
     _source(path)
-    assert _graduate(path, pg_url) == 0
+    assert not graduate(path, pg_url, max_batches=1).complete  # an interrupted copy
     # A forgotten process changed the source after the copy (by hand here).
     conn = sqlite3.connect(path)
     conn.execute("UPDATE jobs SET priority = 7")
@@ -103,6 +104,57 @@ def test_a_second_run_that_finds_mismatches_says_what_to_do(
     assert _graduate(path, pg_url) == 1
     out = capsys.readouterr().out
     assert "MISMATCH" in out and "Stop every worker" in out and "empty the target" in out
+
+
+def _cut_over(path: str, pg_url: str) -> int:
+    """Graduate, then let the queue live on PostgreSQL: its job runs there, a new one too."""
+    assert _graduate(path, pg_url) == 0
+    with errands.Queue(pg_url) as q:
+
+        @q.task
+        def tick() -> None: ...
+
+        q.enqueue("tick", {})
+        q.run_worker(burst=True, concurrency=1)
+        return len(q.jobs())
+
+
+def _rerun_after_cut_over(
+    tmp_path: Path, pg_url: str, capsys: pytest.CaptureFixture[str], *, reopen: bool
+) -> tuple[str, str, int]:
+    """Graduate, run the queue on PostgreSQL, (reopen the file,) graduate again: its output
+    and the target's job count before the rerun."""
+    path = str(tmp_path / "app.db")
+    _source(path)
+    jobs = _cut_over(path, pg_url)
+    if reopen:  # the file's mark is gone, the target's record of the move stays
+        assert main(["--db", path, "reopen"]) == 0
+    capsys.readouterr()
+    assert _graduate(path, pg_url) == 1
+    out, err = capsys.readouterr()
+    return out, err, jobs
+
+
+def test_rerunning_graduate_after_the_cut_over_says_the_move_is_done(
+    tmp_path: Path, pg_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out, err, jobs = _rerun_after_cut_over(tmp_path, pg_url, capsys, reopen=False)
+    assert "already graduated to postgresql://" in err and "the move is done" in err
+    assert "the queue lives there now" in err and "Nothing was copied" in err
+    assert "empty the target" not in out + err and "drop" not in out + err
+    with errands.Queue(pg_url) as q:
+        assert len(q.jobs()) == jobs and all(j.status == "succeeded" for j in q.jobs())
+
+
+def test_a_rerun_into_the_target_the_queue_moved_to_never_advises_emptying_it(
+    tmp_path: Path, pg_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out, _, jobs = _rerun_after_cut_over(tmp_path, pg_url, capsys, reopen=True)
+    assert "verification FAILED" in out and "Do NOT empty it" in out
+    assert "finished a graduation from this file before" in out
+    assert "drop and create" not in out and "empty the target" not in out
+    with errands.Queue(pg_url) as q:
+        assert len(q.jobs()) == jobs
 
 
 def test_a_marked_database_refuses_work_until_reopened(make_queue: Make) -> None:
@@ -192,3 +244,20 @@ def test_a_producer_open_before_the_graduation_refuses_within_the_watch_time(
     ticks[0] = TTL
     watch()
     assert refused == ["postgresql://app@db.internal/app"]
+
+
+def test_jobs_taken_during_the_copy_are_added_by_reopen_and_a_rerun(
+    tmp_path: Path, pg_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # docs/postgres.md, jobs enqueued meanwhile: before anything ran on PostgreSQL.
+    path = str(tmp_path / "app.db")
+    _source(path)
+    assert _graduate(path, pg_url) == 0
+    assert main(["--db", path, "reopen"]) == 0
+    with errands.Queue(path) as q:
+        late = q.enqueue("tick", {})  # (stands for a job committed while the copy ran)
+    capsys.readouterr()
+    assert _graduate(path, pg_url) == 0
+    assert "verified" in capsys.readouterr().out
+    with errands.Queue(pg_url) as q:
+        assert get_job(q, late).status == "queued"

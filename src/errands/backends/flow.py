@@ -97,8 +97,9 @@ class SQLFlow(SQLHost):
         return rows
 
     def limit_usage(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """(running, queued) counts per key and group."""
-        with self._read() as conn:
+        """(running, queued) counts per key and group (a group an older errands stored as
+        text that is not UTF-8 reads with U+FFFD: backends/sqlite_text.py)."""
+        with self._read_rows() as conn:
             running = self._dicts(conn.execute(self.q["limit_running_counts"], {}))
             queued = self._dicts(conn.execute(self.q["limit_queued_counts"], {}))
         return running, queued

@@ -27,8 +27,8 @@ from ..errors import (
     DatabaseError,
     DatabaseReplacedError,
 )
-from . import forks, prefix, sql, sqlite_wakeup
-from .base import EnqueueCall, NewJob
+from . import forks, prefix, sql, sqlite_text, sqlite_wakeup
+from .base import ClaimedJob, ClaimRequest, EnqueueCall, NewJob, Outcome
 from .host import WORK, Conn
 from .sqlbase import SQLBackend
 
@@ -323,7 +323,7 @@ class SQLiteBackend(SQLBackend):
         with held.lock:
             held.depth += 1
             conn = held.conn
-            conn.text_factory = _lenient_text
+            conn.text_factory = sqlite_text.lenient_text
             try:
                 yield conn
             except sqlite3.Error as exc:
@@ -531,6 +531,24 @@ class SQLiteBackend(SQLBackend):
         else:
             pending.add(signal)
 
+    # A group stored as text that is not UTF-8 (by an older version) must not stop every
+    # claim: the claim verbs mend such rows and claim again (sqlite_text.py).
+
+    def finish_and_claim(
+        self,
+        outcomes: Sequence[Outcome],
+        worker_id: str,
+        request: ClaimRequest,
+        now: float,
+        held: Sequence[ClaimedJob] | None = None,
+    ) -> tuple[list[bool], list[ClaimedJob]]:
+        return sqlite_text.mending(
+            self, super().finish_and_claim, outcomes, worker_id, request, now, held
+        )
+
+    def claim(self, request: ClaimRequest, now: float) -> list[ClaimedJob]:
+        return sqlite_text.mending(self, super().claim, request, now)
+
     def listen_finished(
         self, on_finish: Callable[[frozenset[int] | None], None]
     ) -> sqlite_wakeup.DatagramListener | sqlite_wakeup.PollingListener:
@@ -558,10 +576,6 @@ class _Held:
                 self.closed = True
                 with contextlib.suppress(sqlite3.Error):
                     self.conn.close()
-
-
-def _lenient_text(data: bytes) -> str:
-    return data.decode("utf-8", "replace")
 
 
 _ADD_COLUMN = re.compile(r"ALTER\s+TABLE\s+(\w+)\s+ADD\s+COLUMN\s+(\w+)\s", re.IGNORECASE)

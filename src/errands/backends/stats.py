@@ -156,6 +156,11 @@ class SQLStats(SQLHost):
     def running_past_lease(self, now: float, grace: float) -> int:
         return int(self._value("running_past_lease", {"now": now, "grace": grace}, "n"))
 
+    def snoozing_jobs(self, min_attempts: int, limit: int) -> list[dict[str, Any]]:
+        """Queued jobs started at least ``min_attempts`` times whose latest attempt snoozed
+        (id, type, attempts; most attempts first): a handler snoozing in a loop."""
+        return self._fetch("snoozing_jobs", {"min_attempts": min_attempts, "limit": limit})
+
     def oldest_due(self, now: float) -> dict[str, Any] | None:
         rows = self._fetch("oldest_due", {"now": now})
         if not rows:

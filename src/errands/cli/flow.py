@@ -4,23 +4,32 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from typing import Any
 
-from ..limits import parse_rate
+from ..core import validate
+from ..limits import MAX_CAP, parse_rate, unused_queue_warning, unused_queues
 from . import jobs, output
-from .ops import OK, _add, _open
+from .ops import OK, USAGE, _add, _open
 
 ACTOR = "cli"
 
 
 def register(subparsers: Any) -> None:
     p = _add(subparsers, "pause", "stop every worker claiming from a queue ('*': all)", _pause)
-    p.add_argument("queue", metavar="QUEUE", help="the queue to pause, or '*' for every queue")
+    p.add_argument(
+        "queue", metavar="QUEUE", type=_queue, help="the queue to pause, or '*' for every queue"
+    )
     p.add_argument("--reason", help="why (shown by queues, stats and the dashboard)")
 
     p = _add(subparsers, "resume", "let workers claim from a paused queue again", _resume)
-    p.add_argument("queue", metavar="QUEUE", help="the queue to resume, or '*' to lift every pause")
+    p.add_argument(
+        "queue",
+        metavar="QUEUE",
+        type=_queue,
+        help="the queue to resume, or '*': every pause",
+    )
 
     p = _add(subparsers, "queues", "queues: paused or not (by whom, since, why), counts", _queues)
     p.add_argument("--json", action="store_true", help="print a JSON array")
@@ -36,12 +45,18 @@ def register(subparsers: Any) -> None:
     verbs = p.add_subparsers(dest="limit_command", metavar="set|clear", required=True)
     s = _add(verbs, "set", "store a limit for KEY", _limit_set)
     s.add_argument("key", metavar="KEY", help="the limit's key, as in errands.Limit(KEY, …)")
-    s.add_argument(
-        "--running", type=jobs.int_between(0, 1_000_000), help="at most N holding a lease"
-    )
+    s.add_argument("--running", type=jobs.int_between(0, MAX_CAP), help="at most N holding a lease")
     s.add_argument("--rate", type=_rate, help="at most N starts in any SECONDS (N/SECONDS)")
     c = _add(verbs, "clear", "drop the stored limit of KEY: the code's applies again", _clear)
     c.add_argument("key", metavar="KEY", help="the limit's key")
+
+
+def _queue(text: str) -> str:
+    """A queue name (or '*'), checked as the Queue checks it: bad usage, exit 2."""
+    try:
+        return text if text == "*" else validate.name(text, "queue")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _rate(text: str) -> tuple[int, float]:
@@ -54,8 +69,11 @@ def _rate(text: str) -> tuple[int, float]:
 def _pause(args: argparse.Namespace) -> int:
     with _open(args) as q:
         q.pause(args.queue, reason=args.reason, actor=ACTOR)
+        unused = unused_queues(q.backend, [args.queue], (), q.clock(), q.settings.lease_seconds)
     what = "every queue" if args.queue == "*" else f"queue {args.queue!r}"
     print(f"paused {what}: workers stop claiming from it at their next claim")
+    if unused:
+        print(f"errands: {unused_queue_warning(unused)}", file=sys.stderr)
     return OK
 
 
@@ -107,6 +125,13 @@ def _limits(args: argparse.Namespace) -> int:
 
 
 def _limit_set(args: argparse.Namespace) -> int:
+    if args.running is None and args.rate is None:  # bad usage: nothing opened
+        print(
+            f"errands: limit set {args.key!r:.60} caps nothing: give --running N, "
+            "--rate N/SECONDS or both (e.g. errands limit set api --running 4)",
+            file=sys.stderr,
+        )
+        return USAGE
     with _open(args) as q:
         q.set_limit(args.key, running=args.running, rate=args.rate, actor=ACTOR)
     print(json.dumps({"key": args.key, "running": args.running, "rate": args.rate}))

@@ -135,6 +135,12 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--max-pause", type=duration, default=3600.0, help="how long a queue may stay paused"
     )
+    p.add_argument(
+        "--snooze-loop",
+        type=jobs.int_between(1, validate.MAX_ATTEMPTS_MAX),
+        default=100,
+        help="report a queued job started this many times whose last attempt snoozed",
+    )
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
 
     _add(subparsers, "metrics", "Prometheus metrics in the text format, to stdout", _metrics)
@@ -495,6 +501,13 @@ def check_problems(q: Queue, args: argparse.Namespace) -> list[str]:
             f"failure rate {hour['failure_rate']:.1%} in the last hour "
             f"({hour['failed']:,} of {hour['processed']:,}) is over "
             f"--max-failure-rate {args.max_failure_rate:.1%}"
+        )
+    looping = b.snoozing_jobs(args.snooze_loop, 5)
+    if looping:
+        which = ", ".join(f"#{r['id']} ({r['type']}, {r['attempts']:,} starts)" for r in looping)
+        problems.append(
+            f"job(s) snoozing in a loop: {which} — over --snooze-loop {args.snooze_loop:,}; "
+            "does the handler ever stop raising Snooze? (a task's max_snoozes ends it)"
         )
     for info in q.queues():
         if info.paused and info.paused_at is not None and now - info.paused_at > args.max_pause:

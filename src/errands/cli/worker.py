@@ -20,6 +20,7 @@ from typing import Any
 
 from ..backends import redact
 from ..errors import DatabaseReplacedError, ErrandsError, GraduatedError, QueueClosedError
+from ..limits import unused_queue_warning, unused_queues
 from ..queue import ENV_DB, Queue
 from ..worker import log as worker_log
 from ..worker.supervisor import FATAL_EXIT, RECYCLE_EXIT, SUPERVISED_ENV
@@ -267,9 +268,19 @@ def cmd_worker(args: argparse.Namespace) -> int:
         raise UsageError("--queues needs at least one queue name, e.g. --queues emails,reports")
     try:
         queue.refuse_if_graduated()  # before any child starts: restarting it cannot help
+        unused = unused_queues(
+            queue.backend,
+            queues or [],
+            (t.options.queue for t in queue.tasks.values()),
+            queue.clock(),
+            queue.settings.lease_seconds,
+        )
     except ErrandsError:
         queue.close()
         raise
+    if unused and os.environ.get(SUPERVISED_ENV) != "1":  # said once, by the parent
+        # It may still be right (jobs enqueued later): said, not refused.
+        print(f"errands: {unused_queue_warning(unused)}", file=sys.stderr)
     if args.processes > 1:
         return _supervise(args, queue)
     worker_log.configure(quiet=args.quiet, verbose=args.verbose, fmt=args.log_format)

@@ -16,8 +16,8 @@ class FlowControl(QueueParts):
     def pause(self, queue: str, *, reason: str | None = None, actor: str = "api") -> None:
         """Stop claims from ``queue`` ('*': every queue) on every worker, until ``resume``:
         stored, so it binds workers started later too. Enqueue, running jobs and the rest
-        go on."""
-        validate.text(queue, "queue")
+        go on. A queue name gets the rule every queue name gets (no comma)."""
+        _queue_name(queue)
         if reason is not None:
             validate.text(reason, "reason", max_bytes=500)
         self.backend.pause_queue(queue, reason, actor, self.clock())
@@ -25,7 +25,7 @@ class FlowControl(QueueParts):
     def resume(self, queue: str) -> bool:
         """Lift the pause of ``queue`` ('*': every pause) and wake workers; False if it was
         not paused. A queue stays paused while a '*' pause holds."""
-        validate.text(queue, "queue")
+        _queue_name(queue)
         return bool(self.backend.resume_queue(queue))
 
     def queues(self) -> list[QueueInfo]:
@@ -53,3 +53,9 @@ class FlowControl(QueueParts):
     def limits(self) -> list[LimitInfo]:
         """Every limit: its caps in force and where from, and per group running/waiting."""
         return limits.limits(self.backend)
+
+
+def _queue_name(queue: str) -> None:
+    """A queue name, or '*' (every queue) for pause and resume."""
+    if queue != "*":
+        validate.name(queue, "queue")

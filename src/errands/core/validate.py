@@ -10,11 +10,14 @@ on the worker's claim/finish path.
 
 from __future__ import annotations
 
+import difflib
+import inspect
 import math
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from ..errors import MAX_DURATION as MAX_DURATION
 from ..errors import ConfigurationError
 from . import payload as payload_json
 
@@ -26,10 +29,12 @@ MAX_ATTEMPTS_MAX = 1_000_000
 # Stored times must read back as datetimes: 0001-01-01 to 9999-12-31T23:59:59 UTC.
 MIN_EPOCH = datetime(1, 1, 1, tzinfo=UTC).timestamp()
 MAX_EPOCH = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC).timestamp()
-# Any duration: 1000 years. now + any duration stays a representable time for millennia.
-MAX_DURATION = 1000 * 365 * 86400.0
+# Any duration: MAX_DURATION (errors.py, which Snooze shares), 1000 years.
 MAX_NAME_BYTES = 255  # task types, queue names
 MAX_KEY_BYTES = 1024  # unique_key: PostgreSQL's btree index takes about 2.7 kB at most
+# A limit group shares an index entry with its key (jobs_limited_due): key and group together
+# stay under PostgreSQL's 2.7 kB per index row.
+MAX_GROUP_BYTES = 1024
 
 
 def integer(value: Any, name: str, lo: int, hi: int) -> int:
@@ -159,6 +164,54 @@ def text(value: Any, name: str, *, max_bytes: int = MAX_NAME_BYTES) -> str:
     return value
 
 
+def group(value: str, key: str) -> str:
+    """A job's limit group, worked out from its payload: '' (no group), or ``text`` of at
+    most ``MAX_GROUP_BYTES`` — a group no backend stores whole would otherwise reach the
+    claim (docs/flow-control.md). Checked for every limited job enqueued: the common case
+    (short ASCII text) costs two string scans, and the error's name is built only for it."""
+    if not value or (value.isascii() and len(value) <= MAX_GROUP_BYTES and "\x00" not in value):
+        return value
+    return text(value, f"limit {key!r:.60} group", max_bytes=MAX_GROUP_BYTES)
+
+
+PROGRESS_MESSAGE_CHARS = 200
+
+
+def progress(fraction: Any, message: Any) -> tuple[float, str | None]:
+    """``ctx.progress(fraction, message)``: a number from 0 to 1 (not a percentage, not NaN)
+    and None or text every backend stores (no NUL, no lone surrogate), kept to its first 200
+    characters. Refused here, in the handler's call: a value written later, by the worker's
+    heartbeat, could only fail there (docs/flow-control.md)."""
+    if (
+        isinstance(fraction, bool)
+        or not isinstance(fraction, int | float)
+        or not 0.0 <= fraction <= 1.0  # also refuses NaN
+    ):
+        raise ConfigurationError(
+            f"ctx.progress takes a fraction from 0 to 1 (0.4, not 40 per cent), "
+            f"got {fraction!r:.40}"
+        )
+    if message is None:
+        return float(fraction), None
+    if not isinstance(message, str):
+        raise ConfigurationError(
+            f"ctx.progress message must be text or None, got {type(message).__name__}"
+        )
+    if "\x00" in message or not (message.isascii() or _encodes(message)):
+        error = payload_json.unstorable_text(message, f"ctx.progress message {message!r:.40}")
+        raise ConfigurationError(str(error))
+    return float(fraction), message[:PROGRESS_MESSAGE_CHARS]
+
+
+def _encodes(value: str) -> bool:
+    """Whether ``value`` is valid UTF-8 text (no lone surrogate)."""
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def name(value: Any, what: str) -> str:
     """A task or queue name: ``text``, and no comma — commas separate names where a list of
     them is one string (``errands worker --queues a,b``, the ``workers`` registry's
@@ -187,6 +240,27 @@ def filter_text(value: Any, what: str) -> str | None:
     if error is not None:
         raise error
     return value
+
+
+def unbound_keys(signature: inspect.Signature, keys: Iterable[str]) -> str | None:
+    """Why keyword arguments ``keys`` do not bind to ``signature``, naming every missing
+    and every unexpected name at once (Python's own TypeError names only the first): a
+    misspelt key is both, and the fix needs both names. None when that is not the reason."""
+    params = signature.parameters
+    named = {n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    missing = [n for n in named if params[n].default is inspect.Parameter.empty and n not in keys]
+    takes_any = any(p.kind is p.VAR_KEYWORD for p in params.values())
+    unexpected = [] if takes_any else sorted(k for k in keys if k not in named)
+    if not missing and not unexpected:
+        return None
+    parts = []
+    if missing:
+        parts.append(f"missing {', '.join(map(repr, missing))}")
+    for key in unexpected:
+        close = difflib.get_close_matches(key, missing or sorted(named), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        parts.append(f"unexpected {key!r}{hint}")
+    return "; ".join(parts)
 
 
 def flag(value: Any, name: str) -> bool:

@@ -22,6 +22,7 @@ DETAIL_LIMIT = 500  # docs/states.md: error_detail is a summary of at most 500 c
 # message, a deep recursion) keeps its head and its tail — where the raise happened.
 TRACEBACK_LIMIT = 64 * 1024
 BASE_EXCEPTION_CODE = "HANDLER:BASE_EXCEPTION"
+SNOOZE_LIMIT = "SNOOZE:LIMIT"  # a Snooze past the task's max_snoozes (docs/flow-control.md)
 
 
 def summary(exc: BaseException) -> str:
@@ -108,6 +109,12 @@ def failed(
     the task's rules. Every text it produces is storable (see ``payload.storable_text``)
     before it reaches a batch."""
     if isinstance(exc, Snooze):  # not a failure: the job comes back later (docs/flow-control.md)
+        if job.attempt > task.options.max_snoozes:  # a snooze loop (docs/flow-control.md)
+            detail = (
+                f"snoozed again at attempt {job.attempt}, past max_snoozes="
+                f"{task.options.max_snoozes}; raise @q.task(max_snoozes=…) if it must wait longer"
+            )
+            return Failed(job.id, job.attempt, started, SNOOZE_LIMIT, detail, None, exc)
         return Snoozed(job.id, job.attempt, started, now + exc.seconds, exc.seconds)
     tb = format_traceback(exc)
     opts = task.options

@@ -107,6 +107,8 @@ class HandlerLeases:
             self.db.call(self.backend.record_progress, *args)
         except DatabaseError as exc:  # progress is advisory: never fail the job for it
             log.warning("ctx.progress() for job %d not stored: %s", job.id, exc)
+        except Exception as exc:  # nor the worker: this runs in its loop, at each heartbeat
+            log.warning("ctx.progress() for job %d not stored: %r", job.id, exc)
 
     def _flush_progress(self, slots: Iterable[Slot]) -> None:
         """The latest progress each of ``slots`` reported since its last write: at each

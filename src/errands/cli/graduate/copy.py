@@ -115,12 +115,16 @@ class Report:
     resumed: bool = False
     seconds: float = 0.0
     table_prefix: str = ""  # the target's (docs/operations.md)
+    # The target had finished a graduation from this file before this run: the queue has
+    # lived there since, and its rows may hold work done there (never to be emptied).
+    moved: bool = False
 
     @property
     def ok(self) -> bool:
         return self.complete and all(t.ok for t in self.tables)
 
     def summary(self) -> str:
+        extra = sum(t.extra_rows for t in self.tables)
         lines = [
             f"{t.name:<18} source {t.source_rows:>9}  copied {t.copied:>9}  "
             f"skipped {t.skipped:>9}  "
@@ -133,6 +137,8 @@ class Report:
             if self.ok
             else "incomplete: run the same command again to carry on"
             if not self.complete
+            else _kept_target(self.moved, extra)
+            if self.moved or extra
             else "verification FAILED: the tables marked MISMATCH differ between the source "
             "and the target — rows changed in the source after they were copied (a worker or "
             "an application still writing to it), or in the target. Stop every worker and "
@@ -140,6 +146,21 @@ class Report:
             "and run graduate again; a rerun alone never updates rows already copied"
         )
         return "\n".join([*lines, f"{verdict} ({self.seconds:.1f}s)"])
+
+
+def _kept_target(moved: bool, extra: int) -> str:
+    """A failed verification whose target holds work of its own: emptying it would delete
+    the jobs run there since the move, so the advice is never to (docs/postgres.md)."""
+    why = (
+        "it finished a graduation from this file before, and the queue has lived there since"
+        if moved
+        else f"{extra:,} rows there are not in this file (work done there, or another source's)"
+    )
+    return (
+        f"verification FAILED: the target holds work the source does not — {why}. Do NOT "
+        "empty it. If the queue moved there, it lives there now: point every worker and "
+        "producer at it (docs/postgres.md); if not, graduate into an empty database instead"
+    )
 
 
 def graduate(
@@ -188,6 +209,16 @@ def graduate(
         names = Names(src_q.table_prefix, src_q.table_prefix)
         src_version = src_q.backend.schema_version()
         live = [] if ignore_live_workers else src_q.workers(now=time.time())
+        moved = src_q.backend.graduation()
+    if moved is not None:
+        # Run again after the cut-over, a copy would meet jobs run there since (docs/postgres.md).
+        raise GraduateError(
+            f"{path} already graduated to {moved.target} on "
+            f"{datetime.fromtimestamp(moved.at, UTC):%Y-%m-%d %H:%M} UTC: the move is done "
+            "and the queue lives there now — point workers and producers at it "
+            f"(ERRANDS_DB={moved.target}). Nothing was copied. Only to add jobs this file took "
+            "during the copy, before anything ran there: `errands reopen`, then graduate again"
+        )
     target_prefix = names.source_prefix if named_prefix is None else named_prefix
     with Queue(pg_url, table_prefix=target_prefix) as dst_q:
         names = Names(names.source_prefix, dst_q.table_prefix)
@@ -209,7 +240,9 @@ def graduate(
         with psycopg.connect(pg_url, autocommit=True) as dst:
             _json_as_text(dst)
             _refuse_uncopyable(src, dst, path, names)
-            report.resumed = _claim_target(dst, source_id, force, report.target, names)
+            report.resumed, report.moved = _claim_target(
+                dst, source_id, force, report.target, names
+            )
             batches = 0
             for table, key in TABLES:
                 t = TableReport(table)
@@ -336,8 +369,11 @@ def _escaped_text(data: bytes) -> str:
     return data.decode("utf-8", "surrogateescape")
 
 
-def _claim_target(dst: Any, source_id: str, force: bool, where: str, names: Names) -> bool:
-    """Refuse a non-empty target unless it is our own unfinished work; returns resumed."""
+def _claim_target(
+    dst: Any, source_id: str, force: bool, where: str, names: Names
+) -> tuple[bool, bool]:
+    """Refuse a non-empty target unless it is our own earlier work; returns (resumed,
+    whether that earlier work had finished: the queue moved there)."""
     from psycopg import sql
 
     ours = dst.execute(names.target_q["graduation_of"], {"source": source_id}).fetchone()
@@ -354,7 +390,7 @@ def _claim_target(dst: Any, source_id: str, force: bool, where: str, names: Name
             "empty database, or pass --force to merge (rows whose ids exist there are kept)"
         )
     dst.execute(names.target_q["start_graduation"], {"source": source_id, "now": time.time()})
-    return bool(occupied) and ours is not None
+    return bool(occupied) and ours is not None, ours is not None and ours[0] is not None
 
 
 def _source_columns(src: sqlite3.Connection, table: str, names: Names) -> list[str]:

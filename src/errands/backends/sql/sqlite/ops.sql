@@ -17,6 +17,16 @@ LIMIT :limit;
 SELECT COUNT(*) AS n FROM jobs
 WHERE status = 'running' AND lease_expires_at < :now - :grace;
 
+-- name: snoozing_jobs
+-- Queued jobs started at least :min_attempts times whose latest attempt ended snoozed: a
+-- handler snoozing in a loop (errands check). Reads the queued jobs and one attempt row each.
+SELECT j.id, j.type, j.attempts FROM jobs AS j
+WHERE j.status = 'queued' AND j.attempts >= :min_attempts
+  AND EXISTS (SELECT 1 FROM job_attempts AS a
+              WHERE a.job_id = j.id AND a.attempt = j.attempts AND a.status = 'snoozed')
+ORDER BY j.attempts DESC, j.id
+LIMIT :limit;
+
 -- name: oldest_due
 -- The queued job that has been due the longest (uses jobs_queued_run_at).
 SELECT id, queue, type, run_at FROM jobs
