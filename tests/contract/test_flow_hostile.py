@@ -6,6 +6,7 @@ line at the call that made the value, and nothing stored can stop other jobs' cl
 from __future__ import annotations
 
 import math
+import sqlite3
 from collections.abc import Callable
 from typing import Any
 
@@ -66,15 +67,20 @@ def test_a_group_an_older_errands_stored_never_stops_a_claim(queue: errands.Queu
 
     free.enqueue()
     tenant_job.enqueue(tenant="ok")
-    # What an errands without the rule wrote: the group as given, straight to the backend.
-    old = NewJob("tenant_job", "{}", "default", 0, queue.clock(), 3)
-    old.limit_key, old.limit_group = "t", "t\udcff"
-    try:
-        queue.backend.enqueue([old], queue.clock(), actor="api")
-    except errands.DatabaseError:
-        assert queue.backend.dialect == "postgres"  # PostgreSQL never stores it
+    # What an errands without the rule wrote on SQLite: its JSON functions stored the lone
+    # surrogate as the bytes ED B3 BF, which are not UTF-8 (written here with plain SQL, as
+    # the insert now binds the group and the driver refuses such text). PostgreSQL never
+    # stored one.
+    if queue.backend.dialect == "postgres":
         expected = ["free", "tenant_job"]
     else:
+        old = NewJob("tenant_job", "{}", "default", 0, queue.clock(), 3)
+        old.limit_key, old.limit_group = "t", "placeholder"
+        (old_id,) = queue.backend.enqueue([old], queue.clock(), actor="api")
+        with sqlite3.connect(queue.url) as conn:
+            conn.execute(
+                "UPDATE jobs SET limit_group = CAST(X'74EDB3BF' AS TEXT) WHERE id = ?", (old_id,)
+            )
         expected = ["free", "tenant_job", "tenant_job"]
     claimed = claim(queue, ["free", "tenant_job"])
     assert sorted(j.type for j in claimed) == expected
