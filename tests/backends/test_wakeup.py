@@ -288,3 +288,31 @@ def test_a_cancel_wakes_a_waiter_at_once(
         assert done.event.wait(10), "a cancel told no waiter that the job is final"
     finally:
         listener.close()
+
+
+def test_a_chain_a_batch_and_an_after_job_wake_an_idle_worker(
+    make_queue: Callable[..., errands.Queue], listening: Callable[..., tuple[Calls, Any]]
+) -> None:
+    # Their first jobs are due at once: an idle worker must not wait for its poll interval
+    # (SQLite sent no datagram for enqueues that carry dependencies).
+    q = make_queue()
+    done = q.enqueue("t", {})
+    q.cancel(done)
+    calls, _ = listening(q)
+    time.sleep(wakeup.REFRESH + 0.1)  # SQLite: this Queue's sender has cached its peers
+
+    def batch() -> None:
+        with q.batch(on_complete=("cb", {})) as b:
+            b.enqueue("m", {})
+
+    for what, write in (
+        ("a chain", lambda: q.chain([("a", {}), ("b", {})])),
+        ("a batch", batch),
+        (
+            "a job after a final one",
+            lambda: q.enqueue("c", {}, after=[done], on_upstream_failure="run"),
+        ),
+    ):
+        calls.event.clear()
+        write()
+        assert calls.event.wait(10), f"{what} woke no idle worker"

@@ -98,12 +98,22 @@ class SQLDeps(SQLHost):
     ) -> list[int]:
         """Enqueue jobs some of which wait for others (``needs[i]`` for ``jobs[i]``; None:
         a plain job), in one transaction: every job, every edge, or none."""
-        steps = self._insert_after_steps(jobs, needs, now, actor)
+        steps = self._woken(self._insert_after_steps(jobs, needs, now, actor))
         if connection is None:
             with self._write("enqueue") as conn:
                 return drive(conn, steps)
         with self._user_conn(connection) as conn:
             return drive(conn, steps)
+
+    def _woken(self, steps: Steps[list[int]]) -> Steps[list[int]]:
+        """``steps``, then the wake-up where the dialect's insert sends none (a chain's or a
+        batch's first jobs are due at once)."""
+        ids = yield from steps
+        if ids and not self.inserts_wake:
+            wake = self._woke_step(WORK)
+            if wake is not None:
+                yield wake
+        return ids
 
     def _insert_after_steps(
         self, jobs: Sequence[NewJob], needs: Sequence[Needs | None], now: float, actor: str

@@ -193,8 +193,11 @@ class SQLHost:
     # ids: waiters re-read them) says so inside its transaction, and the dialect tells the
     # listeners once — and only if — that transaction commits: PostgreSQL sends a NOTIFY
     # (delivered at commit, never on rollback); SQLite sends a datagram after its COMMIT
-    # (sqlite_wakeup.py). The enqueue's own wake-up is the dialect's (PostgreSQL's producers
-    # share one NOTIFY per burst: pg_waker.py).
+    # (sqlite_wakeup.py). An enqueue calls it too, unless the dialect's insert wakes workers
+    # itself (``inserts_wake``: PostgreSQL's one-statement insert carries its NOTIFY, and
+    # overlapping producers share one per burst, pg_waker.py).
+
+    inserts_wake = False
 
     def _woke(self, conn: Conn, kind: str, job_ids: Sequence[int] = ()) -> None:
         """Inside a write's transaction: ``kind`` (WORK or DONE) of work appeared."""

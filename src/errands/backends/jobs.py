@@ -45,6 +45,7 @@ from .host import (
     RUNNING,
     T_CLAIM,
     T_ENQUEUE,
+    WORK,
     Conn,
     SQLHost,
     Step,
@@ -98,8 +99,14 @@ class SQLJobs(SQLHost):
     def _enqueue_steps(self, jobs: Sequence[NewJob], now: float, actor: str) -> Steps[list[int]]:
         """The whole enqueue write: the jobs (``_insert_steps``, which a dialect may
         override), each written with its limit key and group (flow control), so a limited
-        job is never claimable without its limit."""
-        return (yield from self._insert_steps(jobs, now, actor))
+        job is never claimable without its limit; and the wake-up (delayed jobs too: an idle
+        worker then recomputes when its next job falls due)."""
+        ids = yield from self._insert_steps(jobs, now, actor)
+        if not self.inserts_wake:
+            wake = self._woke_step(WORK)
+            if wake is not None:
+                yield wake
+        return ids
 
     def _insert_steps(self, jobs: Sequence[NewJob], now: float, actor: str) -> Steps[list[int]]:
         """The enqueue write as steps, so the same code runs on a blocking connection

@@ -94,6 +94,7 @@ class PostgresBackend(SQLBackend):
     q = sql.queries("postgres")
     schema_target = SCHEMA_VERSION
     concurrent_writers = True  # lock a dependent before checking it (deps.py)
+    inserts_wake = True  # its insert steps NOTIFY for due jobs (or leave it to the Waker)
     other_jobs_table_hint = "use another database, or a schema of its own (options=-csearch_path=…)"
 
     def __init__(self, url: str, settings: Settings, table_prefix: str | None = None) -> None:

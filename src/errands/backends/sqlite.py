@@ -28,7 +28,7 @@ from ..errors import (
     DatabaseReplacedError,
 )
 from . import forks, prefix, sql, sqlite_text, sqlite_wakeup
-from .base import ClaimedJob, ClaimRequest, EnqueueCall, NewJob, Outcome
+from .base import ClaimedJob, ClaimRequest, Outcome
 from .host import WORK, Conn
 from .sqlbase import SQLBackend
 
@@ -507,19 +507,6 @@ class SQLiteBackend(SQLBackend):
         self, on_change: Callable[[], None], *, completions: bool = False
     ) -> sqlite_wakeup.DatagramListener | sqlite_wakeup.PollingListener:
         return sqlite_wakeup.listen(self, on_change, completions=completions)
-
-    def enqueue(
-        self, jobs: Sequence[NewJob], now: float, *, actor: str, connection: Any = None
-    ) -> list[int]:
-        ids = super().enqueue(jobs, now, actor=actor, connection=connection)
-        # Delayed jobs too: an idle worker then recomputes when its next job falls due.
-        self._notifier.send(sqlite_wakeup.JOBS if connection is None else sqlite_wakeup.PENDING)
-        return ids
-
-    def enqueue_grouped(self, calls: Sequence[EnqueueCall]) -> list[list[int]]:
-        ids = super().enqueue_grouped(calls)
-        self._notifier.send(sqlite_wakeup.JOBS)  # one datagram for the whole group
-        return ids
 
     def _woke_step(self, kind: str, job_ids: Sequence[int] = ()) -> None:
         # Kept until the write commits (_write sends it after COMMIT, _user_conn when the

@@ -7,6 +7,10 @@
 -- job_attempts, job_events and job_blobs keep their rows and their REFERENCES jobs (id),
 -- which names the rebuilt table once it is renamed. Ids are copied as they are, and
 -- AUTOINCREMENT's high-water mark is carried over, so no id is ever reused.
+-- Re-run over a newer schema (tests re-apply it), the rebuild meets the view migration 0013
+-- puts over jobs, whose trigger SQLite re-reads at the rename: drop it first (0013 makes it
+-- again; on the first run it does not exist yet).
+DROP VIEW IF EXISTS errands_enqueue;
 CREATE TABLE jobs_new (
     id               INTEGER PRIMARY KEY AUTOINCREMENT,
     queue            TEXT    NOT NULL DEFAULT 'default',
