@@ -58,8 +58,10 @@ class EnqueueOptions:
             validate.text(self.unique_key, "unique_key", max_bytes=validate.MAX_KEY_BYTES)
         if self.queue is not None:
             validate.name(self.queue, "queue")
-        # Kept as the checked ids (duplicates dropped; an empty list waits for nothing).
-        object.__setattr__(self, "after", validate.after(self.after, self.on_upstream_failure))
+        if self.after is not None or self.on_upstream_failure != "cancel":
+            # Kept as the checked ids (duplicates dropped; an empty list waits for nothing).
+            ids = validate.after(self.after, self.on_upstream_failure)
+            object.__setattr__(self, "after", ids)
 
     @classmethod
     def of(cls, options: Mapping[str, Any], where: str = "enqueue") -> EnqueueOptions:
@@ -67,8 +69,8 @@ class EnqueueOptions:
         unknown one); no options: the shared default value, built once."""
         if not options:
             return DEFAULT
-        unknown = sorted(str(k) for k in options if k not in NAMES)
-        if unknown:
+        if not options.keys() <= _NAME_SET:
+            unknown = sorted(str(k) for k in options if k not in _NAME_SET)
             raise ConfigurationError(
                 f"unknown option(s) {', '.join(unknown)} for {where}; "
                 f"use {', '.join(sorted(NAMES))}"
@@ -134,4 +136,5 @@ def parse_time(text: str, name: str) -> datetime | float:
 
 
 NAMES = tuple(f.name for f in fields(EnqueueOptions))
+_NAME_SET = frozenset(NAMES)
 DEFAULT = EnqueueOptions()
