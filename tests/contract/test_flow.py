@@ -298,6 +298,29 @@ def test_a_rate_limit_with_a_group_counts_each_group_alone(
     assert len(q.backend.claim(request, q.clock())) == 2
 
 
+def test_every_group_starts_however_many_wait(clocked_queue: errands.Queue) -> None:
+    # A claim visits at most MAX_GROUPS (1,000) groups; the next resumes where it stopped and
+    # wraps round, so groups past the 1,000th start too (they starved: the scan always began
+    # at the first group, and saturated groups with jobs waiting filled it).
+    from errands.backends.flow import MAX_GROUPS
+
+    q = clocked_queue
+
+    @q.task(limit=errands.Limit("per-user", rate=(1, 3600), group="user"))
+    def notify(user: str) -> None: ...
+
+    groups = MAX_GROUPS + 100
+    q.enqueue_many([("notify", {"user": f"u{i:05d}"}) for i in range(groups) for _ in range(2)])
+    q.backend.register_limits([notify.options.limit.spec()], q.clock())  # type: ignore[union-attr]
+    request = ClaimRequest("w", ["notify"], None, 250, 60.0, True)
+    started: set[str] = set()
+    for _ in range(2 * groups // 250):
+        got = q.backend.claim(request, q.clock())
+        started |= {q.get(j.id).limit_group for j in got}  # type: ignore[misc,union-attr]
+    assert len(started) == groups, f"{groups - len(started)} groups never started"
+    assert q.backend.claim(request, q.clock()) == []  # and each only once in its window
+
+
 def test_a_claim_whose_clock_is_behind_still_counts_every_start_of_its_window(
     clocked_queue: errands.Queue, clock: FixedClock
 ) -> None:
@@ -405,6 +428,21 @@ def test_the_claim_probes_each_waiting_group_through_the_index(sqlite_path: str)
                 "EXPLAIN QUERY PLAN " + sql.queries("sqlite")["limited_groups"], {"max_groups": 9}
             )
         )
+    finally:
+        conn.close()
+    assert "jobs_limited_due (limit_key=? AND limit_group>?)" in plan, plan
+    assert "SCAN jobs" not in plan, plan
+
+
+def test_the_resumed_scan_of_groups_probes_the_index_too(sqlite_path: str) -> None:
+    from errands.backends import sql
+
+    errands.Queue(sqlite_path).close()
+    conn = sqlite3.connect(sqlite_path)
+    params = {"max_groups": 9, "after_key": "k", "after_grp": "g"}
+    try:
+        query = sql.queries("sqlite")["limited_groups_after"]
+        plan = " | ".join(r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + query, params))
     finally:
         conn.close()
     assert "jobs_limited_due (limit_key=? AND limit_group>?)" in plan, plan

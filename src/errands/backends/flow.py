@@ -29,8 +29,10 @@ from .base import ClaimRequest, LimitSpec
 from .host import RUNNING, T_CLAIM, Conn, SQLHost, column_index, dumps, event_of
 
 # Groups visited per claim: bounds a claim's work when many groups wait (each visit is a few
-# index probes); the skip scan takes them in key order, so past this many the later ones
-# wait for a claim that finds the earlier ones empty. Generous for keyed tenants.
+# index probes). The skip scan takes them in key order; past this many, the next claim of
+# this backend resumes after the last group visited and wraps round at the end, so with G
+# groups waiting every one is visited within ceil(G / MAX_GROUPS) claims
+# (docs/flow-control.md, "Many groups").
 MAX_GROUPS = 1000
 CLAIMED = event_of("claim")
 TRIM_MARGIN = 300.0  # seconds of starts kept beyond a rate's window: see _headroom
@@ -38,6 +40,11 @@ TRIM_MARGIN = 300.0  # seconds of starts kept beyond a rate's window: see _headr
 
 class SQLFlow(SQLHost):
     """Pauses, limits, progress; and the limited half of the claim."""
+
+    # Where the last claim's scan of waiting groups stopped, when it stopped short of the
+    # end (MAX_GROUPS): this process's next claim resumes there. Per backend object, not
+    # stored: each worker rotates on its own, and a restart only begins again at the first.
+    _group_cursor: tuple[str, str] | None = None
 
     # -- pause / resume --------------------------------------------------------------------
 
@@ -142,10 +149,7 @@ class SQLFlow(SQLHost):
         worker without limits: the groups' probe)."""
         q = self.q
         limit = request.limit
-        groups = [
-            (r[0], r[1])
-            for r in conn.execute(q["limited_groups"], {"max_groups": MAX_GROUPS}).fetchall()
-        ]
+        groups = self._limited_groups(conn)
         headroom = self._headroom(conn, groups, now) if groups else {}
         base = {"now": now, "types": params["types"], "queues": params["queues"]}
         limited: list[tuple[int, int, Any]] = []
@@ -194,6 +198,26 @@ class SQLFlow(SQLHost):
             rows = [(*r, now if r[i_id] in rated_ids else None) for r in rows]
             col = {**col, "claimed_at": len(rows[0]) - 1}
         return rows, col
+
+    def _limited_groups(self, conn: Conn) -> list[tuple[str, str]]:
+        """Up to MAX_GROUPS keys and groups with waiting jobs (on PostgreSQL, each locked),
+        from where this backend's previous scan stopped, wrapping round to the first."""
+        q = self.q
+        after = self._group_cursor
+        if after is None:
+            rows = conn.execute(q["limited_groups"], {"max_groups": MAX_GROUPS}).fetchall()
+        else:
+            params = {"max_groups": MAX_GROUPS, "after_key": after[0], "after_grp": after[1]}
+            rows = conn.execute(q["limited_groups_after"], params).fetchall()
+        groups = [(r[0], r[1]) for r in rows]
+        if after is not None and len(groups) < MAX_GROUPS:  # the end: wrap round
+            seen = set(groups)
+            more = {"max_groups": MAX_GROUPS - len(groups)}
+            for r in conn.execute(q["limited_groups"], more).fetchall():
+                if (r[0], r[1]) not in seen:
+                    groups.append((r[0], r[1]))
+        self._group_cursor = groups[-1] if len(groups) >= MAX_GROUPS else None
+        return groups
 
     def _headroom(
         self, conn: Conn, groups: list[tuple[str, str]], now: float

@@ -94,6 +94,27 @@ SELECT limit_key, limit_group FROM g
 WHERE pg_try_advisory_xact_lock(hashtextextended(limit_key || chr(31) || limit_group, 23))
 LIMIT :max_groups;
 
+-- name: limited_groups_after
+-- limited_groups resumed after the group where the worker's previous claim stopped
+-- (:after_key, :after_grp): past :max_groups the scan rotates, so every group is reached
+-- however many wait (backends/flow.py). The same skip scan and locks from a different first
+-- probe.
+WITH RECURSIVE g (limit_key, limit_group) AS (
+    (SELECT limit_key, limit_group FROM jobs
+     WHERE status = 'queued' AND limit_key IS NOT NULL
+       AND (limit_key, limit_group) > (CAST(:after_key AS text), CAST(:after_grp AS text))
+     ORDER BY limit_key, limit_group LIMIT 1)
+    UNION ALL
+    SELECT n.limit_key, n.limit_group FROM g, LATERAL (
+        SELECT limit_key, limit_group FROM jobs
+        WHERE status = 'queued' AND limit_key IS NOT NULL
+          AND (limit_key, limit_group) > (g.limit_key, g.limit_group)
+        ORDER BY limit_key, limit_group LIMIT 1) AS n
+)
+SELECT limit_key, limit_group FROM g
+WHERE pg_try_advisory_xact_lock(hashtextextended(limit_key || chr(31) || limit_group, 23))
+LIMIT :max_groups;
+
 -- name: limit_headroom
 -- Per locked group (:groups is a JSON array of [key, group]): its live holders (limited jobs
 -- running: a lease not yet recovered counts) and its key's caps in force (an operator's, else

@@ -98,6 +98,33 @@ WITH RECURSIVE g (limit_key, limit_group) AS (
 )
 SELECT limit_key, limit_group FROM g LIMIT :max_groups;
 
+-- name: limited_groups_after
+-- limited_groups resumed after the group where the worker's previous claim stopped
+-- (:after_key, :after_grp): past :max_groups the scan rotates, so every group is reached
+-- however many wait (backends/flow.py). The same skip scan from a different first probe.
+WITH RECURSIVE g (limit_key, limit_group) AS (
+    SELECT j.limit_key, j.limit_group FROM jobs AS j
+    WHERE j.id = COALESCE(
+        (SELECT id FROM jobs INDEXED BY jobs_limited_due
+         WHERE status = 'queued' AND limit_key IS NOT NULL
+           AND limit_key = :after_key AND limit_group > :after_grp
+         ORDER BY limit_key, limit_group LIMIT 1),
+        (SELECT id FROM jobs INDEXED BY jobs_limited_due
+         WHERE status = 'queued' AND limit_key IS NOT NULL AND limit_key > :after_key
+         ORDER BY limit_key, limit_group LIMIT 1))
+    UNION ALL
+    SELECT j.limit_key, j.limit_group FROM g, jobs AS j
+    WHERE j.id = COALESCE(
+        (SELECT id FROM jobs INDEXED BY jobs_limited_due
+         WHERE status = 'queued' AND limit_key IS NOT NULL
+           AND limit_key = g.limit_key AND limit_group > g.limit_group
+         ORDER BY limit_key, limit_group LIMIT 1),
+        (SELECT id FROM jobs INDEXED BY jobs_limited_due
+         WHERE status = 'queued' AND limit_key IS NOT NULL AND limit_key > g.limit_key
+         ORDER BY limit_key, limit_group LIMIT 1))
+)
+SELECT limit_key, limit_group FROM g LIMIT :max_groups;
+
 -- name: limit_headroom
 -- Per locked group (:groups is a JSON array of [key, group]): its live holders (limited jobs
 -- running: a lease not yet recovered counts) and its key's caps in force (an operator's, else
