@@ -50,11 +50,17 @@ def claim(q: errands.Queue, n: int = 100, worker: str = "w1") -> list[ClaimedJob
     return q.backend.claim(request, q.clock())
 
 
-def succeed(q: errands.Queue, jobs: list[ClaimedJob], worker: str = "w1") -> None:
+def succeed(
+    q: errands.Queue, jobs: list[ClaimedJob], worker: str = "w1", started: float | None = None
+) -> None:
+    """Succeed the jobs as a worker does (with the jobs it holds), their handlers having
+    started at ``started`` (default: now)."""
     from errands.backends.base import Succeeded
 
     now = q.clock()
-    q.backend.finish([Succeeded(j.id, j.attempt, now, None) for j in jobs], worker, now)
+    begun = now if started is None else started
+    outcomes = [Succeeded(j.id, j.attempt, begun, None) for j in jobs]
+    q.backend.finish(outcomes, worker, now, held=jobs)
 
 
 # -- pause ---------------------------------------------------------------------------------
@@ -292,10 +298,46 @@ def test_a_rate_limit_with_a_group_counts_each_group_alone(
     q.backend.register_limits([notify.options.limit.spec()], q.clock())  # type: ignore[union-attr]
     got = q.backend.claim(request, q.clock())
     assert sorted(q.get(j.id).limit_group for j in got) == ["ann", "bob"]  # type: ignore[union-attr,type-var]
+    succeed(q, got, "w")
     clock.advance(59)
     assert q.backend.claim(request, q.clock()) == []
     clock.advance(1)
     assert len(q.backend.claim(request, q.clock())) == 2
+
+
+def test_the_window_counts_the_handlers_start_not_the_claim(
+    clocked_queue: errands.Queue, clock: FixedClock
+) -> None:
+    q = clocked_queue
+    t = app(q)
+    t0 = q.clock()
+    for n in range(6):
+        t["r"].enqueue(n=n)
+    got = claim(q)  # 3 in any 10 s
+    assert len(got) == 3
+    clock.advance(10)
+    # Claimed 10 s ago, not started yet (waiting for a runner): they may still start up to a
+    # lease (60 s here) after their claim, so the window still counts them.
+    assert claim(q) == []
+    succeed(q, got, started=t0 + 2)  # their handlers started 2 s after the claim
+    assert claim(q) == []  # the window (t0, t0 + 10] holds their starts
+    clock.now = t0 + 12
+    assert len(claim(q)) == 3
+
+
+def test_running_handlers_starts_free_the_window_before_their_outcome(
+    clocked_queue: errands.Queue, clock: FixedClock
+) -> None:
+    q = clocked_queue
+    t = app(q)
+    t0 = q.clock()
+    for n in range(6):
+        t["r"].enqueue(n=n)
+    got = claim(q)
+    clock.now = t0 + 12
+    assert claim(q) == []  # not started as far as the database knows: counted
+    q.backend.record_starts([(j.id, t0, t0 + 1) for j in got])  # running since t0 + 1
+    assert len(claim(q)) == 3
 
 
 def test_every_group_starts_however_many_wait(clocked_queue: errands.Queue) -> None:
@@ -362,6 +404,59 @@ def test_snooze_requeues_later_without_using_up_an_attempt(queue: errands.Queue)
     assert [a.status for a in queue.attempts(job_id)] == ["snoozed", "snoozed", "succeeded"]
     snoozed = [e for e in queue.events(job_id) if e.event == "SNOOZED"]
     assert len(snoozed) == 2 and snoozed[0].detail == {"attempt": 1, "delay": 0.0}
+
+
+def test_a_rate_limited_job_that_cannot_start_within_its_lease_is_handed_back(
+    make_queue: Callable[..., errands.Queue],
+) -> None:
+    # Its claim counted it in the rate's window as starting within the lease at the latest:
+    # a job still waiting for a runner by then is handed back unstarted (no attempt used) and
+    # claimed again, so it never starts outside what the window counted.
+    q = make_queue(lease_seconds=1.0, heartbeat_seconds=0.25)
+    began: dict[str, float] = {}
+
+    @q.task(priority=9)
+    def slow() -> None:
+        began["slow"] = time.time()
+        time.sleep(1.6)
+
+    @q.task(limit=errands.Limit("mail", rate=(10, 1)))
+    def mail() -> None:
+        began.setdefault("mail", time.time())
+
+    q.enqueue("slow", {})
+    job_id = q.enqueue("mail", {})
+    summary = q.run_worker(burst=True, concurrency=1)  # holds both: mail waits behind slow
+    job = q.get(job_id)
+    assert job is not None and job.status == "succeeded" and job.attempts == 1
+    assert [a.status for a in q.attempts(job_id)] == ["succeeded"]
+    assert summary.claimed == 3  # slow, mail, and mail again once handed back
+    (attempt,) = q.attempts(job_id)
+    assert attempt.started_at is not None
+    assert attempt.started_at.timestamp() <= began["mail"]  # the handler's own start
+
+
+def test_a_long_rate_limited_handler_frees_its_window_while_it_runs(
+    make_queue: Callable[..., errands.Queue],
+) -> None:
+    # Until its real start is written, a claimed rate-limited job counts as starting a lease
+    # after its claim; the worker writes the starts of running ones with its heartbeat, so a
+    # handler longer than its window does not hold the next start back until it ends.
+    q = make_queue(lease_seconds=3.0, heartbeat_seconds=0.25, poll_interval=0.05)
+    second_started = threading.Event()
+    seen: list[bool] = []
+
+    @q.task(limit=errands.Limit("one-a-second", rate=(1, 1)))
+    def step(n: int) -> None:
+        if n == 0:
+            seen.append(second_started.wait(3.5))  # the next start comes while this runs
+        else:
+            second_started.set()
+
+    q.enqueue("step", {"n": 0})
+    q.enqueue("step", {"n": 1})
+    q.run_worker(burst=True, concurrency=2)
+    assert seen == [True]
 
 
 def test_snooze_moves_run_at(queue: errands.Queue) -> None:

@@ -5,6 +5,7 @@ start/end records — while workers are SIGKILLed; rate windows hold over job_at
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import json
 import os
@@ -28,7 +29,7 @@ from .conftest import Proc, rows, status_counts, wait_for, worker_pids
 
 APP = Path(__file__).with_name("flow_app.py")
 CAPS = {"api": 2, "tenant": 1, "mixed": 3, "hold": 1}
-RATES = {"smtp": (5, 1.0), "mixed": (20, 1.0)}
+RATES = {"smtp": (5, 1.0), "mixed": (20, 1.0), "burst": (50, 1.0)}
 
 
 @dataclass
@@ -158,6 +159,19 @@ def window_overruns(url: str, kind: str, n: int, seconds: float) -> tuple[int, i
     return over, fullest
 
 
+def handler_window_overruns(
+    ledger: Sequence[dict[str, Any]], kind: str, n: int, seconds: float
+) -> tuple[int, int]:
+    """window_overruns over the handlers' own start records (the ledger), not the database."""
+    starts = sorted(e["t"] for e in ledger if e["key"] == kind and e["phase"] == "start")
+    over = fullest = 0
+    for i, t in enumerate(starts):
+        inside = bisect.bisect_left(starts, t + seconds, lo=i) - i
+        fullest = max(fullest, inside)
+        over += inside > n
+    return over, fullest
+
+
 def all_final(url: str, total: int, timeout: float) -> None:
     wait_for(
         lambda: status_counts(url).get("succeeded", 0) == total,
@@ -271,6 +285,24 @@ def test_a_rate_limit_holds_over_every_window_of_attempt_starts(
     assert over == 0 and fullest == n  # never over, and the limit was reached
 
 
+def test_a_rate_limit_holds_where_the_handlers_start(
+    flow: Flow, producer: errands.Queue, db_url: str
+) -> None:
+    # The window counts handler starts, not claims: a claimed job waits for a runner (or in
+    # the prefetch) before its handler starts, and with claims counted, 4 workers' handlers
+    # started up to 80 times in a 1-second window of a 50-a-second limit.
+    workers = [flow.worker("--concurrency", "4", "--poll", "0.05") for _ in range(4)]
+    for w in workers:
+        flow.wait_registered(w)
+    total = 600
+    enqueue(producer, "burst", total, ms=5)
+    all_final(db_url, total, 180)
+    n, seconds = RATES["burst"]
+    over, fullest = handler_window_overruns(flow.ledger(), "burst", n, seconds)
+    assert (over, fullest) == (0, n)  # never over, and the limit was reached
+    assert window_overruns(db_url, "burst", n, seconds) == (0, n)  # the stored starts agree
+
+
 # -- chaos ------------------------------------------------------------------------------------
 
 
@@ -307,6 +339,7 @@ def test_chaos_limits_hold_while_workers_are_killed(
     assert over == {}, got
     assert got[("api", "")] == 2 and got[("mixed", "")] <= 3
     assert window_overruns(db_url, "mixed", *RATES["mixed"])[0] == 0
+    assert handler_window_overruns(ledger, "mixed", *RATES["mixed"])[0] == 0  # where they ran
     assert kills >= 10
     lost = rows(db_url, "SELECT COUNT(*) FROM job_attempts WHERE status = 'lost'")[0][0]
     print(f"chaos: {total} jobs, {kills} kills, {lost} lost attempts recovered, peaks {got}")

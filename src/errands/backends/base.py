@@ -82,8 +82,9 @@ class ClaimedJob:
     created_at: float
     cancel_requested: bool
     headers: str | None = None  # JSON object text, or None
-    # Set for a job a rate limit counted at its claim: its attempt's start is the claim, the
-    # moment the limit's window saw it (not when a runner got to it).
+    # Set for a job a rate limit counted at its claim (the claim's time): its handler must
+    # start within the lease of it, and its real start is written to the rate's window with
+    # its outcome (backends/flow.py).
     claimed_at: float | None = None
     # Its previous attempt was lost (LOST:LEASE_EXPIRED: its worker died or froze holding
     # it): a worker runs it alone, in quarantine (docs/runtime.md).
@@ -517,6 +518,9 @@ class FlowVerbs(Protocol):
     def clear_limit(self, key: str) -> bool: ...
     def limit_caps(self) -> list[dict[str, Any]]: ...
     def limit_usage(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]: ...
+    # When rate-limited handlers really started: (job_id, claimed_at, started_at) each; their
+    # outcomes write it too (flow.py).
+    def record_starts(self, starts: Sequence[tuple[int, float, float]]) -> None: ...
     def record_progress(
         self,
         worker_id: str,

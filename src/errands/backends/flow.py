@@ -15,8 +15,15 @@ What is counted is the jobs table itself (``status = 'running'`` with that key a
 a claim makes a limited job running, and a finish, a cancel, a release or a lease recovery
 makes it stop — each a fenced transition, so a stale worker's refused outcome changes no row
 and can free nothing, twice or once. A killed worker's jobs keep counting until the rescuer
-recovers their leases. Rate windows count ``limit_starts`` rows, written by the claim with the
-claim's time (which is also the attempt's ``started_at``: ClaimedJob.claimed_at).
+recovers their leases.
+
+Rate windows count handler starts (docs/flow-control.md), ``limit_starts`` rows. A handler
+starts after its claim (it waits for a runner, or in the prefetch), so the claim writes the
+latest moment it may start — the claim's time plus the lease; the worker hands back a
+rate-limited job it could not start by then (worker/executor.py) — and the worker's outcome
+batch moves the row to the handler's real start (``_handler_starts``). A stored start is
+never earlier than the real one, so a claim that counts the rows of its window counts every
+handler start that window can hold: no window of handler starts exceeds the rate.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..core.states import AttemptStatus
-from .base import ClaimRequest, LimitSpec
+from .base import ClaimedJob, ClaimRequest, LimitSpec, Outcome, Released
 from .host import RUNNING, T_CLAIM, Conn, SQLHost, column_index, dumps, event_of
 
 # Groups visited per claim: bounds a claim's work when many groups wait (each visit is a few
@@ -192,8 +199,9 @@ class SQLFlow(SQLHost):
             conn.execute(q["insert_claimed_events"], event)
         starts = [[r[i_key], r[i_grp], r[i_id]] for r in rows if (r[i_key], r[i_grp]) in rated]
         if starts:
-            conn.execute(q["record_limit_starts"], {"rows": dumps(starts), "now": now})
-            # The attempt's start is this claim (ClaimedJob.claimed_at, read by _claimed).
+            latest = now + request.lease_seconds  # see the module's docstring
+            conn.execute(q["record_limit_starts"], {"rows": dumps(starts), "started_at": latest})
+            # Marks the rate-counted jobs (ClaimedJob.claimed_at, read by _claimed).
             rated_ids = {s[2] for s in starts}
             rows = [(*r, now if r[i_id] in rated_ids else None) for r in rows]
             col = {**col, "claimed_at": len(rows[0]) - 1}
@@ -218,6 +226,28 @@ class SQLFlow(SQLHost):
                     groups.append((r[0], r[1]))
         self._group_cursor = groups[-1] if len(groups) >= MAX_GROUPS else None
         return groups
+
+    def record_starts(self, starts: Sequence[tuple[int, float, float]]) -> None:
+        """The real starts of rate-limited handlers still running (the worker, with its
+        heartbeat), replacing the latest start their claims recorded."""
+        if starts:
+            rows = [[job_id, claimed, max(started, claimed)] for job_id, claimed, started in starts]
+            with self._write("record_starts") as conn:
+                conn.execute(self.q["record_handler_starts"], {"rows": dumps(rows)})
+
+    def _handler_starts(
+        self, conn: Conn, outcomes: Sequence[Outcome], held: Sequence[ClaimedJob]
+    ) -> None:
+        """In the outcome batch's transaction: the rate-limited attempts' real handler
+        starts replace the latest start their claim recorded (one statement, none when the
+        batch holds no rate-limited job)."""
+        rows = [
+            [h.id, h.claimed_at, max(o.started_at, h.claimed_at)]
+            for o, h in zip(outcomes, held, strict=True)
+            if h.claimed_at is not None and not isinstance(o, Released)
+        ]
+        if rows:
+            conn.execute(self.q["record_handler_starts"], {"rows": dumps(rows)})
 
     def _headroom(
         self, conn: Conn, groups: list[tuple[str, str]], now: float

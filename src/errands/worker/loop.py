@@ -139,6 +139,7 @@ class Worker(Attached, HandlerLeases):
             hooks=self._hooks,
             max_result_bytes=self.settings.max_result_bytes,
             wake=self._wake,
+            start_within=self.settings.lease_seconds,
         )
         self._done = self.executor.done
         self._dirty = True  # something may have been enqueued: try a claim
@@ -412,6 +413,7 @@ class Worker(Attached, HandlerLeases):
         whole lease, those leases are gone: stop taking work and never start buffered jobs
         (another worker may already run them)."""
         self._flush_progress(list(self._held.values()))
+        self._write_starts()
         held = [
             (s.job.id, s.job.attempt) for s in self._held.values() if s.state in (BUFFERED, STARTED)
         ]
@@ -438,6 +440,26 @@ class Worker(Attached, HandlerLeases):
         for (job_id, _), alive in zip(held, ok, strict=True):
             if not alive:
                 self._lose(job_id)
+
+    def _write_starts(self) -> None:
+        """The real starts of rate-limited handlers still running: until written (here, or
+        with their outcome), each counts in its rate's windows as starting a lease after its
+        claim, so a long handler would hold its window back (backends/flow.py)."""
+        started = [
+            s
+            for s in self._held.values()
+            if s.job.claimed_at is not None and s.state == STARTED and not s.start_written
+        ]
+        if not started:
+            return
+        rows = [(s.job.id, s.job.claimed_at or 0.0, s.started_at) for s in started]
+        try:
+            self.db.call(self.backend.record_starts, rows)
+        except DatabaseError as exc:
+            self.db.survive("rate-limited starts not written", exc, quiet=True)
+            return
+        for s in started:
+            s.start_written = True
 
     def _counters(self) -> dict[str, int]:
         """Totals only this worker sees, kept on its registry row for /metrics."""

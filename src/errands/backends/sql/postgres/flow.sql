@@ -190,9 +190,23 @@ RETURNING id, queue, type, payload, priority, attempts, max_attempts, run_at, cr
 
 -- name: record_limit_starts
 -- The starts of just-claimed rate-limited jobs: :rows is a JSON array of [key, group, job_id].
+-- :started_at is the latest moment their handlers may start (the claim's time plus the lease:
+-- a worker hands back a job it could not start by then), so until record_handler_starts
+-- writes the real start, every window that could hold it counts it.
 INSERT INTO limit_starts (key, grp, started_at, job_id)
-SELECT e->>0, e->>1, to_timestamp(:now), (e->>2)::bigint
+SELECT e->>0, e->>1, to_timestamp(:started_at), (e->>2)::bigint
 FROM jsonb_array_elements(CAST(:rows AS jsonb)) AS e;
+
+-- name: record_handler_starts
+-- When the handlers of rate-limited jobs really started: :rows is a JSON array of [job_id,
+-- claimed_at, started_at]. Moves the start the claim recorded (at or after claimed_at: an
+-- older attempt's row is not touched) to the handler's start, through limit_starts_window.
+UPDATE limit_starts AS l SET started_at = to_timestamp(b.s)
+FROM (SELECT (e->>0)::bigint AS id, (e->>1)::float8 AS c, (e->>2)::float8 AS s
+      FROM jsonb_array_elements(CAST(:rows AS jsonb)) AS e) AS b
+JOIN jobs AS j ON j.id = b.id
+WHERE l.key = j.limit_key AND l.grp = j.limit_group
+  AND l.started_at >= to_timestamp(b.c) AND l.job_id = b.id;
 
 -- name: set_job_limits
 -- The limit of just-enqueued jobs: :rows is a JSON array of [job_id, key, group]. A job that

@@ -196,10 +196,24 @@ RETURNING id, queue, type, payload, priority, attempts, max_attempts, run_at, cr
 
 -- name: record_limit_starts
 -- The starts of just-claimed rate-limited jobs: :rows is a JSON array of [key, group, job_id].
+-- :started_at is the latest moment their handlers may start (the claim's time plus the lease:
+-- a worker hands back a job it could not start by then), so until record_handler_starts
+-- writes the real start, every window that could hold it counts it.
 INSERT INTO limit_starts (key, grp, started_at, job_id)
-SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), :now,
+SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), :started_at,
        json_extract(value, '$[2]')
 FROM json_each(:rows);
+
+-- name: record_handler_starts
+-- When the handlers of rate-limited jobs really started: :rows is a JSON array of [job_id,
+-- claimed_at, started_at]. Moves the start the claim recorded (at or after claimed_at: an
+-- older attempt's row is not touched) to the handler's start, through limit_starts_window.
+UPDATE limit_starts SET started_at = b.s
+FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS c,
+             json_extract(value, '$[2]') AS s
+      FROM json_each(:rows)) AS b, jobs AS j
+WHERE j.id = b.id AND limit_starts.key = j.limit_key AND limit_starts.grp = j.limit_group
+  AND limit_starts.started_at >= b.c AND limit_starts.job_id = b.id;
 
 -- name: set_job_limits
 -- The limit of just-enqueued jobs: :rows is a JSON array of [job_id, key, group]. A job that
