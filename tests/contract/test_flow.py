@@ -15,6 +15,7 @@ import pytest
 import errands
 from errands.backends.base import ClaimedJob, ClaimRequest
 from errands.context import JobContext
+from errands.worker import Worker
 from support import FixedClock, is_sqlite
 
 LIMITED = ["a", "b", "c", "r", "free"]
@@ -259,6 +260,55 @@ def test_tasks_sharing_a_key_must_agree(queue: errands.Queue) -> None:
 
     with pytest.raises(errands.ConfigurationError, match="different caps"):
         queue.run_worker(burst=True)
+
+
+def test_processes_declaring_different_caps_for_a_key_are_refused_while_the_first_lives(
+    make_queue: Callable[..., errands.Queue], clock: FixedClock
+) -> None:
+    # Two processes (two Queues on one database, as two deploys would open it) whose code
+    # declares running=2 and running=5 for one key: the last to start used to win silently.
+    first = make_queue(clock=clock, lease_seconds=30)
+    later = make_queue(clock=clock, lease_seconds=30)
+    same = make_queue(clock=clock, lease_seconds=30)
+    for q, cap in ((first, 2), (later, 5), (same, 2)):
+
+        @q.task(limit=errands.Limit("api", running=cap))
+        def call() -> None: ...
+
+    running = Worker(first, handle_signals=False, monotonic=clock)  # its timers: this clock
+    running.start()
+    try:
+        with pytest.raises(errands.ConfigurationError) as refused:
+            later.run_worker(burst=True, handle_signals=False)
+        message = str(refused.value)
+        assert "running=5" in message and "running=2" in message and "'api'" in message
+        assert "\n" not in message
+        assert later.backend.live_workers(clock(), 30) == [
+            first.backend.live_workers(clock(), 30)[0]
+        ]
+        (info,) = later.limits()
+        assert info.running == 2  # the first's caps stay in force
+        same.run_worker(burst=True, handle_signals=False)  # agreeing processes start
+        clock.advance(20)
+        running.tick(clock())  # its heartbeat: still declared, still live
+        clock.advance(20)
+        with pytest.raises(errands.ConfigurationError):
+            later.run_worker(burst=True, handle_signals=False)
+    finally:
+        running.stop()
+        running.close()
+    clock.advance(31)  # no heartbeat for a lease: that declaration has lapsed
+    later.run_worker(burst=True, handle_signals=False)
+    (info,) = later.limits()
+    assert info.running == 5
+
+
+def test_a_worker_learns_that_its_caps_were_replaced(queue: errands.Queue) -> None:
+    spec = errands.Limit("api", running=2).spec()
+    queue.backend.register_limits([spec], queue.clock())
+    assert queue.backend.refresh_limits([spec], queue.clock()) == []
+    queue.backend.register_limits([errands.Limit("api", running=3).spec()], queue.clock())
+    assert queue.backend.refresh_limits([spec], queue.clock()) == ["api"]
 
 
 # -- rate limits ------------------------------------------------------------------------------

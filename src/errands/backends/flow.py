@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..core.states import AttemptStatus
+from ..errors import ConfigurationError
 from .base import ClaimedJob, ClaimRequest, LimitSpec, Outcome, Released
 from .host import RUNNING, T_CLAIM, Conn, SQLHost, column_index, dumps, event_of
 
@@ -87,12 +88,47 @@ class SQLFlow(SQLHost):
 
     # -- limits ----------------------------------------------------------------------------
 
-    def register_limits(self, limits: Sequence[LimitSpec], now: float) -> None:
+    def register_limits(
+        self, limits: Sequence[LimitSpec], now: float, alive_seconds: float = 0.0
+    ) -> None:
+        """Store the code's limits. With ``alive_seconds``, a key whose stored code caps
+        differ from these and were declared (or refreshed) by a worker seen in the last
+        ``alive_seconds`` is refused (ConfigurationError naming both): processes must agree
+        (docs/flow-control.md). An older declaration is replaced."""
         if not limits:
             return
+        q = self.q
         with self._write("register_limits") as conn:
             for spec in limits:
-                conn.execute(self.q["register_code_limit"], {**_caps(spec), "now": now})
+                caps = {**_caps(spec), "now": now}
+                if conn.execute(q["insert_code_limit"], caps).fetchall():
+                    continue  # the first declaration of this key
+                row = conn.execute(q["code_limit"], {"key": spec.key}).fetchone()
+                stored = (row[0], row[1], row[2])
+                seen = self._epoch(row[3])
+                mine = (spec.running, spec.rate_count, spec.rate_seconds)
+                if (
+                    alive_seconds > 0
+                    and stored != (None, None, None)
+                    and _differ(stored, mine)
+                    and seen is not None
+                    and seen >= now - alive_seconds
+                ):
+                    raise ConfigurationError(_conflict(spec.key, mine, stored, now - seen))
+                conn.execute(q["register_code_limit"], caps)
+
+    def refresh_limits(self, limits: Sequence[LimitSpec], now: float) -> list[str]:
+        """A live worker's heartbeat: its declarations are seen now. Returns the keys
+        whose stored code caps are no longer these (another worker's replaced them)."""
+        if not limits:
+            return []
+        stale = []
+        with self._write("refresh_limits") as conn:
+            for spec in limits:
+                params = {**_caps(spec), "now": now}
+                if not conn.execute(self.q["refresh_code_limit"], params).fetchall():
+                    stale.append(spec.key)
+        return stale
 
     def set_limit(self, spec: LimitSpec, actor: str, now: float) -> None:
         with self._write("set_limit") as conn:
@@ -276,6 +312,36 @@ class SQLFlow(SQLHost):
                 room = min(room, int(rate_count) - started.get((key, grp), 0))
             out[(key, grp)] = (room, has_rate)
         return out
+
+
+def _differ(stored: tuple[Any, Any, Any], mine: tuple[Any, Any, Any]) -> bool:
+    running, count, seconds = stored
+    return (
+        running != mine[0]
+        or count != mine[1]
+        or (seconds is None) != (mine[2] is None)
+        or (seconds is not None and float(seconds) != mine[2])
+    )
+
+
+def _conflict(
+    key: str, mine: tuple[Any, Any, Any], stored: tuple[Any, Any, Any], ago: float
+) -> str:
+    return (
+        f"Limit({key!r}): this worker declares {_describe(mine)}, but a worker seen "
+        f"{max(ago, 0.0):.0f}s ago declared {_describe(stored)}; every process must declare "
+        "the same caps for a key. Deploy one value (stop the workers running the other, then "
+        "start these once a lease has passed), or change it at runtime with "
+        f"`errands limit set {key}`"
+    )
+
+
+def _describe(caps: tuple[Any, Any, Any]) -> str:
+    running, count, seconds = caps
+    parts = [] if running is None else [f"running={running}"]
+    if count is not None:
+        parts.append(f"rate=({count}, {float(seconds):g})")
+    return ", ".join(parts) or "no caps"
 
 
 def _caps(spec: LimitSpec) -> dict[str, Any]:

@@ -31,6 +31,29 @@ UNION ALL
 SELECT queue, 'running' AS status, COUNT(*) AS n FROM jobs WHERE status = 'running'
 GROUP BY queue;
 
+-- name: insert_code_limit
+-- The first declaration of a key's code limit (none stored yet): returns the key if written.
+INSERT INTO flow_limits (key, code_running, code_rate_count, code_rate_seconds, code_seen_at)
+VALUES (:key, :running, :rate_count, :rate_seconds, to_timestamp(:now))
+ON CONFLICT (key) DO NOTHING
+RETURNING key;
+
+-- name: code_limit
+-- A key's stored code limit and when a worker declaring it was last seen (locked: two
+-- workers starting at once compare in turn).
+SELECT code_running, code_rate_count, code_rate_seconds, code_seen_at FROM flow_limits
+WHERE key = :key
+FOR UPDATE;
+
+-- name: refresh_code_limit
+-- A live worker still declares this key's stored code limit: it is seen now. No row when
+-- the stored caps are not these (another worker's declaration replaced them).
+UPDATE flow_limits SET code_seen_at = to_timestamp(:now)
+WHERE key = :key AND code_running IS NOT DISTINCT FROM CAST(:running AS integer)
+  AND code_rate_count IS NOT DISTINCT FROM CAST(:rate_count AS integer)
+  AND code_rate_seconds IS NOT DISTINCT FROM CAST(:rate_seconds AS double precision)
+RETURNING key;
+
 -- name: register_code_limit
 -- A worker's task declares a limit: its values as code says them (an operator's stay).
 INSERT INTO flow_limits (key, code_running, code_rate_count, code_rate_seconds, code_seen_at)

@@ -29,6 +29,26 @@ UNION ALL
 SELECT queue, 'running' AS status, COUNT(*) AS n FROM jobs WHERE status = 'running'
 GROUP BY queue;
 
+-- name: insert_code_limit
+-- The first declaration of a key's code limit (none stored yet): returns the key if written.
+INSERT INTO flow_limits (key, code_running, code_rate_count, code_rate_seconds, code_seen_at)
+VALUES (:key, :running, :rate_count, :rate_seconds, :now)
+ON CONFLICT (key) DO NOTHING
+RETURNING key;
+
+-- name: code_limit
+-- A key's stored code limit and when a worker declaring it was last seen.
+SELECT code_running, code_rate_count, code_rate_seconds, code_seen_at FROM flow_limits
+WHERE key = :key;
+
+-- name: refresh_code_limit
+-- A live worker still declares this key's stored code limit: it is seen now. No row when
+-- the stored caps are not these (another worker's declaration replaced them).
+UPDATE flow_limits SET code_seen_at = :now
+WHERE key = :key AND code_running IS :running AND code_rate_count IS :rate_count
+  AND code_rate_seconds IS :rate_seconds
+RETURNING key;
+
 -- name: register_code_limit
 -- A worker's task declares a limit: its values as code says them (an operator's stay).
 INSERT INTO flow_limits (key, code_running, code_rate_count, code_rate_seconds, code_seen_at)
