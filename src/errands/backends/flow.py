@@ -246,18 +246,15 @@ class SQLFlow(SQLHost):
     def _limited_groups(self, conn: Conn) -> list[tuple[str, str]]:
         """Up to MAX_GROUPS keys and groups with waiting jobs (on PostgreSQL, each locked),
         from where this backend's previous scan stopped, wrapping round to the first."""
-        q = self.q
+        query = self.q["limited_groups"]
         after = self._group_cursor
-        if after is None:
-            rows = conn.execute(q["limited_groups"], {"max_groups": MAX_GROUPS}).fetchall()
-        else:
-            params = {"max_groups": MAX_GROUPS, "after_key": after[0], "after_grp": after[1]}
-            rows = conn.execute(q["limited_groups_after"], params).fetchall()
-        groups = [(r[0], r[1]) for r in rows]
+        key, grp = after or (None, None)
+        params: dict[str, Any] = {"max_groups": MAX_GROUPS, "after_key": key, "after_grp": grp}
+        groups = [(r[0], r[1]) for r in conn.execute(query, params).fetchall()]
         if after is not None and len(groups) < MAX_GROUPS:  # the end: wrap round
             seen = set(groups)
-            more = {"max_groups": MAX_GROUPS - len(groups)}
-            for r in conn.execute(q["limited_groups"], more).fetchall():
+            params.update(max_groups=MAX_GROUPS - len(groups), after_key=None, after_grp=None)
+            for r in conn.execute(query, params).fetchall():
                 if (r[0], r[1]) not in seen:
                     groups.append((r[0], r[1]))
         self._group_cursor = groups[-1] if len(groups) >= MAX_GROUPS else None

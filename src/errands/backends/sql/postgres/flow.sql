@@ -98,31 +98,18 @@ WHERE status = 'queued' AND limit_key IS NOT NULL
 GROUP BY limit_key, limit_group;
 
 -- name: limited_groups
--- The keys and groups with queued jobs, by a skip scan of jobs_limited_due (one index probe
--- per group, however many jobs each holds), each with a transaction-level advisory lock:
--- only those whose lock this claim gets (try-lock: a group another claim holds is passed
--- over, never waited for, so claims cannot deadlock on these locks).
+-- The keys and groups with queued jobs after (:after_key, :after_grp) — from the first when
+-- :after_key is NULL: where the worker's previous claim stopped, so past :max_groups the scan
+-- rotates and every group is reached however many wait (backends/flow.py) — by a skip scan
+-- of jobs_limited_due (one index probe per group, however many jobs each holds), each with a
+-- transaction-level advisory lock: only those whose lock this claim gets (try-lock: a group
+-- another claim holds is passed over, never waited for, so claims cannot deadlock on these
+-- locks).
 WITH RECURSIVE g (limit_key, limit_group) AS (
     (SELECT limit_key, limit_group FROM jobs
-     WHERE status = 'queued' AND limit_key IS NOT NULL
+     WHERE status = 'queued' AND limit_key IS NOT NULL AND CAST(:after_key AS text) IS NULL
      ORDER BY limit_key, limit_group LIMIT 1)
     UNION ALL
-    SELECT n.limit_key, n.limit_group FROM g, LATERAL (
-        SELECT limit_key, limit_group FROM jobs
-        WHERE status = 'queued' AND limit_key IS NOT NULL
-          AND (limit_key, limit_group) > (g.limit_key, g.limit_group)
-        ORDER BY limit_key, limit_group LIMIT 1) AS n
-)
-SELECT limit_key, limit_group FROM g
-WHERE pg_try_advisory_xact_lock(hashtextextended(limit_key || chr(31) || limit_group, 23))
-LIMIT :max_groups;
-
--- name: limited_groups_after
--- limited_groups resumed after the group where the worker's previous claim stopped
--- (:after_key, :after_grp): past :max_groups the scan rotates, so every group is reached
--- however many wait (backends/flow.py). The same skip scan and locks from a different first
--- probe.
-WITH RECURSIVE g (limit_key, limit_group) AS (
     (SELECT limit_key, limit_group FROM jobs
      WHERE status = 'queued' AND limit_key IS NOT NULL
        AND (limit_key, limit_group) > (CAST(:after_key AS text), CAST(:after_grp AS text))

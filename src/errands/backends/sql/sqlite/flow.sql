@@ -93,38 +93,18 @@ WHERE status = 'queued' AND limit_key IS NOT NULL
 GROUP BY limit_key, limit_group;
 
 -- name: limited_groups
--- The keys and groups with queued jobs, by a skip scan of jobs_limited_due: one index probe
--- per group, however many jobs each holds (100,000 behind one key cost one probe). SQLite
--- returns them all: BEGIN IMMEDIATE already serialises every claim of the database (the
--- PostgreSQL query also locks each group it returns).
-WITH RECURSIVE g (limit_key, limit_group) AS (
-    SELECT limit_key, limit_group FROM (
-        SELECT limit_key, limit_group FROM jobs INDEXED BY jobs_limited_due
-        WHERE status = 'queued' AND limit_key IS NOT NULL
-        ORDER BY limit_key, limit_group LIMIT 1)
-    UNION ALL
-    -- The next group: of the same key, else of the next key. Two index ranges, not a row
-    -- value (limit_key, limit_group) > (…): SQLite ranges only on limit_key for that, and
-    -- would read every waiting job of the key.
-    SELECT j.limit_key, j.limit_group FROM g, jobs AS j
-    WHERE j.id = COALESCE(
-        (SELECT id FROM jobs INDEXED BY jobs_limited_due
-         WHERE status = 'queued' AND limit_key IS NOT NULL
-           AND limit_key = g.limit_key AND limit_group > g.limit_group
-         ORDER BY limit_key, limit_group LIMIT 1),
-        (SELECT id FROM jobs INDEXED BY jobs_limited_due
-         WHERE status = 'queued' AND limit_key IS NOT NULL AND limit_key > g.limit_key
-         ORDER BY limit_key, limit_group LIMIT 1))
-)
-SELECT limit_key, limit_group FROM g LIMIT :max_groups;
-
--- name: limited_groups_after
--- limited_groups resumed after the group where the worker's previous claim stopped
--- (:after_key, :after_grp): past :max_groups the scan rotates, so every group is reached
--- however many wait (backends/flow.py). The same skip scan from a different first probe.
+-- The keys and groups with queued jobs after (:after_key, :after_grp) — from the first when
+-- :after_key is NULL: where the worker's previous claim stopped, so past :max_groups the scan
+-- rotates and every group is reached however many wait (backends/flow.py) — by a skip scan
+-- of jobs_limited_due: one index probe per group, however many jobs each holds (100,000
+-- behind one key cost one probe). SQLite returns them all: BEGIN IMMEDIATE already
+-- serialises every claim of the database (the PostgreSQL query also locks each group).
 WITH RECURSIVE g (limit_key, limit_group) AS (
     SELECT j.limit_key, j.limit_group FROM jobs AS j
     WHERE j.id = COALESCE(
+        (SELECT id FROM jobs INDEXED BY jobs_limited_due
+         WHERE status = 'queued' AND limit_key IS NOT NULL AND :after_key IS NULL
+         ORDER BY limit_key, limit_group LIMIT 1),
         (SELECT id FROM jobs INDEXED BY jobs_limited_due
          WHERE status = 'queued' AND limit_key IS NOT NULL
            AND limit_key = :after_key AND limit_group > :after_grp
@@ -133,6 +113,9 @@ WITH RECURSIVE g (limit_key, limit_group) AS (
          WHERE status = 'queued' AND limit_key IS NOT NULL AND limit_key > :after_key
          ORDER BY limit_key, limit_group LIMIT 1))
     UNION ALL
+    -- The next group: of the same key, else of the next key. Two index ranges, not a row
+    -- value (limit_key, limit_group) > (…): SQLite ranges only on limit_key for that, and
+    -- would read every waiting job of the key.
     SELECT j.limit_key, j.limit_group FROM g, jobs AS j
     WHERE j.id = COALESCE(
         (SELECT id FROM jobs INDEXED BY jobs_limited_due
