@@ -58,6 +58,13 @@ class Flow:
 
         wait_for(registered, 30, f"worker {proc.pid} to register")
 
+    def workers(self, n: int, *args: str) -> list[Proc]:
+        """``n`` workers started with ``args``, each registered before this returns."""
+        procs = [self.worker(*args) for _ in range(n)]
+        for proc in procs:
+            self.wait_registered(proc)
+        return procs
+
     def kill(self, proc: Proc) -> None:
         self.killed_at[proc.pid] = time.time()
         proc.kill()
@@ -275,9 +282,7 @@ def test_a_killed_workers_slot_stays_held_until_its_lease_is_recovered(
 def test_a_rate_limit_holds_over_every_window_of_attempt_starts(
     flow: Flow, producer: errands.Queue, db_url: str
 ) -> None:
-    workers = [flow.worker("--concurrency", "4", "--poll", "0.05") for _ in range(2)]
-    for w in workers:
-        flow.wait_registered(w)
+    flow.workers(2, "--concurrency", "4", "--poll", "0.05")
     enqueue(producer, "smtp", 30)
     all_final(db_url, 30, 120)
     n, seconds = RATES["smtp"]
@@ -291,9 +296,7 @@ def test_a_rate_limit_holds_where_the_handlers_start(
     # The window counts handler starts, not claims: a claimed job waits for a runner (or in
     # the prefetch) before its handler starts, and with claims counted, 4 workers' handlers
     # started up to 80 times in a 1-second window of a 50-a-second limit.
-    workers = [flow.worker("--concurrency", "4", "--poll", "0.05") for _ in range(4)]
-    for w in workers:
-        flow.wait_registered(w)
+    flow.workers(4, "--concurrency", "4", "--poll", "0.05")
     total = 600
     enqueue(producer, "burst", total, ms=5)
     all_final(db_url, total, 180)
