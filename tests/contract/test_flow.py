@@ -16,6 +16,7 @@ import pytest
 import errands
 from errands.backends.base import ClaimedJob, ClaimRequest
 from errands.context import JobContext
+from errands.worker import Worker
 from helpers.support import FixedClock, is_sqlite
 
 LIMITED = ["a", "b", "c", "r", "free"]
@@ -51,11 +52,17 @@ def claim(q: errands.Queue, n: int = 100, worker: str = "w1") -> list[ClaimedJob
     return q.backend.claim(request, q.clock())
 
 
-def succeed(q: errands.Queue, jobs: list[ClaimedJob], worker: str = "w1") -> None:
+def succeed(
+    q: errands.Queue, jobs: list[ClaimedJob], worker: str = "w1", started: float | None = None
+) -> None:
+    """Succeed the jobs as a worker does (with the jobs it holds), their handlers having
+    started at ``started`` (default: now)."""
     from errands.backends.base import Succeeded
 
     now = q.clock()
-    q.backend.finish([Succeeded(j.id, j.attempt, now, None) for j in jobs], worker, now)
+    begun = now if started is None else started
+    outcomes = [Succeeded(j.id, j.attempt, begun, None) for j in jobs]
+    q.backend.finish(outcomes, worker, now, held=jobs)
 
 
 # -- pause ---------------------------------------------------------------------------------
@@ -256,6 +263,55 @@ def test_tasks_sharing_a_key_must_agree(queue: errands.Queue) -> None:
         queue.run_worker(burst=True)
 
 
+def test_processes_declaring_different_caps_for_a_key_are_refused_while_the_first_lives(
+    make_queue: Callable[..., errands.Queue], clock: FixedClock
+) -> None:
+    # Two processes (two Queues on one database, as two deploys would open it) whose code
+    # declares running=2 and running=5 for one key: the last to start used to win silently.
+    first = make_queue(clock=clock, lease_seconds=30)
+    later = make_queue(clock=clock, lease_seconds=30)
+    same = make_queue(clock=clock, lease_seconds=30)
+    for q, cap in ((first, 2), (later, 5), (same, 2)):
+
+        @q.task(limit=errands.Limit("api", running=cap))
+        def call() -> None: ...
+
+    running = Worker(first, handle_signals=False, monotonic=clock)  # its timers: this clock
+    running.start()
+    try:
+        with pytest.raises(errands.ConfigurationError) as refused:
+            later.run_worker(burst=True, handle_signals=False)
+        message = str(refused.value)
+        assert "running=5" in message and "running=2" in message and "'api'" in message
+        assert "\n" not in message
+        assert later.backend.live_workers(clock(), 30) == [
+            first.backend.live_workers(clock(), 30)[0]
+        ]
+        (info,) = later.limits()
+        assert info.running == 2  # the first's caps stay in force
+        same.run_worker(burst=True, handle_signals=False)  # agreeing processes start
+        clock.advance(20)
+        running.tick(clock())  # its heartbeat: still declared, still live
+        clock.advance(20)
+        with pytest.raises(errands.ConfigurationError):
+            later.run_worker(burst=True, handle_signals=False)
+    finally:
+        running.stop()
+        running.close()
+    clock.advance(31)  # no heartbeat for a lease: that declaration has lapsed
+    later.run_worker(burst=True, handle_signals=False)
+    (info,) = later.limits()
+    assert info.running == 5
+
+
+def test_a_worker_learns_that_its_caps_were_replaced(queue: errands.Queue) -> None:
+    spec = errands.Limit("api", running=2).spec()
+    queue.backend.register_limits([spec], queue.clock())
+    assert queue.backend.refresh_limits([spec], queue.clock()) == []
+    queue.backend.register_limits([errands.Limit("api", running=3).spec()], queue.clock())
+    assert queue.backend.refresh_limits([spec], queue.clock()) == ["api"]
+
+
 # -- rate limits ------------------------------------------------------------------------------
 
 
@@ -293,10 +349,60 @@ def test_a_rate_limit_with_a_group_counts_each_group_alone(
     q.backend.register_limits([notify.options.limit.spec()], q.clock())  # type: ignore[union-attr]
     got = q.backend.claim(request, q.clock())
     assert sorted(q.get(j.id).limit_group for j in got) == ["ann", "bob"]  # type: ignore[union-attr,type-var]
+    succeed(q, got, "w")
     clock.advance(59)
     assert q.backend.claim(request, q.clock()) == []
     clock.advance(1)
     assert len(q.backend.claim(request, q.clock())) == 2
+
+
+@pytest.mark.parametrize("written_by", ["outcome", "heartbeat"])
+def test_the_window_counts_the_handlers_start_not_the_claim(
+    clocked_queue: errands.Queue, clock: FixedClock, written_by: str
+) -> None:
+    q = clocked_queue
+    t = app(q)
+    t0 = q.clock()
+    for n in range(6):
+        t["r"].enqueue(n=n)
+    got = claim(q)  # 3 in any 10 s
+    assert len(got) == 3
+    clock.advance(10)
+    # Claimed 10 s ago, not started yet (waiting for a runner): they may still start up to a
+    # lease (60 s here) after their claim, so the window still counts them.
+    assert claim(q) == []
+    # Their handlers started 2 s after the claim: written with their outcome, or while they
+    # still run (the worker's heartbeat).
+    if written_by == "outcome":
+        succeed(q, got, started=t0 + 2)
+    else:
+        q.backend.record_starts([(j.id, t0, t0 + 2) for j in got])
+    assert claim(q) == []  # the window (t0, t0 + 10] holds their starts
+    clock.now = t0 + 12
+    assert len(claim(q)) == 3
+
+
+def test_every_group_starts_however_many_wait(clocked_queue: errands.Queue) -> None:
+    # A claim visits at most MAX_GROUPS (1,000) groups; the next resumes where it stopped and
+    # wraps round, so groups past the 1,000th start too (they starved: the scan always began
+    # at the first group, and saturated groups with jobs waiting filled it).
+    from errands.backends.flow import MAX_GROUPS
+
+    q = clocked_queue
+
+    @q.task(limit=errands.Limit("per-user", rate=(1, 3600), group="user"))
+    def notify(user: str) -> None: ...
+
+    groups = MAX_GROUPS + 100
+    q.enqueue_many([("notify", {"user": f"u{i:05d}"}) for i in range(groups) for _ in range(2)])
+    q.backend.register_limits([notify.options.limit.spec()], q.clock())  # type: ignore[union-attr]
+    request = ClaimRequest("w", ["notify"], None, 250, 60.0, True)
+    started: set[str] = set()
+    for _ in range(2 * groups // 250):
+        got = q.backend.claim(request, q.clock())
+        started |= {q.get(j.id).limit_group for j in got}  # type: ignore[misc,union-attr]
+    assert len(started) == groups, f"{groups - len(started)} groups never started"
+    assert q.backend.claim(request, q.clock()) == []  # and each only once in its window
 
 
 def test_a_claim_whose_clock_is_behind_still_counts_every_start_of_its_window(
@@ -340,6 +446,59 @@ def test_snooze_requeues_later_without_using_up_an_attempt(queue: errands.Queue)
     assert [a.status for a in queue.attempts(job_id)] == ["snoozed", "snoozed", "succeeded"]
     snoozed = [e for e in queue.events(job_id) if e.event == "SNOOZED"]
     assert len(snoozed) == 2 and snoozed[0].detail == {"attempt": 1, "delay": 0.0}
+
+
+def test_a_rate_limited_job_that_cannot_start_within_its_lease_is_handed_back(
+    make_queue: Callable[..., errands.Queue],
+) -> None:
+    # Its claim counted it in the rate's window as starting within the lease at the latest:
+    # a job still waiting for a runner by then is handed back unstarted (no attempt used) and
+    # claimed again, so it never starts outside what the window counted.
+    q = make_queue(lease_seconds=1.0, heartbeat_seconds=0.25)
+    began: dict[str, float] = {}
+
+    @q.task(priority=9)
+    def slow() -> None:
+        began["slow"] = time.time()
+        time.sleep(1.6)
+
+    @q.task(limit=errands.Limit("mail", rate=(10, 1)))
+    def mail() -> None:
+        began.setdefault("mail", time.time())
+
+    q.enqueue("slow", {})
+    job_id = q.enqueue("mail", {})
+    summary = q.run_worker(burst=True, concurrency=1)  # holds both: mail waits behind slow
+    job = q.get(job_id)
+    assert job is not None and job.status == "succeeded" and job.attempts == 1
+    assert [a.status for a in q.attempts(job_id)] == ["succeeded"]
+    assert summary.claimed == 3  # slow, mail, and mail again once handed back
+    (attempt,) = q.attempts(job_id)
+    assert attempt.started_at is not None
+    assert attempt.started_at.timestamp() <= began["mail"]  # the handler's own start
+
+
+def test_a_long_rate_limited_handler_frees_its_window_while_it_runs(
+    make_queue: Callable[..., errands.Queue],
+) -> None:
+    # Until its real start is written, a claimed rate-limited job counts as starting a lease
+    # after its claim; the worker writes the starts of running ones with its heartbeat, so a
+    # handler longer than its window does not hold the next start back until it ends.
+    q = make_queue(lease_seconds=3.0, heartbeat_seconds=0.25, poll_interval=0.05)
+    second_started = threading.Event()
+    seen: list[bool] = []
+
+    @q.task(limit=errands.Limit("one-a-second", rate=(1, 1)))
+    def step(n: int) -> None:
+        if n == 0:
+            seen.append(second_started.wait(3.5))  # the next start comes while this runs
+        else:
+            second_started.set()
+
+    q.enqueue("step", {"n": 0})
+    q.enqueue("step", {"n": 1})
+    q.run_worker(burst=True, concurrency=2)
+    assert seen == [True]
 
 
 def test_snooze_moves_run_at(queue: errands.Queue) -> None:
@@ -391,21 +550,23 @@ def test_the_limit_is_stored_on_the_job(queue: errands.Queue, db_url: str) -> No
         assert {"jobs_limited_due", "jobs_limited_running"} <= names
 
 
-def test_the_claim_probes_each_waiting_group_through_the_index(sqlite_path: str) -> None:
+@pytest.mark.parametrize("after", [None, ("k", "g")], ids=["first", "resumed"])
+def test_the_claim_probes_each_waiting_group_through_the_index(
+    sqlite_path: str, after: tuple[str, str] | None
+) -> None:
     # No head-of-line blocking by construction: the groups' skip scan ranges on (key, group)
     # and on key, so 10,000 jobs behind a saturated key are never read (a row-value
-    # comparison made SQLite range on the key alone: 5 ms a claim instead of 15 us).
+    # comparison made SQLite range on the key alone: 5 ms a claim instead of 15 us) — from the
+    # first group, or resumed where the previous claim stopped.
     from errands.backends import sql
 
     errands.Queue(sqlite_path).close()
+    key, grp = after or (None, None)
+    params = {"max_groups": 9, "after_key": key, "after_grp": grp}
     conn = sqlite3.connect(sqlite_path)
     try:
-        plan = " | ".join(
-            r[3]
-            for r in conn.execute(
-                "EXPLAIN QUERY PLAN " + sql.queries("sqlite")["limited_groups"], {"max_groups": 9}
-            )
-        )
+        query = sql.queries("sqlite")["limited_groups"]
+        plan = " | ".join(r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + query, params))
     finally:
         conn.close()
     assert "jobs_limited_due (limit_key=? AND limit_group>?)" in plan, plan

@@ -25,6 +25,7 @@ TENANT = errands.Limit("tenant", running=1, group="tenant")
 SMTP = errands.Limit("smtp", rate=(5, 1.0))
 MIXED = errands.Limit("mixed", running=3, rate=(20, 1.0))
 HOLD = errands.Limit("hold", running=1)
+BURST = errands.Limit("burst", rate=(50, 1.0))
 
 
 class Ledger:
@@ -76,6 +77,10 @@ def build(url: str, ledger: Ledger, lease: float, poll: float) -> errands.Queue:
     @q.task(limit=HOLD)
     def hold(ctx: JobContext, seq: int, ms: float = 3000) -> None:
         run(ctx, "hold", "", seq, ms)
+
+    @q.task(limit=BURST)
+    def burst(ctx: JobContext, seq: int, ms: float = 1) -> None:
+        run(ctx, "burst", "", seq, ms)
 
     @q.task
     def free(ctx: JobContext, seq: int, ms: float = 1) -> None:

@@ -6,6 +6,7 @@ job_attempts.started_at.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import json
 import os
@@ -29,7 +30,7 @@ from .conftest import Proc, rows, status_counts, wait_for, worker_pids
 
 APP = Path(__file__).with_name("flow_app.py")
 CAPS = {"api": 2, "tenant": 1, "mixed": 3, "hold": 1}
-RATES = {"smtp": (5, 1.0), "mixed": (20, 1.0)}
+RATES = {"smtp": (5, 1.0), "mixed": (20, 1.0), "burst": (50, 1.0)}
 
 
 @dataclass
@@ -57,6 +58,13 @@ class Flow:
             return proc.pid in worker_pids(self.db_url)
 
         wait_for(registered, 30, f"worker {proc.pid} to register")
+
+    def workers(self, n: int, *args: str) -> list[Proc]:
+        """``n`` workers started with ``args``, each registered before this returns."""
+        procs = [self.worker(*args) for _ in range(n)]
+        for proc in procs:
+            self.wait_registered(proc)
+        return procs
 
     def kill(self, proc: Proc) -> None:
         self.killed_at[proc.pid] = time.time()
@@ -154,6 +162,19 @@ def window_overruns(url: str, kind: str, n: int, seconds: float) -> tuple[int, i
     over = fullest = 0
     for i, t in enumerate(starts):
         inside = sum(1 for u in starts[i:] if u < t + seconds - 1e-6)
+        fullest = max(fullest, inside)
+        over += inside > n
+    return over, fullest
+
+
+def handler_window_overruns(
+    ledger: Sequence[dict[str, Any]], kind: str, n: int, seconds: float
+) -> tuple[int, int]:
+    """window_overruns over the handlers' own start records (the ledger), not the database."""
+    starts = sorted(e["t"] for e in ledger if e["key"] == kind and e["phase"] == "start")
+    over = fullest = 0
+    for i, t in enumerate(starts):
+        inside = bisect.bisect_left(starts, t + seconds, lo=i) - i
         fullest = max(fullest, inside)
         over += inside > n
     return over, fullest
@@ -262,14 +283,28 @@ def test_a_killed_workers_slot_stays_held_until_its_lease_is_recovered(
 def test_a_rate_limit_holds_over_every_window_of_attempt_starts(
     flow: Flow, producer: errands.Queue, db_url: str
 ) -> None:
-    workers = [flow.worker("--concurrency", "4", "--poll", "0.05") for _ in range(2)]
-    for w in workers:
-        flow.wait_registered(w)
+    flow.workers(2, "--concurrency", "4", "--poll", "0.05")
     enqueue(producer, "smtp", 30)
     all_final(db_url, 30, 120)
     n, seconds = RATES["smtp"]
     over, fullest = window_overruns(db_url, "smtp", n, seconds)
     assert over == 0 and fullest == n  # never over, and the limit was reached
+
+
+def test_a_rate_limit_holds_where_the_handlers_start(
+    flow: Flow, producer: errands.Queue, db_url: str
+) -> None:
+    # The window counts handler starts, not claims: a claimed job waits for a runner (or in
+    # the prefetch) before its handler starts, and with claims counted, 4 workers' handlers
+    # started up to 80 times in a 1-second window of a 50-a-second limit.
+    flow.workers(4, "--concurrency", "4", "--poll", "0.05")
+    total = 600
+    enqueue(producer, "burst", total, ms=5)
+    all_final(db_url, total, 180)
+    n, seconds = RATES["burst"]
+    over, fullest = handler_window_overruns(flow.ledger(), "burst", n, seconds)
+    assert (over, fullest) == (0, n)  # never over, and the limit was reached
+    assert window_overruns(db_url, "burst", n, seconds) == (0, n)  # the stored starts agree
 
 
 # -- chaos ------------------------------------------------------------------------------------
@@ -309,6 +344,7 @@ def test_chaos_limits_hold_while_workers_are_killed(
     assert over == {}, got
     assert got[("api", "")] == 2 and got[("mixed", "")] <= 3
     assert window_overruns(db_url, "mixed", *RATES["mixed"])[0] == 0
+    assert handler_window_overruns(ledger, "mixed", *RATES["mixed"])[0] == 0  # where they ran
     assert kills >= 10
     lost = rows(db_url, "SELECT COUNT(*) FROM job_attempts WHERE status = 'lost'")[0][0]
     print(f"chaos: {total} jobs, {kills} kills, {lost} lost attempts recovered, peaks {got}")

@@ -239,6 +239,8 @@ class SQLDeps(SQLHost):
                     sorted(set(pending)), now, actor, by, settled
                 )
                 pending = []
+            if frontier:  # whole chains below the cancelled ones at once (doomed_chains)
+                frontier += yield from self._cancel_chains(frontier, now, actor, by, settled)
 
     def _settle_steps(
         self,
@@ -268,31 +270,71 @@ class SQLDeps(SQLHost):
             wake = self._woke_step(WORK) if done else None
             if wake is not None:
                 yield wake
-        cancelled: list[int] = []
-        if doomed:
-            params = {
-                **F_CANCEL_UPSTREAM.params,
-                "now": now,
-                "job_ids": self._list(doomed),
-                "error_code": UPSTREAM_FAILED,
-                "error_detail": "an upstream job it runs after did not succeed",
-            }
-            cancelled = [int(r[0]) for r in (yield Step(q["cancel_waiting_jobs"], params, ALL))]
-            events += [
-                [i, now, F_CANCEL_UPSTREAM.event, actor, _by(by.get(i), UPSTREAM_FAILED)]
-                for i in cancelled
-            ]
-            if cancelled:
-                yield from figures.count_steps(q, cancelled, cancelled)
-                told = self._woke_step(DONE, cancelled)
-                if told is not None:
-                    yield told
+        yield from self._events_steps(events, settled)
+        return (yield from self._cancel_steps(doomed, now, actor, by, settled))
+
+    def _cancel_chains(
+        self,
+        cancelled: list[int],
+        now: float,
+        actor: str,
+        by: dict[int, int],
+        settled: list[int] | None,
+    ) -> Steps[list[int]]:
+        """Cancel every waiting dependent down the single-upstream chains below the just
+        ``cancelled`` jobs in one pass (a 3,000-step chain took 3,000 rounds of statements);
+        returns them: final now, their edges close with the caller's next round."""
+        q = self.q
+        rows = yield Step(q["doomed_chains"], {"job_ids": self._list(cancelled)}, ALL)
+        if not rows:
+            return []
+        for dep, up in rows:
+            by[int(dep)] = int(up)
+        doomed = [int(r[0]) for r in rows]
+        if self.concurrent_writers:  # locked in id order, as _settle_steps does
+            locked = yield Step(q["lock_waiting"], {"job_ids": self._list(doomed)}, ALL)
+            doomed = [int(r[0]) for r in locked]
+        return (yield from self._cancel_steps(doomed, now, actor, by, settled))
+
+    def _cancel_steps(
+        self,
+        doomed: list[int],
+        now: float,
+        actor: str,
+        by: dict[int, int],
+        settled: list[int] | None,
+    ) -> Steps[list[int]]:
+        """Cancel these waiting dependents (``UPSTREAM:FAILED``) with their events and
+        figures; returns the ones cancelled."""
+        if not doomed:
+            return []
+        q = self.q
+        params = {
+            **F_CANCEL_UPSTREAM.params,
+            "now": now,
+            "job_ids": self._list(doomed),
+            "error_code": UPSTREAM_FAILED,
+            "error_detail": "an upstream job it runs after did not succeed",
+        }
+        cancelled = [int(r[0]) for r in (yield Step(q["cancel_waiting_jobs"], params, ALL))]
+        if cancelled:
+            yield from figures.count_steps(q, cancelled, cancelled)
+            told = self._woke_step(DONE, cancelled)
+            if told is not None:
+                yield told
+        events = [
+            [i, now, F_CANCEL_UPSTREAM.event, actor, _by(by.get(i), UPSTREAM_FAILED)]
+            for i in cancelled
+        ]
+        yield from self._events_steps(events, settled)
+        return cancelled
+
+    def _events_steps(self, events: list[list[Any]], settled: list[int] | None) -> Steps[None]:
         if settled is not None:
             settled.extend(e[0] for e in events)
-        rows_ = [e for e in events if e[2] in self._audit]
-        if rows_:
-            yield Step(q["insert_events"], {"rows": dumps(rows_)}, EXEC)
-        return cancelled
+        rows = [e for e in events if e[2] in self._audit]
+        if rows:
+            yield Step(self.q["insert_events"], {"rows": dumps(rows)}, EXEC)
 
     # -- a manual retry of an upstream -----------------------------------------------------
 

@@ -16,8 +16,15 @@ What is counted is the jobs table itself (``status = 'running'`` with that key a
 a claim makes a limited job running, and a finish, a cancel, a release or a lease recovery
 makes it stop — each a fenced transition, so a stale worker's refused outcome changes no row
 and can free nothing, twice or once. A killed worker's jobs keep counting until the rescuer
-recovers their leases. Rate windows count ``limit_starts`` rows, written by the claim with the
-claim's time (which is also the attempt's ``started_at``: ClaimedJob.claimed_at).
+recovers their leases.
+
+Rate windows count handler starts (docs/flow-control.md), ``limit_starts`` rows. A handler
+starts after its claim (it waits for a runner, or in the prefetch), so the claim writes the
+latest moment it may start — the claim's time plus the lease; the worker hands back a
+rate-limited job it could not start by then (worker/executor.py) — and the worker's outcome
+batch moves the row to the handler's real start (``_handler_starts``). A stored start is
+never earlier than the real one, so a claim that counts the rows of its window counts every
+handler start that window can hold: no window of handler starts exceeds the rate.
 """
 
 from __future__ import annotations
@@ -26,12 +33,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..core.states import AttemptStatus
-from .base import ClaimRequest, LimitSpec
+from ..errors import ConfigurationError
+from .base import ClaimedJob, ClaimRequest, LimitSpec, Outcome, Released
 from .host import RUNNING, T_CLAIM, WORK, Conn, SQLHost, column_index, dumps, event_of
 
 # Groups visited per claim: bounds a claim's work when many groups wait (each visit is a few
-# index probes); the skip scan takes them in key order, so past this many the later ones
-# wait for a claim that finds the earlier ones empty. Generous for keyed tenants.
+# index probes). The skip scan takes them in key order; past this many, the next claim of
+# this backend resumes after the last group visited and wraps round at the end, so with G
+# groups waiting every one is visited within ceil(G / MAX_GROUPS) claims
+# (docs/flow-control.md, "Many groups").
 MAX_GROUPS = 1000
 CLAIMED = event_of("claim")
 TRIM_MARGIN = 300.0  # seconds of starts kept beyond a rate's window: see _headroom
@@ -39,6 +49,11 @@ TRIM_MARGIN = 300.0  # seconds of starts kept beyond a rate's window: see _headr
 
 class SQLFlow(SQLHost):
     """Pauses, limits, progress; and the limited half of the claim."""
+
+    # Where the last claim's scan of waiting groups stopped, when it stopped short of the
+    # end (MAX_GROUPS): this process's next claim resumes there. Per backend object, not
+    # stored: each worker rotates on its own, and a restart only begins again at the first.
+    _group_cursor: tuple[str, str] | None = None
 
     # -- pause / resume --------------------------------------------------------------------
 
@@ -70,12 +85,47 @@ class SQLFlow(SQLHost):
 
     # -- limits ----------------------------------------------------------------------------
 
-    def register_limits(self, limits: Sequence[LimitSpec], now: float) -> None:
+    def register_limits(
+        self, limits: Sequence[LimitSpec], now: float, alive_seconds: float = 0.0
+    ) -> None:
+        """Store the code's limits. With ``alive_seconds``, a key whose stored code caps
+        differ from these and were declared (or refreshed) by a worker seen in the last
+        ``alive_seconds`` is refused (ConfigurationError naming both): processes must agree
+        (docs/flow-control.md). An older declaration is replaced."""
         if not limits:
             return
+        q = self.q
         with self._write("register_limits") as conn:
             for spec in limits:
-                conn.execute(self.q["register_code_limit"], {**_caps(spec), "now": now})
+                caps = {**_caps(spec), "now": now}
+                if conn.execute(q["insert_code_limit"], caps).fetchall():
+                    continue  # the first declaration of this key
+                row = conn.execute(q["code_limit"], {"key": spec.key}).fetchone()
+                stored = (row[0], row[1], row[2])
+                seen = self._epoch(row[3])
+                mine = (spec.running, spec.rate_count, spec.rate_seconds)
+                if (
+                    alive_seconds > 0
+                    and stored != (None, None, None)
+                    and _differ(stored, mine)
+                    and seen is not None
+                    and seen >= now - alive_seconds
+                ):
+                    raise ConfigurationError(_conflict(spec.key, mine, stored, now - seen))
+                conn.execute(q["register_code_limit"], caps)
+
+    def refresh_limits(self, limits: Sequence[LimitSpec], now: float) -> list[str]:
+        """A live worker's heartbeat: its declarations are seen now. Returns the keys
+        whose stored code caps are no longer these (another worker's replaced them)."""
+        if not limits:
+            return []
+        stale = []
+        with self._write("refresh_limits") as conn:
+            for spec in limits:
+                params = {**_caps(spec), "now": now}
+                if not conn.execute(self.q["refresh_code_limit"], params).fetchall():
+                    stale.append(spec.key)
+        return stale
 
     def set_limit(self, spec: LimitSpec, actor: str, now: float) -> None:
         with self._write("set_limit") as conn:
@@ -140,10 +190,7 @@ class SQLFlow(SQLHost):
         worker without limits: the groups' probe)."""
         q = self.q
         limit = request.limit
-        groups = [
-            (r[0], r[1])
-            for r in conn.execute(q["limited_groups"], {"max_groups": MAX_GROUPS}).fetchall()
-        ]
+        groups = self._limited_groups(conn)
         headroom = self._headroom(conn, groups, now) if groups else {}
         base = {"now": now, "types": params["types"], "queues": params["queues"]}
         limited: list[tuple[int, int, Any]] = []
@@ -186,12 +233,52 @@ class SQLFlow(SQLHost):
             conn.execute(q["insert_claimed_events"], event)
         starts = [[r[i_key], r[i_grp], r[i_id]] for r in rows if (r[i_key], r[i_grp]) in rated]
         if starts:
-            conn.execute(q["record_limit_starts"], {"rows": dumps(starts), "now": now})
-            # The attempt's start is this claim (ClaimedJob.claimed_at, read by _claimed).
+            latest = now + request.lease_seconds  # see the module's docstring
+            conn.execute(q["record_limit_starts"], {"rows": dumps(starts), "started_at": latest})
+            # Marks the rate-counted jobs (ClaimedJob.claimed_at, read by _claimed).
             rated_ids = {s[2] for s in starts}
             rows = [(*r, now if r[i_id] in rated_ids else None) for r in rows]
             col = {**col, "claimed_at": len(rows[0]) - 1}
         return rows, col
+
+    def _limited_groups(self, conn: Conn) -> list[tuple[str, str]]:
+        """Up to MAX_GROUPS keys and groups with waiting jobs (on PostgreSQL, each locked),
+        from where this backend's previous scan stopped, wrapping round to the first."""
+        query = self.q["limited_groups"]
+        after = self._group_cursor
+        key, grp = after or (None, None)
+        params: dict[str, Any] = {"max_groups": MAX_GROUPS, "after_key": key, "after_grp": grp}
+        groups = [(r[0], r[1]) for r in conn.execute(query, params).fetchall()]
+        if after is not None and len(groups) < MAX_GROUPS:  # the end: wrap round
+            seen = set(groups)
+            params.update(max_groups=MAX_GROUPS - len(groups), after_key=None, after_grp=None)
+            for r in conn.execute(query, params).fetchall():
+                if (r[0], r[1]) not in seen:
+                    groups.append((r[0], r[1]))
+        self._group_cursor = groups[-1] if len(groups) >= MAX_GROUPS else None
+        return groups
+
+    def record_starts(self, starts: Sequence[tuple[int, float, float]]) -> None:
+        """The real starts of rate-limited handlers still running (the worker, with its
+        heartbeat), replacing the latest start their claims recorded."""
+        if starts:
+            rows = [[job_id, claimed, max(started, claimed)] for job_id, claimed, started in starts]
+            with self._write("record_starts") as conn:
+                conn.execute(self.q["record_handler_starts"], {"rows": dumps(rows)})
+
+    def _handler_starts(
+        self, conn: Conn, outcomes: Sequence[Outcome], held: Sequence[ClaimedJob]
+    ) -> None:
+        """In the outcome batch's transaction: the rate-limited attempts' real handler
+        starts replace the latest start their claim recorded (one statement, none when the
+        batch holds no rate-limited job)."""
+        rows = [
+            [h.id, h.claimed_at, max(o.started_at, h.claimed_at)]
+            for o, h in zip(outcomes, held, strict=True)
+            if h.claimed_at is not None and not isinstance(o, Released)
+        ]
+        if rows:
+            conn.execute(self.q["record_handler_starts"], {"rows": dumps(rows)})
 
     def _headroom(
         self, conn: Conn, groups: list[tuple[str, str]], now: float
@@ -220,6 +307,36 @@ class SQLFlow(SQLHost):
                 room = min(room, int(rate_count) - started.get((key, grp), 0))
             out[(key, grp)] = (room, has_rate)
         return out
+
+
+def _differ(stored: tuple[Any, Any, Any], mine: tuple[Any, Any, Any]) -> bool:
+    running, count, seconds = stored
+    return (
+        running != mine[0]
+        or count != mine[1]
+        or (seconds is None) != (mine[2] is None)
+        or (seconds is not None and float(seconds) != mine[2])
+    )
+
+
+def _conflict(
+    key: str, mine: tuple[Any, Any, Any], stored: tuple[Any, Any, Any], ago: float
+) -> str:
+    return (
+        f"Limit({key!r}): this worker declares {_describe(mine)}, but a worker seen "
+        f"{max(ago, 0.0):.0f}s ago declared {_describe(stored)}; every process must declare "
+        "the same caps for a key. Deploy one value (stop the workers running the other, then "
+        "start these once a lease has passed), or change it at runtime with "
+        f"`errands limit set {key}`"
+    )
+
+
+def _describe(caps: tuple[Any, Any, Any]) -> str:
+    running, count, seconds = caps
+    parts = [] if running is None else [f"running={running}"]
+    if count is not None:
+        parts.append(f"rate=({count}, {float(seconds):g})")
+    return ", ".join(parts) or "no caps"
 
 
 def _caps(spec: LimitSpec) -> dict[str, Any]:

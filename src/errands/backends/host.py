@@ -164,6 +164,11 @@ class SQLHost:
         """The claim of a worker with limited types (flow.py); ``request``: a ClaimRequest."""
         raise NotImplementedError
 
+    def _handler_starts(self, conn: Conn, outcomes: Sequence[Any], held: Sequence[Any]) -> None:
+        """In an outcome batch's transaction: when the rate-limited attempts' handlers really
+        started (flow.py); ``held``: the ClaimedJob of each outcome."""
+        raise NotImplementedError
+
     def _read_rows(self) -> contextlib.AbstractContextManager[Conn]:
         """A read of whole rows for people (get, lists, attempts, events): it must work on
         any row ever stored, even one an older errands wrote badly. Default: ``_read``."""

@@ -376,6 +376,8 @@ class SQLJobs(SQLHost):
                 if ok and not isinstance(o, Released)
             )
         self._write_rows(conn, attempts, events, now)
+        if held is not None:  # rate windows count handler starts (flow.py)
+            self._handler_starts(conn, outcomes, held)
         final = [
             o.job_id
             for o, ok in zip(outcomes, applied, strict=True)

@@ -79,6 +79,7 @@ class Slot:
     timed_out: Outcome | None = None  # what was recorded for an abandoned attempt
     progress: tuple[float, str | None] | None = None  # ctx.progress() not yet written
     progress_written: float = -1e9  # monotonic: when this attempt's progress was last written
+    start_written: bool = False  # a rate-limited attempt's start is in its window's rows
 
 
 # (slot, its outcome — None when completed in the handler's transaction or shut down hard —,
@@ -97,8 +98,12 @@ class Executor:
         hooks: Chain | None,
         max_result_bytes: int | None,
         wake: threading.Event,
+        start_within: float = float("inf"),
     ) -> None:
         self.concurrency = concurrency
+        # How long after its claim a rate-limited job may still start (the lease): its claim
+        # counted it in the rate's window as starting by then at the latest (backends/flow.py).
+        self.start_within = start_within
         self.worker_id = worker_id
         self.clock = clock
         self.monotonic = monotonic
@@ -242,13 +247,24 @@ class Executor:
     def _begin(self, slot: Slot) -> bool:
         if forks.generation != self._generation:
             return False  # a handler forked: the child starts nothing (see _leave_child)
+        now = self.clock()
+        claimed = slot.job.claimed_at
+        late = claimed is not None and now > claimed + self.start_within
         with self._lock:
             if slot.state != BUFFERED:
                 return False
-            slot.state = STARTED
-        # A rate-limited job's attempt started at its claim (the moment its window counted it).
-        claimed = slot.job.claimed_at
-        slot.started_at = self.clock() if claimed is None else claimed
+            if late:  # its rate's windows no longer count it: hand it back, never start it
+                slot.state = RELEASED
+                self.done.append((slot, Released(slot.job.id, slot.job.attempt), 0.0))
+            else:
+                # Set before the state: the control thread writes a started rate-limited
+                # job's start (Worker._heartbeat). Never before its claim, whatever the clock
+                # did since: its window was counted from the claim on (backends/flow.py).
+                slot.started_at = now if claimed is None else max(now, claimed)
+                slot.state = STARTED
+        if late:
+            self.wake.set()
+            return False
         slot.begun = self.monotonic()
         if log.isEnabledFor(logging.DEBUG):  # --verbose: one line per job started
             worker_log.started(slot.job, self.worker_id)

@@ -139,6 +139,7 @@ class Worker(Attached, HandlerLeases):
             hooks=self._hooks,
             max_result_bytes=self.settings.max_result_bytes,
             wake=self._wake,
+            start_within=self.settings.lease_seconds,
         )
         self._done = self.executor.done
         self._dirty = True  # something may have been enqueued: try a claim
@@ -167,6 +168,7 @@ class Worker(Attached, HandlerLeases):
         # agree), and whether claims must also take limited jobs (backends/flow.py).
         self._limits = limit_specs([t.options.limit for t in inputs.tasks.values()])
         self._limited = bool(self._limits)
+        self._stale_limits: set[str] = set()
 
     # -- public ----------------------------------------------------------------------------
 
@@ -210,11 +212,12 @@ class Worker(Attached, HandlerLeases):
             types=self.types,
             schedules=list(self.inputs.schedules),
         )
+        if self._limits:  # first: a worker whose caps a live worker contradicts never starts
+            lease = self.settings.lease_seconds
+            self.db.call(self.backend.register_limits, self._limits, now, lease)
         self.db.call(self.backend.register_worker, info, now)
         # The options of the tasks this worker runs, for producers that enqueue them by name.
         self.db.call(self.backend.declare_task_types, declared_rows(self.tasks, self.id), now)
-        if self._limits:
-            self.db.call(self.backend.register_limits, self._limits, now)
         self._startup_cleanup(now)
         self._listener = self.inputs.listen(self._on_change)
         self.executor.start(sync=any(not t.is_async for t in self.tasks.values()))
@@ -412,6 +415,8 @@ class Worker(Attached, HandlerLeases):
         whole lease, those leases are gone: stop taking work and never start buffered jobs
         (another worker may already run them)."""
         self._flush_progress(list(self._held.values()))
+        self._write_starts()
+        self._refresh_limits(now)
         held = [
             (s.job.id, s.job.attempt) for s in self._held.values() if s.state in (BUFFERED, STARTED)
         ]
@@ -438,6 +443,44 @@ class Worker(Attached, HandlerLeases):
         for (job_id, _), alive in zip(held, ok, strict=True):
             if not alive:
                 self._lose(job_id)
+
+    def _write_starts(self) -> None:
+        """The real starts of rate-limited handlers still running: until written (here, or
+        with their outcome), each counts in its rate's windows as starting a lease after its
+        claim, so a long handler would hold its window back (backends/flow.py)."""
+        started = [
+            s
+            for s in self._held.values()
+            if s.job.claimed_at is not None and s.state == STARTED and not s.start_written
+        ]
+        if not started:
+            return
+        rows = [(s.job.id, s.job.claimed_at or 0.0, s.started_at) for s in started]
+        try:
+            self.db.call(self.backend.record_starts, rows)
+        except DatabaseError as exc:
+            self.db.survive("rate-limited starts not written", exc, quiet=True)
+            return
+        for s in started:
+            s.start_written = True
+
+    def _refresh_limits(self, now: float) -> None:
+        """This worker's declared limits are live (a worker declaring other caps for a key
+        is refused while they are: docs/flow-control.md); warn once if another replaced them."""
+        if not self._limits:
+            return
+        try:
+            stale = self.db.call(self.backend.refresh_limits, self._limits, now)
+        except DatabaseError as exc:
+            self.db.survive("limits not refreshed", exc, quiet=True)
+            return
+        for key in set(stale) - self._stale_limits:
+            log.warning(
+                "limit %r: the caps stored for it are not this worker's code's any more "
+                "(another worker declared others); the stored ones apply",
+                key,
+            )
+        self._stale_limits |= set(stale)
 
     def _counters(self) -> dict[str, int]:
         """Totals only this worker sees, kept on its registry row for /metrics."""

@@ -31,6 +31,29 @@ UNION ALL
 SELECT queue, 'running' AS status, COUNT(*) AS n FROM jobs WHERE status = 'running'
 GROUP BY queue;
 
+-- name: insert_code_limit
+-- The first declaration of a key's code limit (none stored yet): returns the key if written.
+INSERT INTO flow_limits (key, code_running, code_rate_count, code_rate_seconds, code_seen_at)
+VALUES (:key, :running, :rate_count, :rate_seconds, to_timestamp(:now))
+ON CONFLICT (key) DO NOTHING
+RETURNING key;
+
+-- name: code_limit
+-- A key's stored code limit and when a worker declaring it was last seen (locked: two
+-- workers starting at once compare in turn).
+SELECT code_running, code_rate_count, code_rate_seconds, code_seen_at FROM flow_limits
+WHERE key = :key
+FOR UPDATE;
+
+-- name: refresh_code_limit
+-- A live worker still declares this key's stored code limit: it is seen now. No row when
+-- the stored caps are not these (another worker's declaration replaced them).
+UPDATE flow_limits SET code_seen_at = to_timestamp(:now)
+WHERE key = :key AND code_running IS NOT DISTINCT FROM CAST(:running AS integer)
+  AND code_rate_count IS NOT DISTINCT FROM CAST(:rate_count AS integer)
+  AND code_rate_seconds IS NOT DISTINCT FROM CAST(:rate_seconds AS double precision)
+RETURNING key;
+
 -- name: register_code_limit
 -- A worker's task declares a limit: its values as code says them (an operator's stay).
 INSERT INTO flow_limits (key, code_running, code_rate_count, code_rate_seconds, code_seen_at)
@@ -75,13 +98,21 @@ WHERE status = 'queued' AND limit_key IS NOT NULL
 GROUP BY limit_key, limit_group;
 
 -- name: limited_groups
--- The keys and groups with queued jobs, by a skip scan of jobs_limited_due (one index probe
--- per group, however many jobs each holds), each with a transaction-level advisory lock:
--- only those whose lock this claim gets (try-lock: a group another claim holds is passed
--- over, never waited for, so claims cannot deadlock on these locks).
+-- The keys and groups with queued jobs after (:after_key, :after_grp) — from the first when
+-- :after_key is NULL: where the worker's previous claim stopped, so past :max_groups the scan
+-- rotates and every group is reached however many wait (backends/flow.py) — by a skip scan
+-- of jobs_limited_due (one index probe per group, however many jobs each holds), each with a
+-- transaction-level advisory lock: only those whose lock this claim gets (try-lock: a group
+-- another claim holds is passed over, never waited for, so claims cannot deadlock on these
+-- locks).
 WITH RECURSIVE g (limit_key, limit_group) AS (
     (SELECT limit_key, limit_group FROM jobs
+     WHERE status = 'queued' AND limit_key IS NOT NULL AND CAST(:after_key AS text) IS NULL
+     ORDER BY limit_key, limit_group LIMIT 1)
+    UNION ALL
+    (SELECT limit_key, limit_group FROM jobs
      WHERE status = 'queued' AND limit_key IS NOT NULL
+       AND (limit_key, limit_group) > (CAST(:after_key AS text), CAST(:after_grp AS text))
      ORDER BY limit_key, limit_group LIMIT 1)
     UNION ALL
     SELECT n.limit_key, n.limit_group FROM g, LATERAL (
@@ -169,9 +200,23 @@ RETURNING id, queue, type, payload, priority, attempts, max_attempts, run_at, cr
 
 -- name: record_limit_starts
 -- The starts of just-claimed rate-limited jobs: :rows is a JSON array of [key, group, job_id].
+-- :started_at is the latest moment their handlers may start (the claim's time plus the lease:
+-- a worker hands back a job it could not start by then), so until record_handler_starts
+-- writes the real start, every window that could hold it counts it.
 INSERT INTO limit_starts (key, grp, started_at, job_id)
-SELECT e->>0, e->>1, to_timestamp(:now), (e->>2)::bigint
+SELECT e->>0, e->>1, to_timestamp(:started_at), (e->>2)::bigint
 FROM jsonb_array_elements(CAST(:rows AS jsonb)) AS e;
+
+-- name: record_handler_starts
+-- When the handlers of rate-limited jobs really started: :rows is a JSON array of [job_id,
+-- claimed_at, started_at]. Moves the start the claim recorded (at or after claimed_at: an
+-- older attempt's row is not touched) to the handler's start, through limit_starts_window.
+UPDATE limit_starts AS l SET started_at = to_timestamp(b.s)
+FROM (SELECT (e->>0)::bigint AS id, (e->>1)::float8 AS c, (e->>2)::float8 AS s
+      FROM jsonb_array_elements(CAST(:rows AS jsonb)) AS e) AS b
+JOIN jobs AS j ON j.id = b.id
+WHERE l.key = j.limit_key AND l.grp = j.limit_group
+  AND l.started_at >= to_timestamp(b.c) AND l.job_id = b.id;
 
 -- name: snooze_job
 -- Fenced: a snoozed attempt gives its job back, due at :run_at, with one more attempt allowed

@@ -29,6 +29,26 @@ UNION ALL
 SELECT queue, 'running' AS status, COUNT(*) AS n FROM jobs WHERE status = 'running'
 GROUP BY queue;
 
+-- name: insert_code_limit
+-- The first declaration of a key's code limit (none stored yet): returns the key if written.
+INSERT INTO flow_limits (key, code_running, code_rate_count, code_rate_seconds, code_seen_at)
+VALUES (:key, :running, :rate_count, :rate_seconds, :now)
+ON CONFLICT (key) DO NOTHING
+RETURNING key;
+
+-- name: code_limit
+-- A key's stored code limit and when a worker declaring it was last seen.
+SELECT code_running, code_rate_count, code_rate_seconds, code_seen_at FROM flow_limits
+WHERE key = :key;
+
+-- name: refresh_code_limit
+-- A live worker still declares this key's stored code limit: it is seen now. No row when
+-- the stored caps are not these (another worker's declaration replaced them).
+UPDATE flow_limits SET code_seen_at = :now
+WHERE key = :key AND code_running IS :running AND code_rate_count IS :rate_count
+  AND code_rate_seconds IS :rate_seconds
+RETURNING key;
+
 -- name: register_code_limit
 -- A worker's task declares a limit: its values as code says them (an operator's stay).
 INSERT INTO flow_limits (key, code_running, code_rate_count, code_rate_seconds, code_seen_at)
@@ -73,15 +93,25 @@ WHERE status = 'queued' AND limit_key IS NOT NULL
 GROUP BY limit_key, limit_group;
 
 -- name: limited_groups
--- The keys and groups with queued jobs, by a skip scan of jobs_limited_due: one index probe
--- per group, however many jobs each holds (100,000 behind one key cost one probe). SQLite
--- returns them all: BEGIN IMMEDIATE already serialises every claim of the database (the
--- PostgreSQL query also locks each group it returns).
+-- The keys and groups with queued jobs after (:after_key, :after_grp) — from the first when
+-- :after_key is NULL: where the worker's previous claim stopped, so past :max_groups the scan
+-- rotates and every group is reached however many wait (backends/flow.py) — by a skip scan
+-- of jobs_limited_due: one index probe per group, however many jobs each holds (100,000
+-- behind one key cost one probe). SQLite returns them all: BEGIN IMMEDIATE already
+-- serialises every claim of the database (the PostgreSQL query also locks each group).
 WITH RECURSIVE g (limit_key, limit_group) AS (
-    SELECT limit_key, limit_group FROM (
-        SELECT limit_key, limit_group FROM jobs INDEXED BY jobs_limited_due
-        WHERE status = 'queued' AND limit_key IS NOT NULL
-        ORDER BY limit_key, limit_group LIMIT 1)
+    SELECT j.limit_key, j.limit_group FROM jobs AS j
+    WHERE j.id = COALESCE(
+        (SELECT id FROM jobs INDEXED BY jobs_limited_due
+         WHERE status = 'queued' AND limit_key IS NOT NULL AND :after_key IS NULL
+         ORDER BY limit_key, limit_group LIMIT 1),
+        (SELECT id FROM jobs INDEXED BY jobs_limited_due
+         WHERE status = 'queued' AND limit_key IS NOT NULL
+           AND limit_key = :after_key AND limit_group > :after_grp
+         ORDER BY limit_key, limit_group LIMIT 1),
+        (SELECT id FROM jobs INDEXED BY jobs_limited_due
+         WHERE status = 'queued' AND limit_key IS NOT NULL AND limit_key > :after_key
+         ORDER BY limit_key, limit_group LIMIT 1))
     UNION ALL
     -- The next group: of the same key, else of the next key. Two index ranges, not a row
     -- value (limit_key, limit_group) > (…): SQLite ranges only on limit_key for that, and
@@ -169,10 +199,24 @@ RETURNING id, queue, type, payload, priority, attempts, max_attempts, run_at, cr
 
 -- name: record_limit_starts
 -- The starts of just-claimed rate-limited jobs: :rows is a JSON array of [key, group, job_id].
+-- :started_at is the latest moment their handlers may start (the claim's time plus the lease:
+-- a worker hands back a job it could not start by then), so until record_handler_starts
+-- writes the real start, every window that could hold it counts it.
 INSERT INTO limit_starts (key, grp, started_at, job_id)
-SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), :now,
+SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), :started_at,
        json_extract(value, '$[2]')
 FROM json_each(:rows);
+
+-- name: record_handler_starts
+-- When the handlers of rate-limited jobs really started: :rows is a JSON array of [job_id,
+-- claimed_at, started_at]. Moves the start the claim recorded (at or after claimed_at: an
+-- older attempt's row is not touched) to the handler's start, through limit_starts_window.
+UPDATE limit_starts SET started_at = b.s
+FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS c,
+             json_extract(value, '$[2]') AS s
+      FROM json_each(:rows)) AS b, jobs AS j
+WHERE j.id = b.id AND limit_starts.key = j.limit_key AND limit_starts.grp = j.limit_group
+  AND limit_starts.started_at >= b.c AND limit_starts.job_id = b.id;
 
 -- name: snooze_job
 -- Fenced: a snoozed attempt gives its job back, due at :run_at, with one more attempt allowed
