@@ -207,6 +207,10 @@ class SQLHost:
         dependents their failure cancelled wait for them again (deps.py)."""
         raise NotImplementedError
 
+    def _suspend(self, conn: Conn, o: Any, now: float, events: list[list[Any]], actor: str) -> bool:
+        """Apply a ``Suspended`` outcome in the worker's batch (steps.py)."""
+        raise NotImplementedError
+
     def _no_wait(self, conn: Conn, on: bool) -> contextlib.AbstractContextManager[None]:
         """While ``on``, statements on ``conn`` fail at once instead of waiting for a lock
         (SQLite: busy timeout 0). Default: nothing to change."""

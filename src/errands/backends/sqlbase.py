@@ -25,6 +25,7 @@ from .periodic import SQLPeriodic
 from .retention import SQLRetention
 from .schema import SQLSchema
 from .stats import SQLStats
+from .steps import SQLSteps
 from .task_types import SQLTaskTypes
 from .workers import SQLWorkers
 
@@ -42,5 +43,6 @@ class SQLBackend(
     SQLStats,
     SQLFlow,
     SQLDeps,
+    SQLSteps,
 ):
     """The nouns together; a dialect subclasses this and fills in ``SQLHost``'s hooks."""

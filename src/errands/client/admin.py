@@ -211,8 +211,12 @@ class Actions(_Parts):
             f"job {job_id} is {job.status}; only waiting, queued or running jobs can be cancelled"
         )
 
-    def retry(self, job_id: int, *, actor: str = "api") -> None:
-        """Run a failed or cancelled job again now, with at least one more attempt."""
+    def retry(self, job_id: int, *, actor: str = "api", reset_steps: bool = False) -> None:
+        """Run a failed or cancelled job again now, with at least one more attempt.
+        ``reset_steps``: forget its recorded durable steps first, so it starts over
+        (after a STEP:MISMATCH: docs/durable-steps.md)."""
+        if reset_steps:
+            self.backend.reset_steps([validate.job_id(job_id)])
         if not self.backend.retry([validate.job_id(job_id)], actor, self.clock()):
             job = self._must_get(job_id)
             raise InvalidTransitionError(
