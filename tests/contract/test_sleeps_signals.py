@@ -45,7 +45,7 @@ def test_a_sleep_ends_the_run_and_resumes_after_it(
     queue.run_worker(burst=True)
     job = queue.get(job_id)
     assert job is not None and (job.status, job.attempts, job.max_attempts) == ("queued", 0, 2)
-    assert job.run_at.timestamp() == pytest.approx(start + 3600)
+    assert job.run_at is not None and job.run_at.timestamp() == pytest.approx(start + 3600)
     assert events(queue, job_id)[-1] == "SLEEPING"
     assert queue.attempts(job_id) == []  # the claim's attempt was given back
     clock.advance(1800)
