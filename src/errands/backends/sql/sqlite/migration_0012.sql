@@ -7,7 +7,7 @@
 -- kind 'wait': wake_at is its timeout (NULL: none), signal the name it waits for and
 -- ordinal which signal of that name it takes (the k-th wait_for(name) takes the k-th);
 -- finished_at is NULL while the job waits, then result is {"payload": …} or {"timeout": true}.
-CREATE TABLE job_steps (
+CREATE TABLE IF NOT EXISTS job_steps (
     job_id      INTEGER NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
     seq         INTEGER NOT NULL CHECK (seq >= 0),
     kind        TEXT    NOT NULL CHECK (kind IN ('step', 'sleep', 'wait')),
@@ -23,12 +23,12 @@ CREATE TABLE job_steps (
 );
 -- The waits still open, by timeout: the rescuer's pass reads only these (a few rows however
 -- many steps are kept), and the dependency sweeper tells a signal-waiting job by one probe.
-CREATE INDEX job_steps_open_waits ON job_steps (wake_at, job_id)
+CREATE INDEX IF NOT EXISTS job_steps_open_waits ON job_steps (wake_at, job_id)
     WHERE kind = 'wait' AND finished_at IS NULL;
 
 -- Signals sent to a job (q.signal), kept in order per job and name; a wait takes its own by
 -- position (its ordinal), so a signal sent before the job waits is not lost.
-CREATE TABLE job_signals (
+CREATE TABLE IF NOT EXISTS job_signals (
     id      INTEGER PRIMARY KEY,
     job_id  INTEGER NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
     name    TEXT    NOT NULL,
@@ -36,4 +36,4 @@ CREATE TABLE job_signals (
     sent_at REAL    NOT NULL,
     actor   TEXT
 );
-CREATE INDEX job_signals_job ON job_signals (job_id, name, id);
+CREATE INDEX IF NOT EXISTS job_signals_job ON job_signals (job_id, name, id);
