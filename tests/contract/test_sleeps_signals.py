@@ -180,3 +180,26 @@ def test_cancelling_a_sleeping_or_waiting_job_ends_it_at_once(queue: errands.Que
     assert (status(queue, s), status(queue, w)) == ("cancelled", "cancelled")
     with pytest.raises(errands.InvalidTransitionError):
         queue.signal(w, "survey")
+
+
+def test_stats_count_sleeping_and_waiting_jobs_and_late_waits(
+    clocked_queue: errands.Queue, clock: FixedClock
+) -> None:
+    queue = clocked_queue
+
+    @queue.task()
+    def sleeper(ctx: JobContext) -> None:
+        ctx.sleep(3600)
+
+    flow, _ = waiter(queue, timeout=60)
+    sleeper.enqueue()
+    flow.enqueue()
+    flow.enqueue()
+    queue.run_worker(burst=True)
+    counts = {"sleeping": 1, "signal_waiting": 2, "waits_past_timeout": 0}
+    assert queue.stats()["durable"] == counts
+    # No rescuer ran: two minutes past the timeout, both waits are reported late.
+    late = queue.backend.durable_counts(clock() + 180, 60.0)
+    assert late == {"sleeping": 1, "signal_waiting": 2, "waits_past_timeout": 2}
+    assert queue.backend.durable_counts(clock() + 100, 60.0)["waits_past_timeout"] == 0
+    assert queue.backend.durable_counts(clock() + 3600, 60.0)["sleeping"] == 0

@@ -35,6 +35,7 @@ F_PARK = _fence("park")
 F_SIGNAL = _fence("signal")
 RUNNING = {"from_state": State.RUNNING.value}
 TIMED_OUT = '{"timeout":true}'
+STATE_PARAMS = {"queued": State.QUEUED.value, "waiting": State.WAITING.value}
 
 
 def _params(r: StepRecord) -> dict[str, Any]:
@@ -238,6 +239,13 @@ class SQLSteps(SQLHost):
             }
             for r in rows
         ]
+
+    def durable_counts(self, now: float, grace: float) -> dict[str, int]:
+        """Jobs sleeping, parked for a signal, and parked more than ``grace`` seconds past
+        their wait's timeout (stats, errands check)."""
+        params = {"now": now, "grace": grace, **STATE_PARAMS}
+        row = self._fetch("durable_counts", params)[0]
+        return {k: int(row[k] or 0) for k in ("sleeping", "signal_waiting", "waits_past_timeout")}
 
     def reset_steps(self, job_ids: Sequence[int]) -> int:
         """Forget the recorded calls of failed or cancelled jobs (before a manual retry)."""

@@ -19,6 +19,7 @@ from ..backends import scrub
 from ..backends.base import PruneProgress
 from ..client import bulk
 from ..client import reports as stats
+from ..client.admin import WAIT_GRACE
 from ..client.reports import describe_all
 from ..core import validate
 from ..errors import ErrandsError
@@ -491,6 +492,12 @@ def check_problems(q: Queue, args: argparse.Namespace) -> list[str]:
             f"{stuck:,} waiting job(s) (or open edges) whose upstream jobs are all final: a "
             "release was missed; a worker's `deps` maintenance service repairs it (see "
             "docs/pipelines.md), and please report it"
+        )
+    late_waits = b.durable_counts(now, WAIT_GRACE)["waits_past_timeout"]
+    if late_waits:
+        problems.append(
+            f"{late_waits:,} job(s) parked in ctx.wait_for more than {_age(WAIT_GRACE)} past "
+            "their timeout: is a worker (its rescue service) running? (docs/durable-steps.md)"
         )
     hour = stats.last_hour(b, now)
     if hour["processed"] >= args.min_finished and hour["failure_rate"] > args.max_failure_rate:

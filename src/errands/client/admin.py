@@ -36,6 +36,9 @@ ACT_CHUNK = 500  # ids per transaction: keeps the write lock short on large sele
 log = logging.getLogger("errands")
 
 
+WAIT_GRACE = 60.0  # a wait this far past its timeout was missed by the rescuer (errands check)
+
+
 class _Parts:
     """What both mixins read of the Queue."""
 
@@ -122,6 +125,8 @@ class Reads(_Parts):
         queues = limits.queues(self.backend) if paused else []
         out["paused_queues"] = [i.to_dict() for i in queues if i.paused]
         out["limits"] = [i.to_dict() for i in limits.limits(self.backend)]
+        # Durable steps (docs/durable-steps.md): jobs sleeping or parked for a signal.
+        out["durable"] = self.backend.durable_counts(self.clock(), WAIT_GRACE)
         return out
 
     def errors(

@@ -26,6 +26,9 @@ CREATE TABLE IF NOT EXISTS job_steps (
 CREATE INDEX IF NOT EXISTS job_steps_open_waits ON job_steps (wake_at, job_id)
     WHERE kind = 'wait' AND finished_at IS NULL;
 
+-- Sleeps by wake time: stats counts the jobs sleeping now (wake time ahead) from here.
+CREATE INDEX IF NOT EXISTS job_steps_sleeps ON job_steps (wake_at, job_id) WHERE kind = 'sleep';
+
 -- Signals sent to a job (q.signal), kept in order per job and name; a wait takes its own by
 -- position (its ordinal), so a signal sent before the job waits is not lost.
 CREATE TABLE IF NOT EXISTS job_signals (

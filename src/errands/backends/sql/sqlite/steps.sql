@@ -87,3 +87,16 @@ ORDER BY s.wake_at LIMIT :limit;
 DELETE FROM job_steps
 WHERE job_id = :job_id
   AND EXISTS (SELECT 1 FROM jobs WHERE id = :job_id AND status IN (:failed, :cancelled));
+
+-- name: durable_counts
+-- Jobs sleeping (queued behind a sleep whose wake time is ahead: job_steps_sleeps), parked
+-- for a signal (the open waits' index), and parked past their wait's timeout by more than
+-- :grace seconds — which the rescuer's pass should have answered (errands check).
+SELECT
+  (SELECT COUNT(DISTINCT s.job_id) FROM job_steps AS s JOIN jobs AS j ON j.id = s.job_id
+   WHERE s.kind = 'sleep' AND s.wake_at > :now AND j.status = :queued) AS sleeping,
+  (SELECT COUNT(*) FROM job_steps AS s JOIN jobs AS j ON j.id = s.job_id
+   WHERE s.kind = 'wait' AND s.finished_at IS NULL AND j.status = :waiting) AS signal_waiting,
+  (SELECT COUNT(*) FROM job_steps AS s JOIN jobs AS j ON j.id = s.job_id
+   WHERE s.kind = 'wait' AND s.finished_at IS NULL AND s.wake_at <= :now - :grace
+     AND j.status = :waiting) AS waits_past_timeout;
