@@ -16,6 +16,7 @@ import errands
 from .conftest import Cluster, assert_consistent, raw_connection, rows, wait_for
 
 STEPS = 5
+PICKUP_DEADLINE = 3.0  # as tests/runtime/test_wakeup.py: far below the 30 s poll
 
 
 def create_side_table(url: str) -> None:
@@ -106,4 +107,26 @@ def test_a_durable_sleep_holds_no_worker(cluster: Cluster, queue: errands.Queue)
     job = queue.get(sleeper)
     assert job is not None and job.attempts == 1  # the sleep used no attempt
     assert [e.event for e in queue.events(sleeper)].count("SLEEPING") == 1
+    assert_consistent(cluster.db_url)
+
+
+def test_a_signal_wakes_an_idle_worker(cluster: Cluster, queue: errands.Queue) -> None:
+    """poll_interval 30 s, the library's lease and heartbeat: the parked job resumes within
+    the wake-up's pickup time after q.signal from this process, not at the next poll."""
+    job_id = queue.enqueue("waiter_job", {"seq": 1})
+    worker = cluster.worker("--poll", "30", "--lease", "60", "--heartbeat", "15")
+    cluster.wait_registered(worker)
+
+    def status() -> str:
+        job = queue.get(job_id)
+        assert job is not None
+        return job.status
+
+    wait_for(lambda: status() == "waiting", 30, "the job to park")
+    time.sleep(0.5)  # let the worker go idle on its listener
+    queue.signal(job_id, "go", {"ok": 1})
+    wait_for(lambda: status() == "succeeded", PICKUP_DEADLINE, "the signalled job to run")
+    assert worker.stop() == 0
+    job = queue.get(job_id)
+    assert job is not None and job.result == {"ok": 1}
     assert_consistent(cluster.db_url)

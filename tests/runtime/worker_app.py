@@ -256,6 +256,14 @@ def build(args: argparse.Namespace) -> errands.Queue:
         return done
 
     @q.task(backoff=quick)
+    def waiter_job(ctx: JobContext, seq: int) -> Any:
+        """Parks until another process sends it signal "go"."""
+        ledger.record(ctx, seq, "start")
+        reply = ctx.wait_for("go")
+        ledger.record(ctx, seq, "got")
+        return reply
+
+    @q.task(backoff=quick)
     def sleeper_job(ctx: JobContext, seq: int, seconds: float) -> int:
         """Sleeps durably between two steps: the worker is free meanwhile."""
         ctx.step("before", ledger.record, ctx, seq, "before")

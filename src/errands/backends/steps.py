@@ -165,10 +165,18 @@ class SQLSteps(SQLHost):
                 )
             sig = {"job_id": job_id, "name": name, "payload": payload, "now": now}
             conn.execute(self.q["insert_signal"], {**sig, "actor": actor})
-            if status == State.WAITING.value and self._answer(conn, job_id, now) is not None:
+            woke = status == State.WAITING.value and self._answer(conn, job_id, now) is not None
+            if woke:
                 row = self._wake(conn, job_id, now, actor, f"signal {name}")
                 self._step_events(conn, [row])
+        if woke:
+            self._woke()
         return job_id
+
+    def _woke(self) -> None:
+        """After the commit that made parked jobs due: wake idle workers where the dialect
+        needs a word after the commit (SQLite's datagram: user_tx.py); PostgreSQL's NOTIFY
+        went in the transaction (``_wake``)."""
 
     def _target(self, conn: Conn, target: int | str) -> int:
         if isinstance(target, int):

@@ -1,4 +1,5 @@
-"""A transaction errands owns on the application's SQLite connection: ``ctx.step(…,
+"""SQLite's hooks for durable steps: the wake-up after a signal, and a transaction errands
+owns on the application's SQLite connection: ``ctx.step(…,
 connection=conn)`` (docs/durable-steps.md). errands begins it (BEGIN IMMEDIATE: the step
 holds the write lock while it runs, so its record cannot meet a busy database at commit),
 the step's function writes in it, errands records the step fenced on the attempt and
@@ -12,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..errors import ConfigurationError
+from . import sqlite_wakeup
 from .host import Conn, SQLHost
 
 IN_TRANSACTION = (
@@ -25,6 +27,11 @@ ENDED = (
 
 
 class SQLiteOwnTx(SQLHost):
+    _notifier: sqlite_wakeup.Notifier
+
+    def _woke(self) -> None:
+        self._notifier.send(sqlite_wakeup.JOBS)  # parked jobs are due: idle workers claim
+
     @contextlib.contextmanager
     def _own_transaction(self, connection: Any) -> Iterator[Conn]:
         if not isinstance(connection, sqlite3.Connection):
