@@ -11,17 +11,15 @@ import pytest
 import errands
 from errands.context import JobContext
 from errands.maintenance.rescuer import Rescuer
-from support import FixedClock
+from support import FixedClock, event_names, get_job
 
 
 def events(queue: errands.Queue, job_id: int) -> list[str]:
-    return [e.event for e in queue.events(job_id)]
+    return event_names(queue, job_id)
 
 
 def status(queue: errands.Queue, job_id: int) -> str:
-    job = queue.get(job_id)
-    assert job is not None
-    return job.status
+    return get_job(queue, job_id).status
 
 
 def test_a_sleep_ends_the_run_and_resumes_after_it(

@@ -12,46 +12,26 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
+from dataclasses import asdict
 from typing import Any
 
 from ..core.records import Step, StepRecord
-from ..core.states import State, single_source, transition
+from ..core.states import State
 from ..errors import InvalidTransitionError, JobNotFoundError
 from .base import Suspended
-from .host import Conn, Fence, SQLHost, as_text, detail, dumps, from_json
+from .host import F_PARK, F_SIGNAL, F_SLEEP, Conn, SQLHost, as_text, detail, dumps, from_json
 
 FINAL = (State.SUCCEEDED.value, State.FAILED.value, State.CANCELLED.value)
 RETRYABLE = {"failed": State.FAILED.value, "cancelled": State.CANCELLED.value}
 
 
-def _fence(name: str) -> Fence:
-    t = transition(name)
-    assert t.event is not None
-    return Fence({"from_state": single_source(name).value, "to_state": t.target.value}, t.event)
-
-
-F_SLEEP = _fence("sleep")
-F_PARK = _fence("park")
-F_SIGNAL = _fence("signal")
 RUNNING = {"from_state": State.RUNNING.value}
 TIMED_OUT = '{"timeout":true}'
 STATE_PARAMS = {"queued": State.QUEUED.value, "waiting": State.WAITING.value}
 
 
 def _params(r: StepRecord) -> dict[str, Any]:
-    return {
-        "job_id": r.job_id,
-        "attempt": r.attempt,
-        "seq": r.seq,
-        "kind": r.kind,
-        "name": r.name,
-        "started_at": r.started_at,
-        "finished_at": r.finished_at,
-        "result": r.result,
-        "wake_at": r.wake_at,
-        "signal": r.signal,
-        "ordinal": r.ordinal,
-    }
+    return asdict(r)  # the fields are the queries' parameters, by name
 
 
 class SQLSteps(SQLHost):

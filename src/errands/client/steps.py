@@ -44,19 +44,9 @@ class DurableSteps(_Parts):
         )
         return self.backend.send_signal(target, name, text, actor, self.clock())
 
-    async def signal_async(
-        self,
-        job_id: int | None = None,
-        name: str | None = None,
-        payload: Any = None,
-        *,
-        unique_key: str | None = None,
-        actor: str = "api",
-    ) -> int:
-        """``q.signal`` from async code: the write runs off the event loop."""
-        return await asyncio.to_thread(
-            self.signal, job_id, name, payload, unique_key=unique_key, actor=actor
-        )
+    async def signal_async(self, *args: Any, **kwargs: Any) -> int:
+        """``q.signal`` (the same arguments) from async code: the write runs off the loop."""
+        return await asyncio.to_thread(self.signal, *args, **kwargs)
 
     def steps(self, job_id: int) -> list[Step]:
         """A job's recorded durable calls in call order: kind (step, sleep, wait), name,
