@@ -293,3 +293,32 @@ def test_step_key_is_stable_across_runs(queue: errands.Queue) -> None:
     job_id = flow.enqueue()
     queue.run_worker(burst=True)
     assert len(keys) == 2 and keys[0] == keys[1] and str(job_id) in keys[0]
+
+
+def test_prune_removes_steps_and_signals_with_their_job(
+    queue: errands.Queue, db_url: str, is_sqlite: bool
+) -> None:
+    @queue.task()
+    def flow(ctx: JobContext) -> Any:
+        ctx.step("a", lambda: 1)
+        return ctx.wait_for("go")
+
+    pruned, deleted = flow.enqueue(), flow.enqueue()  # succeeded, cancelled
+    queue.run_worker(burst=True)
+    queue.signal(pruned, "go", 1)
+    queue.run_worker(burst=True)
+    queue.cancel(deleted)  # a waiting job ends at once; its steps stay until it goes
+    assert len(queue.steps(pruned)) == len(queue.steps(deleted)) == 2
+    report = queue.prune(now=queue.clock() + 400 * 86400)
+    assert report.total == 2
+    assert queue.steps(pruned) == [] and queue.steps(deleted) == []
+    conn: Any = sqlite3.connect(db_url) if is_sqlite else None
+    if conn is None:
+        import psycopg
+
+        conn = psycopg.connect(db_url)
+    try:
+        for table in ("job_steps", "job_signals"):
+            assert conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == 0
+    finally:
+        conn.close()
