@@ -42,7 +42,7 @@ class SQLSteps(SQLHost):
     def record_step(self, record: StepRecord, now: float) -> bool:
         """Record a finished step (or a sleep that needs no suspension) in a write of its
         own; False, having written nothing, if the attempt no longer holds its job."""
-        with self._write("record_step") as conn:
+        with self._step_writer(), self._write("record_step") as conn:
             return bool(self._record(conn, record))
 
     def record_step_in(self, connection: Any, record: StepRecord, now: float) -> bool:
@@ -60,6 +60,12 @@ class SQLSteps(SQLHost):
         open already), commits when the block ends and rolls back if it raises."""
         return self._own_transaction(connection)
 
+    def _step_writer(self) -> contextlib.AbstractContextManager[Any]:
+        """Held around a handler thread's step write: where the database has one writer
+        (SQLite, user_tx.py) the process's handler threads queue on a lock rather than meet
+        the busy handler's millisecond sleeps; elsewhere nothing."""
+        return contextlib.nullcontext()
+
     def _own_transaction(self, connection: Any) -> contextlib.AbstractContextManager[Conn]:
         """The dialect's begin/commit on a user's connection (user_tx.py)."""
         raise NotImplementedError
@@ -70,7 +76,7 @@ class SQLSteps(SQLHost):
         attempt still holds the job, the answer as stored — ``{"payload": …}`` or
         ``{"timeout": true}`` —, or None: the run must park)."""
         key = {"job_id": record.job_id, "attempt": record.attempt, **RUNNING}
-        with self._write("take_signal") as conn:
+        with self._step_writer(), self._write("take_signal") as conn:
             if conn.execute(self.q["fence_running"], key).fetchone() is None:
                 return False, None
             conn.execute(self.q["insert_step"], _params(record))

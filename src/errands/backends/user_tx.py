@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -28,6 +29,12 @@ ENDED = (
 
 class SQLiteOwnTx(SQLHost):
     _notifier: sqlite_wakeup.Notifier
+    # One per class is enough and needs no setup: a process rarely holds two SQLite queues,
+    # and the lock is held for one short write.
+    _step_lock = threading.RLock()  # re-entrant: a step may run inside a step's fn
+
+    def _step_writer(self) -> threading.RLock:
+        return self._step_lock
 
     def _woke(self) -> None:
         self._notifier.send(sqlite_wakeup.JOBS)  # parked jobs are due: idle workers claim
@@ -39,6 +46,10 @@ class SQLiteOwnTx(SQLHost):
                 pass
         if connection.in_transaction:
             raise ConfigurationError(IN_TRANSACTION)
+        with self._step_lock:
+            yield from self._owned(connection)
+
+    def _owned(self, connection: sqlite3.Connection) -> Iterator[Conn]:
         connection.execute("BEGIN IMMEDIATE")
         try:
             with self._user_conn(connection) as conn:
