@@ -27,6 +27,8 @@ def test_steps_are_listed_and_a_signal_wakes_the_job(queue: errands.Queue) -> No
         ("step", "create", {"id": 1}),
         ("wait", "survey", None),
     ]
+    page = c.get(f"/jobs/{job_id}").text  # the dashboard's job page lists them too
+    assert "Steps (2)" in page and "create" in page and "waiting for a signal" in page
     r = c.post(f"/api/admin/jobs/{job_id}/signal", json={"name": "survey", "payload": [9]})
     assert r.status_code == 200
     assert r.json() == {"id": job_id, "signal": "survey", "status": "queued"}
