@@ -4,6 +4,8 @@ without using up an attempt; a wait parks the job ``waiting`` until its signal o
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -201,3 +203,34 @@ def test_stats_count_sleeping_and_waiting_jobs_and_late_waits(
     assert late == {"sleeping": 1, "signal_waiting": 2, "waits_past_timeout": 2}
     assert queue.backend.durable_counts(clock() + 100, 60.0)["waits_past_timeout"] == 0
     assert queue.backend.durable_counts(clock() + 3600, 60.0)["sleeping"] == 0
+
+
+def test_a_run_asked_to_stop_is_cancelled_rather_than_sleeping(
+    make_queue: Callable[..., errands.Queue],
+) -> None:
+    """A cancel requested while the handler runs wins over the sleep or wait it then reaches:
+    the job ends cancelled instead of parking with nobody left to end it."""
+    queue = make_queue(heartbeat_seconds=0.05, lease_seconds=5)
+
+    def stop_then(ctx: JobContext) -> None:
+        queue.cancel(ctx.job_id)
+        deadline = time.monotonic() + 30  # a bound for a hung test, not a timing assertion
+        while not ctx.cancelled and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    @queue.task()
+    def sleeper(ctx: JobContext) -> None:
+        stop_then(ctx)
+        ctx.sleep(3600)
+
+    @queue.task()
+    async def waiter_async(ctx: JobContext) -> None:
+        stop_then(ctx)
+        ctx.wait_for("never")
+
+    ids = [sleeper.enqueue(), waiter_async.enqueue()]
+    queue.run_worker(burst=True)
+    for job_id in ids:
+        assert status(queue, job_id) == "cancelled"
+        assert "SLEEPING" not in events(queue, job_id)
+        assert "SIGNAL_WAIT" not in events(queue, job_id)
