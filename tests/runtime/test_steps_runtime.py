@@ -130,3 +130,54 @@ def test_a_signal_wakes_an_idle_worker(cluster: Cluster, queue: errands.Queue) -
     job = queue.get(job_id)
     assert job is not None and job.result == {"ok": 1}
     assert_consistent(cluster.db_url)
+
+
+def chaos(cluster: Cluster, queue: errands.Queue, jobs: int, seconds: float) -> None:
+    """Multi-step jobs with sleeps and signals while workers are SIGKILLed at random: none
+    lost, no connection= effect twice, none left waiting once its signal was sent."""
+    url = cluster.db_url
+    create_side_table(url)
+    ids = [queue.enqueue("journey_job", {"seq": n}) for n in range(jobs)]
+    rng = random.Random(3333)
+    unsent = list(ids)
+    rng.shuffle(unsent)
+    workers = [cluster.worker("--concurrency", "4") for _ in range(2)]
+    end = time.monotonic() + seconds
+    kills = 0
+    while time.monotonic() < end:
+        time.sleep(rng.uniform(0.1, 0.6))
+        for _ in range(rng.randint(1, 3)):
+            if unsent:
+                queue.signal(unsent.pop(), "go", {"ok": True})
+        victim = rng.randrange(len(workers))
+        workers[victim].kill()
+        kills += 1
+        workers[victim] = cluster.worker("--concurrency", "4")
+    while unsent:
+        queue.signal(unsent.pop(), "go", {"ok": True})
+
+    def all_done() -> bool:
+        states = [s for (s,) in rows(url, "SELECT status FROM jobs")]
+        return states.count("succeeded") == jobs
+
+    wait_for(all_done, 180, "every journey_job to succeed")
+    for w in workers:
+        cluster.wait_registered(w)  # its signal handlers are in place: SIGTERM stops it cleanly
+        assert w.stop() == 0
+    effects = rows(url, "SELECT job_id, seq, count(*) FROM side_effects GROUP BY job_id, seq")
+    assert sorted((j, s) for j, s, _ in effects) == sorted((j, s) for j in ids for s in (0, 1))
+    assert {c for _, _, c in effects} == {1}, "a connection= step's effect twice"
+    for job_id in ids:
+        job = queue.get(job_id)
+        assert job is not None and job.result == {"ok": True}
+    assert kills >= 5
+    assert_consistent(url)
+
+
+def test_steps_chaos(cluster: Cluster, queue: errands.Queue) -> None:
+    chaos(cluster, queue, jobs=40, seconds=8)
+
+
+@pytest.mark.slow
+def test_steps_chaos_long(cluster: Cluster, queue: errands.Queue) -> None:
+    chaos(cluster, queue, jobs=300, seconds=60)

@@ -255,6 +255,25 @@ def build(args: argparse.Namespace) -> errands.Queue:
             conn.close()
         return done
 
+    @q.task(backoff=quick, max_attempts=1000)
+    def journey_job(ctx: JobContext, seq: int) -> Any:
+        """The durable-steps chaos job: an exactly-once step, a sleep, a wait for signal
+        "go", another exactly-once step."""
+        conn, insert = app_connection(args.db, args.busy_timeout)
+
+        def effect(n: int) -> int:
+            conn.execute(insert, (ctx.job_id, ctx.attempt, n))
+            return n
+
+        try:
+            ctx.step("s0", effect, 0, connection=conn)
+            ctx.sleep(0.2)
+            reply = ctx.wait_for("go")
+            ctx.step("s1", effect, 1, connection=conn)
+        finally:
+            conn.close()
+        return reply
+
     @q.task(backoff=quick)
     def waiter_job(ctx: JobContext, seq: int) -> Any:
         """Parks until another process sends it signal "go"."""
