@@ -13,6 +13,7 @@ import pytest
 import errands
 from errands.context import JobContext
 from errands.maintenance.rescuer import Rescuer
+from errands.metrics import render_metrics
 from support import FixedClock, event_names, get_job
 
 
@@ -198,6 +199,9 @@ def test_stats_count_sleeping_and_waiting_jobs_and_late_waits(
     queue.run_worker(burst=True)
     counts = {"sleeping": 1, "signal_waiting": 2, "waits_past_timeout": 0}
     assert queue.stats()["durable"] == counts
+    metrics = render_metrics(queue).decode()
+    assert 'errands_jobs_durable{state="signal_waiting"} 2.0' in metrics
+    assert 'errands_jobs_durable{state="sleeping"} 1.0' in metrics
     # No rescuer ran: two minutes past the timeout, both waits are reported late.
     late = queue.backend.durable_counts(clock() + 180, 60.0)
     assert late == {"sleeping": 1, "signal_waiting": 2, "waits_past_timeout": 2}

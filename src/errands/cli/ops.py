@@ -19,9 +19,9 @@ from ..backends import scrub
 from ..backends.base import PruneProgress
 from ..client import bulk
 from ..client import reports as stats
-from ..client.admin import WAIT_GRACE
 from ..client.reports import describe_all
 from ..core import validate
+from ..core.steps import WAIT_GRACE
 from ..errors import ErrandsError
 from ..queue import MAX_BATCH, Queue
 from . import actions, jobs

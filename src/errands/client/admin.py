@@ -24,6 +24,7 @@ from ..core.records import Attempt, EventRecord, Job
 from ..core.schedule import next_tick
 from ..core.settings import Duration, Settings, seconds
 from ..core.states import State
+from ..core.steps import WAIT_GRACE
 from ..errors import ConfigurationError, InvalidTransitionError, JobNotFoundError
 from ..maintenance.pruner import Pruner
 from ..middleware import encode_headers
@@ -34,9 +35,6 @@ MAX_BATCH = 1_000_000  # prune's rows per transaction
 MAX_IDS = 10_000  # ids one delete / run_now / set_priority call may name
 ACT_CHUNK = 500  # ids per transaction: keeps the write lock short on large selections
 log = logging.getLogger("errands")
-
-
-WAIT_GRACE = 60.0  # a wait this far past its timeout was missed by the rescuer (errands check)
 
 
 class _Parts:

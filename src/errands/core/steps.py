@@ -11,6 +11,9 @@ from . import payload as payload_json
 from .records import to_epoch
 
 NAME_LIMIT = 200
+# A wait this far past its timeout was missed: the rescuer's pass (every lease/2, at most
+# 5 s) answers it well before (stats, metrics and errands check report it).
+WAIT_GRACE = 60.0
 
 
 def seconds_of(value: float | timedelta, what: str) -> float:
