@@ -322,3 +322,21 @@ def test_prune_removes_steps_and_signals_with_their_job(
             assert conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == 0
     finally:
         conn.close()
+
+
+def test_concurrent_steps_each_get_their_own_record(queue: errands.Queue) -> None:
+    """Many handler threads recording at once (on SQLite they share commits): every step is
+    recorded once, with its own job's result."""
+
+    @queue.task()
+    def flow(ctx: JobContext, n: int) -> list[int]:
+        return [ctx.step(f"s{i}", lambda i=i: n * 10 + i) for i in range(5)]
+
+    ids = [flow.enqueue(n=n) for n in range(24)]
+    queue.run_worker(burst=True, concurrency=8)
+    for n, job_id in enumerate(ids):
+        job = queue.get(job_id)
+        assert job is not None and job.result == [n * 10 + i for i in range(5)]
+        assert [(s.name, s.result) for s in queue.steps(job_id)] == [
+            (f"s{i}", n * 10 + i) for i in range(5)
+        ]
