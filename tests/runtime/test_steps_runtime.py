@@ -45,7 +45,14 @@ def kill_and_resume(cluster: Cluster, queue: errands.Queue, jobs: int, kills: in
         states = [s for (s,) in rows(url, "SELECT status FROM jobs")]
         return states.count("succeeded") == len(ids)
 
-    wait_for(all_done, 120, "every steps_job to succeed")
+    try:
+        wait_for(all_done, 300, "every steps_job to succeed")  # a bound for a hang
+    except AssertionError:
+        left = rows(url, "SELECT id, status, attempts, run_at, error_code FROM jobs")
+        raise AssertionError(
+            f"not all succeeded: {[r for r in left if r[1] != 'succeeded']}\n"
+            f"{final.stderr()[-3000:]}"
+        ) from None
     assert final.stop() == 0
 
     # Exactly once with connection=: one side_effects row per job and even step.
