@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .core import validate
+from .core.steps import seconds_of, wake_time
 
 if TYPE_CHECKING:
     from .backends.base import ClaimedJob
@@ -25,6 +28,26 @@ class Lease(Protocol):
     def progress(self, fraction: float, message: str | None) -> None: ...
 
     def upstream(self) -> list[Job]: ...
+
+    def journal(self, *, is_async: bool | None = None) -> Durable: ...
+
+
+class Durable(Protocol):
+    """This run's durable calls (worker/durable.py: Journal)."""
+
+    step_key: str | None
+
+    def step(self, name: str, fn: Callable[..., Any], args: Any, kwargs: Any, conn: Any) -> Any: ...
+
+    async def step_async(
+        self, name: str, fn: Callable[..., Any], args: Any, kwargs: Any, conn: Any
+    ) -> Any: ...
+
+    def sleep_until(self, wake: float, name: str) -> None: ...
+
+    def now(self) -> float: ...
+
+    def wait_for(self, name: str, timeout: float | None) -> Any: ...
 
 
 class JobContext:
@@ -87,3 +110,65 @@ class JobContext:
         Raises ``InvalidTransitionError`` if this attempt no longer holds the job."""
         self._lease.complete(connection, result)
         self.completed = True
+
+    # -- durable calls (docs/durable-steps.md) ---------------------------------------------
+
+    def step(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        /,
+        *args: Any,
+        connection: Any = None,
+        **kwargs: Any,
+    ) -> Any:
+        """Run ``fn(*args, **kwargs)`` once for this job: its JSON result is recorded, and
+        every later run of the job (a retry, a recovered crash, a resume after a sleep or a
+        signal) gets the recorded result back without calling ``fn``. With ``connection=``
+        (the same database as errands, outside any transaction) errands begins a
+        transaction on it, calls ``fn``, records the step and commits: ``fn``'s writes and
+        the record together or not at all. A step that raises is not recorded."""
+        journal = self._lease.journal(is_async=False)
+        return journal.step(name, fn, args, kwargs, connection)
+
+    async def step_async(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        /,
+        *args: Any,
+        connection: Any = None,
+        **kwargs: Any,
+    ) -> Any:
+        """``ctx.step`` for async handlers: ``fn`` may be a coroutine function."""
+        journal = self._lease.journal(is_async=True)
+        return await journal.step_async(name, fn, args, kwargs, connection)
+
+    @property
+    def step_key(self) -> str:
+        """The step running now (inside ``fn``): a key stable for this job and step across
+        runs, to hand an external API as its idempotency key."""
+        key = self._lease.journal().step_key
+        if key is None:
+            raise RuntimeError("ctx.step_key is the running step's key: read it inside fn")
+        return key
+
+    def sleep(self, duration: float | timedelta, *, name: str = "sleep") -> None:
+        """Come back in ``duration`` (seconds or a timedelta) without holding a worker: the
+        wake time is recorded when first reached, the run ends, and the job is queued for
+        then; a later run returns here at once once the time has passed."""
+        journal = self._lease.journal()
+        wait = seconds_of(duration, "ctx.sleep")
+        journal.sleep_until(journal.now() + wait, name)
+
+    def sleep_until(self, when: datetime, *, name: str = "sleep") -> None:
+        """``ctx.sleep`` until an aware datetime."""
+        self._lease.journal().sleep_until(wake_time(when), name)
+
+    def wait_for(self, name: str, *, timeout: float | timedelta | None = None) -> Any:
+        """The payload of the next signal ``name`` sent to this job (``q.signal``): the k-th
+        ``wait_for(name)`` takes the k-th. With none there yet, the job parks ``waiting``
+        (holding no worker) until it comes; past ``timeout`` (from the first park) this
+        raises ``errands.SignalTimeout`` — recorded, so every later run does the same."""
+        limit = None if timeout is None else seconds_of(timeout, "ctx.wait_for timeout")
+        return self._lease.journal().wait_for(name, limit)

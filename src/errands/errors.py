@@ -6,6 +6,7 @@ Every message names what is wrong and what to do about it, on one line.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 _CODE = re.compile(r"^[A-Z][A-Z0-9_]*:[A-Za-z0-9_.\-]+$")
 
@@ -87,6 +88,32 @@ class WaitTimeout(ErrandsError, TimeoutError):
 # The longest delay, snooze, timeout or interval errands takes: now + this stays a time both
 # backends store and read back for millennia (core/validate.py checks every one against it).
 MAX_DURATION = 1000 * 365 * 86400.0
+
+
+class SignalTimeout(ErrandsError, TimeoutError):
+    """``ctx.wait_for(name, timeout=…)``: no signal of that name came within the timeout,
+    measured from the first time the job parked there. Recorded: every later run of the job
+    raises it again at the same call (docs/durable-steps.md)."""
+
+
+class Suspended(BaseException):
+    """Raised by ``ctx.sleep``/``ctx.wait_for`` to end the run until the job's wake time or
+    signal. Not an ``Exception``, so a handler's ``except Exception`` cannot swallow it;
+    ``finally`` blocks run. ``outcome`` is what the worker records."""
+
+    def __init__(self, outcome: Any) -> None:
+        super().__init__("the run is suspended (ctx.sleep or ctx.wait_for)")
+        self.outcome = outcome
+
+
+class StepMismatch(BaseException):
+    """The k-th durable call of this run is not the k-th recorded one (the handler's code
+    changed between runs): the job fails ``STEP:MISMATCH``, not retried."""
+
+
+class StaleAttempt(BaseException):
+    """This run's attempt no longer holds its job (the lease was recovered and the job moved
+    on): it records nothing more, and its handler must stop."""
 
 
 class Snooze(Exception):

@@ -21,6 +21,7 @@ from . import limits
 from . import reports as stats
 from .core import rollup
 from .core.states import State
+from .core.steps import WAIT_GRACE
 from .errors import ConfigurationError
 from .reports import describe_all
 
@@ -77,6 +78,8 @@ class MetricsVerbs(Protocol):
     def active_queue_counts(self) -> list[dict[str, Any]]: ...
     def limit_caps(self) -> list[dict[str, Any]]: ...
     def limit_usage(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]: ...
+    # durable steps (docs/durable-steps.md)
+    def durable_counts(self, now: float, grace: float) -> dict[str, int]: ...
 
 
 class ErrandsCollector:
@@ -191,6 +194,7 @@ class ErrandsCollector:
         yield overdue
 
         yield from _flow(core, b, now)
+        yield from _durable(core, b, now)
 
         storage = b.storage()
         yield core.GaugeMetricFamily(
@@ -202,6 +206,20 @@ class ErrandsCollector:
                 "Size of the SQLite write-ahead log (large: a checkpoint is being held off).",
                 value=storage["wal_bytes"],
             )
+
+
+def _durable(core: Any, b: MetricsVerbs, now: float) -> Iterator[Metric]:
+    """Jobs parked by durable steps (docs/durable-steps.md): sleeping, waiting for a signal,
+    and waits a minute past their timeout that nothing answered."""
+    counts = b.durable_counts(now, WAIT_GRACE)
+    parked = core.GaugeMetricFamily(
+        "errands_jobs_durable",
+        "Jobs sleeping (ctx.sleep), waiting for a signal (ctx.wait_for), or past its timeout.",
+        labels=["state"],
+    )
+    for state, n in sorted(counts.items()):
+        parked.add_metric([state], float(n))
+    yield parked
 
 
 def _flow(core: Any, b: MetricsVerbs, now: float) -> Iterator[Metric]:

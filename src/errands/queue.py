@@ -23,6 +23,7 @@ from .client.enqueueing import Producer
 from .client.flow import FlowControl
 from .client.grouping import GroupCommitter
 from .client.lifecycle import Lifecycle
+from .client.steps import DurableSteps
 from .core import payload as payload_json
 from .core import schedule, validate
 from .core.backoff import Backoff
@@ -62,7 +63,7 @@ DEFAULT_DB = "errands.db"
 MAX_CONCURRENCY = 10_000  # runner threads or concurrent async handlers per worker
 
 
-class Queue(Lifecycle, Reads, Actions, FlowControl):
+class Queue(Lifecycle, Reads, Actions, FlowControl, DurableSteps):
     """A job queue stored in one database.
 
     ``Queue("app.db")`` (or ``sqlite:///app.db``, relative; ``sqlite:////srv/app.db``, absolute)

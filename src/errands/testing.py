@@ -60,10 +60,17 @@ def drain(queue: Queue, *, concurrency: int = 1, queues: list[str] | None = None
 @contextmanager
 def eager(queue: Queue) -> Iterator[None]:
     """Inside the block, each enqueue on ``queue`` (``enqueue``, ``enqueue_many`` and their
-    ``_async`` forms) runs due jobs at once (in the calling thread — for the async forms, on the
+    ``_async`` forms) and each ``signal`` (a job parked in ``ctx.wait_for`` resumes) runs due
+    jobs at once (in the calling thread — for the async forms, on the
     event loop — through the real worker path: payload checks, retries, events)."""
     original_enqueue, original_many = queue.enqueue, queue.enqueue_many
     original_async, original_many_async = queue.enqueue_async, queue.enqueue_many_async
+    original_signal = queue.signal
+
+    def signal(*args: object, **kwargs: object) -> int:
+        job_id = original_signal(*args, **kwargs)  # type: ignore[arg-type]
+        drain(queue)
+        return job_id
 
     def enqueue(*args: object, **kwargs: object) -> int:
         job_id = original_enqueue(*args, **kwargs)  # type: ignore[arg-type]
@@ -89,7 +96,9 @@ def eager(queue: Queue) -> Iterator[None]:
     queue.enqueue_many = enqueue_many  # type: ignore[method-assign]
     queue.enqueue_async = enqueue_async  # type: ignore[method-assign]
     queue.enqueue_many_async = enqueue_many_async  # type: ignore[method-assign]
+    queue.signal = signal  # type: ignore[method-assign]
     try:
         yield
     finally:
         del queue.enqueue, queue.enqueue_many, queue.enqueue_async, queue.enqueue_many_async
+        del queue.signal

@@ -138,7 +138,7 @@ def test_job_lifecycle_through_the_cli(tmp_path: Path) -> None:
     out = ok(tmp_path, "cancel", str(first), env=env)
     assert f"job {first}: cancelled" in out
     shown = js(tmp_path, "show", str(first), env=env)
-    assert set(shown) == {"job", "attempts", "events", "deps"}
+    assert set(shown) == {"job", "attempts", "events", "deps", "steps"}
     assert shown["job"]["status"] == "cancelled"
     assert [e["event"] for e in shown["events"]] == ["ENQUEUED", "CANCELLED"]
     assert [e["actor"] for e in shown["events"]] == ["cli", "cli"]

@@ -40,6 +40,14 @@ def tasks(q: errands.Queue) -> None:
     def flaky() -> None:
         raise ValueError("try later")
 
+    @q.task
+    def journey(ctx: errands.JobContext, n: int) -> Any:
+        """Durable steps (docs/durable-steps.md): 1 sleeps, 2 waits for a signal."""
+        ctx.step("first", lambda: n)
+        if n == 1:
+            ctx.sleep(1800)
+        return ctx.wait_for("go")
+
 
 def build_source(path: str) -> FixedClock:
     """Jobs in every state, with attempts, events, a traceback blob, a dependency, a worker
@@ -52,7 +60,10 @@ def build_source(path: str) -> FixedClock:
         q.enqueue("bad")
         q.enqueue("bad")
         q.enqueue("flaky")
+        sleeping = q.enqueue("journey", {"n": 1})
+        q.enqueue("journey", {"n": 2})
         q.run_worker(burst=True, handle_signals=False)  # succeeded, failed, flaky → queued later
+        q.signal(sleeping, "go", {"kept": True})  # job_signals: taken once it wakes
         clock.now += 1
         q.cancel(q.enqueue("ok", {"n": 99}))  # cancelled
         q.retry(q.jobs(status="failed")[0].id)  # a manual retry in the timeline
@@ -163,6 +174,15 @@ def test_graduate_moves_everything_and_the_queue_runs_on(tmp_path: Path, pg_url:
         assert flaky.attempts == 2  # its retry ran on PostgreSQL, the next one is not due yet
         running_id = next(i for i, (j, _, _) in before.items() if j.status == "running")
         assert [a.status for a in q.attempts(running_id)] == ["lost", "succeeded"]
+        # The sleeping job woke there and took the signal it was sent on SQLite; the waiting
+        # one resumes when signalled on PostgreSQL.
+        slept, waiting = sorted((j for j in jobs if j.type == "journey"), key=lambda j: j.id)
+        assert (slept.status, slept.result) == ("succeeded", {"kept": True})
+        assert waiting.status == "waiting"
+        q.signal(waiting.id, "go", "late")
+        q.run_worker(burst=True, handle_signals=False)
+        assert q.get(waiting.id).result == "late"  # type: ignore[union-attr]
+        assert [s.name for s in q.steps(waiting.id)] == ["first", "go"]
 
 
 def test_an_interrupted_graduation_resumes(tmp_path: Path, pg_url: str) -> None:

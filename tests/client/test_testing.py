@@ -216,3 +216,41 @@ def test_a_jump_over_a_tick_enqueues_what_docs_testing_md_says(
         drain(q)
         drain(q)
         assert len(q.jobs(type="sync")) == runs
+
+
+def test_drain_and_eager_run_steps_sleeps_and_signals(
+    make_queue: Callable[..., errands.Queue],
+) -> None:
+    """Durable steps in tests (docs/durable-steps.md): a sleep ends once a FrozenClock passes
+    its wake time, a wait's timeout once the clock passes it (drain runs the rescuer), and
+    under eager a signal resumes its job before q.signal returns."""
+    clock = FrozenClock(T0)
+    q = make_queue(clock=clock)
+    seen: list[Any] = []
+
+    @q.task()
+    def flow(ctx: errands.JobContext) -> None:
+        ctx.step("one", seen.append, "one")
+        ctx.sleep(600)
+        try:
+            seen.append(ctx.wait_for("go", timeout=60))
+        except errands.SignalTimeout:
+            seen.append("timeout")
+
+    with eager(q):
+        first = flow.enqueue()
+        assert seen == ["one"] and get_job(q, first).status == "queued"
+        clock.advance(600)
+        drain(q)
+        assert get_job(q, first).status == "waiting"
+        q.signal(first, "go", {"n": 1})
+        assert seen == ["one", {"n": 1}] and get_job(q, first).status == "succeeded"
+    second = flow.enqueue()
+    drain(q)
+    clock.advance(600)
+    drain(q)
+    assert get_job(q, second).status == "waiting"
+    clock.advance(61)
+    drain(q)
+    assert get_job(q, second).status == "succeeded"
+    assert seen == ["one", {"n": 1}, "one", "timeout"]

@@ -1,8 +1,9 @@
-"""The guides' examples run: every ```python block of docs/async.md, docs/observing.md and
-docs/flow-control.md and docs/pipelines.md is executed in order, in one namespace, on each
-backend (``"app.db"`` and the example PostgreSQL URL become the test's database). A block after
-``<!-- guide: postgres only -->`` runs only on PostgreSQL. What the examples claim is asserted in
-them; this file checks the rest (the trace, the Sentry event, the log line)."""
+"""The guides' examples run: every ```python block of docs/async.md, docs/observing.md,
+docs/flow-control.md, docs/pipelines.md and docs/durable-steps.md is executed in order, in one
+namespace, on each backend (``"app.db"`` and the example PostgreSQL URL become the test's
+database). A block after ``<!-- guide: postgres only -->`` runs only on PostgreSQL (``sqlite
+only``: only on SQLite). What the examples claim is asserted in them; this file checks the
+rest (the trace, the Sentry event, the log line)."""
 
 from __future__ import annotations
 
@@ -48,9 +49,11 @@ def run_guide(name: str, db_url: str, is_sqlite: bool) -> tuple[dict[str, Any], 
     ran = 0
     try:
         for marker, code in blocks(name):
-            if marker == "postgres only" and is_sqlite:
+            if (marker == "postgres only" and is_sqlite) or (
+                marker == "sqlite only" and not is_sqlite
+            ):
                 continue
-            assert marker in ("", "postgres only"), f"unknown guide marker {marker!r}"
+            assert marker in ("", "postgres only", "sqlite only"), f"unknown marker {marker!r}"
             code = code.replace('"app.db"', repr(db_url))
             code = code.replace('"postgresql://app@localhost/app"', repr(db_url))
             exec(compile(code, str(DOCS / name), "exec"), namespace)
@@ -72,6 +75,14 @@ def test_pipelines_guide_runs(db_url: str, is_sqlite: bool) -> None:
     namespace, ran = run_guide("pipelines.md", db_url, is_sqlite)
     assert ran == len(blocks("pipelines.md")) == 5
     assert namespace["batch"].id is not None
+
+
+def test_durable_steps_guide_runs(db_url: str, is_sqlite: bool) -> None:
+    namespace, ran = run_guide("durable-steps.md", db_url, is_sqlite)
+    total = len(blocks("durable-steps.md"))
+    assert ran == (total if is_sqlite else total - 1)
+    if "app" in namespace:
+        namespace["app"].close()
 
 
 def test_flow_control_guide_runs(db_url: str, is_sqlite: bool) -> None:

@@ -232,6 +232,64 @@ def build(args: argparse.Namespace) -> errands.Queue:
         ledger.record(ctx, seq, "forked", child=pid == 0)
         return seq
 
+    @q.task(backoff=quick, max_attempts=1000)
+    def steps_job(ctx: JobContext, seq: int, steps: int = 5, ms: float = 30.0) -> list[int]:
+        """Durable steps (docs/durable-steps.md): even steps write a side_effects row with
+        connection= (exactly once), odd ones only the ledger (at least once)."""
+        conn, insert = app_connection(args.db, args.busy_timeout)
+        if not isinstance(conn, sqlite3.Connection):
+            conn.autocommit = True  # idle between steps: ctx.step begins its own transaction
+        done = []
+        try:
+            for i in range(steps):
+
+                def work(i: int = i) -> int:
+                    ledger.record(ctx, seq, "step", step=i)
+                    time.sleep(ms / 1000)
+                    if i % 2 == 0:
+                        conn.execute(insert, (ctx.job_id, ctx.attempt, i))
+                    return i
+
+                done.append(ctx.step(f"s{i}", work, connection=conn if i % 2 == 0 else None))
+        finally:
+            conn.close()
+        return done
+
+    @q.task(backoff=quick, max_attempts=1000)
+    def journey_job(ctx: JobContext, seq: int) -> Any:
+        """The durable-steps chaos job: an exactly-once step, a sleep, a wait for signal
+        "go", another exactly-once step."""
+        conn, insert = app_connection(args.db, args.busy_timeout)
+
+        def effect(n: int) -> int:
+            conn.execute(insert, (ctx.job_id, ctx.attempt, n))
+            return n
+
+        try:
+            ctx.step("s0", effect, 0, connection=conn)
+            ctx.sleep(0.2)
+            reply = ctx.wait_for("go")
+            ctx.step("s1", effect, 1, connection=conn)
+        finally:
+            conn.close()
+        return reply
+
+    @q.task(backoff=quick)
+    def waiter_job(ctx: JobContext, seq: int) -> Any:
+        """Parks until another process sends it signal "go"."""
+        ledger.record(ctx, seq, "start")
+        reply = ctx.wait_for("go")
+        ledger.record(ctx, seq, "got")
+        return reply
+
+    @q.task(backoff=quick)
+    def sleeper_job(ctx: JobContext, seq: int, seconds: float) -> int:
+        """Sleeps durably between two steps: the worker is free meanwhile."""
+        ctx.step("before", ledger.record, ctx, seq, "before")
+        ctx.sleep(seconds)
+        ledger.record(ctx, seq, "after")
+        return seq
+
     return q
 
 

@@ -83,6 +83,8 @@ PROTECTED = {
     ("/jobs/{job_id:int}/priority", "POST"),
     ("/periodic/disable", "POST"),
     ("/periodic/enable", "POST"),
+    # a signal for ctx.wait_for (docs/durable-steps.md)
+    ("/api/admin/jobs/{job_id:int}/signal", "POST"),
 }
 PUBLIC_MOUNTS = {"/static"}
 MUTATIONS = {(e.path, e.methods[0]) for e in ROUTES if e.kind == "mutation"}

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..core.records import Attempt, EventRecord, Job
+from ..core.records import Attempt, EventRecord, Job, Step, StepRecord
 
 
 @dataclass(slots=True)  # hot path (one per enqueued job): see ClaimedJob
@@ -156,7 +156,20 @@ class Released:
     attempt: int
 
 
-Outcome = Succeeded | Failed | Retried | Cancelled | Snoozed | Released
+@dataclass(frozen=True, slots=True)
+class Suspended:
+    """A run ended in ``ctx.sleep`` (queued at ``run_at``) or ``ctx.wait_for`` (``waiting``
+    until its signal or timeout ``run_at``), writing ``record``; no attempt used up."""
+
+    job_id: int
+    attempt: int
+    started_at: float
+    waiting: bool
+    run_at: float | None
+    record: StepRecord | None = None
+
+
+Outcome = Succeeded | Failed | Retried | Cancelled | Snoozed | Released | Suspended
 
 
 @dataclass(frozen=True, slots=True)
@@ -549,8 +562,26 @@ class SchemaVerbs(Protocol):
     def check_identity(self) -> None: ...  # DatabaseReplacedError: the file was swapped
 
 
+class StepVerbs(Protocol):
+    """Durable steps, sleeps and signals (backends/steps.py, docs/durable-steps.md)."""
+
+    def record_step(self, record: StepRecord, now: float) -> bool: ...
+    def record_step_in(self, connection: Any, record: StepRecord, now: float) -> bool: ...
+    def own_transaction(self, connection: Any) -> Any: ...  # a context manager
+    def take_signal(self, record: StepRecord, now: float) -> tuple[bool, str | None]: ...
+    def steps(self, job_id: int) -> list[Step]: ...
+    def journal(self, job_id: int) -> list[dict[str, Any]]: ...  # as the worker replays it
+    def send_signal(  # target: a job id or a unique_key
+        self, target: int | str, name: str, payload: str | None, actor: str, now: float
+    ) -> int: ...
+    def wake_waits(self, now: float, *, limit: int = 1000) -> list[int]: ...
+    def reset_steps(self, job_ids: Sequence[int]) -> int: ...
+    def durable_counts(self, now: float, grace: float) -> dict[str, int]: ...
+
+
 class Backend(
     JobVerbs,
+    StepVerbs,
     DepVerbs,
     LeaderVerbs,
     WorkerVerbs,

@@ -50,6 +50,7 @@ from .base import (
     Retried,
     Snoozed,
     Succeeded,
+    Suspended,
 )
 from .host import (
     EXEC,
@@ -151,7 +152,7 @@ def count_held(
     for o, ok, job in zip(outcomes, applied, held, strict=True):
         # Refused, handed back unstarted, or snoozed (count_batch_minutes counts no run of a
         # snoozed attempt either: the job is queued again, as after a release).
-        if not ok or isinstance(o, Released | Snoozed):
+        if not ok or isinstance(o, Released | Snoozed | Suspended):
             continue
         if job.id != o.job_id:  # not the job's own claim: nothing to group from
             return False

@@ -66,6 +66,9 @@ F_READY = _fence("ready")
 F_CANCEL_UPSTREAM = _fence("cancel_upstream")
 F_CANCEL_WAITING = _fence("cancel_waiting")
 F_REVIVE = _fence("revive")
+F_SLEEP = _fence("sleep")  # durable steps (steps.py)
+F_PARK = _fence("park")
+F_SIGNAL = _fence("signal")
 T_ENQUEUE_WAITING = transition("enqueue_waiting")
 UPSTREAM_FAILED = "UPSTREAM:FAILED"
 RUNNING = single_source("succeed").value
@@ -223,6 +226,10 @@ class SQLHost:
     def _revive(self, conn: Conn, job_ids: Sequence[int], now: float, actor: str) -> None:
         """Inside a manual retry's transaction: these jobs are no longer final; the
         dependents their failure cancelled wait for them again (deps.py)."""
+        raise NotImplementedError
+
+    def _suspend(self, conn: Conn, o: Any, now: float, events: list[list[Any]], actor: str) -> bool:
+        """Apply a ``Suspended`` outcome in the worker's batch (steps.py)."""
         raise NotImplementedError
 
     def _no_wait(self, conn: Conn, on: bool) -> contextlib.AbstractContextManager[None]:

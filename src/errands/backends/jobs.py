@@ -27,6 +27,7 @@ from .base import (
     Retried,
     Snoozed,
     Succeeded,
+    Suspended,
 )
 from .bulk_rows import HEADERS, UNIQUE_KEY, alike_runs, chunks
 from .host import (
@@ -381,7 +382,7 @@ class SQLJobs(SQLHost):
         final = [
             o.job_id
             for o, ok in zip(outcomes, applied, strict=True)
-            if ok and not isinstance(o, (Released, Retried, Snoozed))
+            if ok and not isinstance(o, (Released, Retried, Snoozed, Suspended))
         ]
         self._woke(conn, DONE, final)  # outcomes recorded (final ones: waiters re-read them)
         if final:
@@ -477,6 +478,8 @@ class SQLJobs(SQLHost):
             attempts.append([o.job_id, o.attempt, status, o.started_at, None, None, None])
             events.append([o.job_id, now, F_SUCCEED.event, actor, attempt_detail(o.attempt)])
             return True
+        if isinstance(o, Suspended):  # a sleep or a wait (steps.py)
+            return self._suspend(conn, o, now, events, actor)
         if isinstance(o, Snoozed):  # queued again later; max_attempts grows by one
             params = {**key, **F_SNOOZE.params, "started_at": o.started_at, "run_at": o.run_at}
             if conn.execute(q["snooze_job"], params).rowcount != 1:
@@ -587,7 +590,10 @@ def _once_each(succeeded: Sequence[Succeeded], done: set[tuple[int, int]]) -> bo
 
 
 def _ended(outcomes: Sequence[Outcome], applied: Sequence[bool]) -> list[Outcome]:
-    """The outcomes that ended an attempt (a released attempt never ran)."""
+    """The outcomes that ended an attempt (a released attempt never ran; a suspended one
+    gave its attempt back)."""
     return [
-        o for o, ok in zip(outcomes, applied, strict=True) if ok and not isinstance(o, Released)
+        o
+        for o, ok in zip(outcomes, applied, strict=True)
+        if ok and not isinstance(o, Released | Suspended)
     ]

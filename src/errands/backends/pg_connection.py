@@ -9,7 +9,7 @@ import select
 import time
 import weakref
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 import psycopg.errors as pgerr
@@ -18,7 +18,7 @@ from psycopg.rows import tuple_row
 from psycopg.types.json import set_json_loads
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolClosed, PoolTimeout
 
-from ..errors import DatabaseBusyError, DatabaseError, QueueClosedError
+from ..errors import ConfigurationError, DatabaseBusyError, DatabaseError, QueueClosedError
 
 # A pooled connection idle for longer than this is pinged on checkout (see Freshness); one used
 # more recently is handed out without a round trip unless its socket shows the server ended it.
@@ -240,3 +240,28 @@ async def configure_async(conn: psycopg.AsyncConnection[Any]) -> None:
 
 def first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+class PostgresOwnTx:
+    """``ctx.step(…, connection=conn)`` on PostgreSQL (docs/durable-steps.md): errands
+    begins a transaction on the application's connection, the step's function writes in it,
+    errands records the step fenced on the attempt (the job's row locked) and commits."""
+
+    if TYPE_CHECKING:  # PostgresBackend's (the application's transaction, checked)
+
+        def _user_conn(self, connection: Any) -> contextlib.AbstractContextManager[Any]: ...
+
+    @contextlib.contextmanager
+    def _own_transaction(self, connection: Any) -> Any:
+        if not isinstance(connection, psycopg.Connection):
+            with self._user_conn(connection):  # raises, naming what connection= must be
+                pass
+        if connection.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            raise ConfigurationError(
+                "connection= is inside a transaction already; ctx.step(connection=…) begins "
+                "and commits its own: commit or roll back yours first"
+            )
+        # transaction() commits at its end and rolls back if the block raises; a commit() or
+        # rollback() inside it is refused by psycopg (the step's writes stay with its record).
+        with connection.transaction(), self._user_conn(connection) as conn:
+            yield conn

@@ -35,6 +35,7 @@ from .pg_async import AsyncPool, close_async_pool, drive_async
 from .pg_connection import (
     Conn,
     Freshness,
+    PostgresOwnTx,
     begin_for,
     configure,
     configure_async,
@@ -89,7 +90,7 @@ _COPY_EVENTS = "COPY job_events (job_id, ts, event, actor, detail) FROM STDIN"
 _INHERITED: list[ConnectionPool[Any]] = []
 
 
-class PostgresBackend(SQLBackend):
+class PostgresBackend(PostgresOwnTx, SQLBackend):
     dialect = "postgres"
     q = sql.queries("postgres")
     schema_target = SCHEMA_VERSION

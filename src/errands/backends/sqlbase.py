@@ -25,6 +25,7 @@ from .periodic import SQLPeriodic
 from .retention import SQLRetention
 from .schema import SQLSchema
 from .stats import SQLStats
+from .steps import SQLSteps
 from .task_types import SQLTaskTypes
 from .workers import SQLWorkers
 
@@ -42,6 +43,7 @@ class SQLBackend(
     SQLStats,
     SQLFlow,
     SQLDeps,
+    SQLSteps,
 ):
     """The nouns together; a dialect subclasses this and fills in ``SQLHost``'s hooks.
 
@@ -58,3 +60,7 @@ class SQLBackend(
     _claim_limited = SQLFlow._claim_limited
     # The plain claim (jobs.py), which PostgreSQL replaces with its one statement.
     _claim_rows = SQLJobs._claim_rows
+    # The outcome batch moves rate-limited jobs' recorded starts to their handlers' (flow.py).
+    _handler_starts = SQLFlow._handler_starts
+    # A suspended run (a durable sleep or wait) is applied in the outcome batch (steps.py).
+    _suspend = SQLSteps._suspend

@@ -31,6 +31,7 @@ from . import forks, prefix, sql, sqlite_text, sqlite_wakeup
 from .base import ClaimedJob, ClaimRequest, Outcome
 from .host import WORK, Conn
 from .sqlbase import SQLBackend
+from .user_tx import SQLiteOwnTx
 
 MIN_SQLITE = (3, 35, 0)  # RETURNING
 SCHEMA_VERSION = len(sql.migrations("sqlite"))
@@ -141,7 +142,7 @@ def _is_network_fs(path: str) -> str | None:
     return fs if fs in _NETWORK_FS else None
 
 
-class SQLiteBackend(SQLBackend):
+class SQLiteBackend(SQLiteOwnTx, SQLBackend):
     dialect = "sqlite"
     q = sql.queries("sqlite")
     schema_target = SCHEMA_VERSION

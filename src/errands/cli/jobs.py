@@ -13,7 +13,7 @@ from ..core.options import EnqueueOptions
 from ..core.states import State
 from ..errors import ConfigurationError, ErrandsError, InvalidTransitionError, JobNotFoundError
 from ..tasks import DEFAULT_MAX_ATTEMPTS
-from . import deps, output
+from . import deps, output, steps
 from .common import UsageError, add_db, add_json, duration, open_queue
 
 STATES = [s.value for s in State]
@@ -137,8 +137,8 @@ def register(sub: Any) -> None:
 
     p = sub.add_parser(
         "show",
-        help="one job: its columns, attempts and event timeline",
-        description="Show one job, its attempts and its event timeline.",
+        help="one job: its columns, attempts, steps and event timeline",
+        description="Show one job, its attempts, its durable steps and its event timeline.",
     )
     p.add_argument("id", type=job_id, metavar="ID", help="the job to show")
     p.add_argument(
@@ -230,6 +230,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         events = q.events(job.id)
         tracebacks = {a.attempt: q.traceback(a) for a in attempts} if args.tracebacks else {}
         around = q.graph(job.id)
+        recorded = q.steps(job.id)
     if args.json:
         output.emit_json(
             {
@@ -237,6 +238,7 @@ def cmd_show(args: argparse.Namespace) -> int:
                 "attempts": [a.to_dict() for a in attempts],
                 "events": [e.to_dict() for e in events],
                 "deps": around,
+                "steps": [s.to_dict() for s in recorded],
             }
         )
         return 0
@@ -247,6 +249,10 @@ def cmd_show(args: argparse.Namespace) -> int:
     print(f"Attempts ({len(attempts)})")
     if attempts:
         output.attempts_table(attempts)
+    if recorded:  # durable steps (docs/durable-steps.md)
+        print()
+        print(f"Steps ({len(recorded)})")
+        steps.steps_table(recorded)
     print()
     print(f"Events ({len(events)})")
     output.events_table(events, job.created_at)

@@ -20,6 +20,7 @@ from ..backends import scrub
 from ..backends.base import PruneProgress
 from ..client import bulk
 from ..core import validate
+from ..core.steps import WAIT_GRACE
 from ..errors import ErrandsError, InvalidTransitionError, JobNotFoundError
 from ..queue import MAX_BATCH, Queue
 from ..reports import describe_all
@@ -494,6 +495,12 @@ def check_problems(q: Queue, args: argparse.Namespace) -> list[str]:
             f"{stuck:,} waiting job(s) (or open edges) whose upstream jobs are all final: a "
             "release was missed; a worker's `deps` maintenance service repairs it (see "
             "docs/pipelines.md), and please report it"
+        )
+    late_waits = b.durable_counts(now, WAIT_GRACE)["waits_past_timeout"]
+    if late_waits:
+        problems.append(
+            f"{late_waits:,} job(s) parked in ctx.wait_for more than {_age(WAIT_GRACE)} past "
+            "their timeout: is a worker (its rescue service) running? (docs/durable-steps.md)"
         )
     hour = stats.last_hour(b, now)
     if hour["processed"] >= args.min_finished and hour["failure_rate"] > args.max_failure_rate:

@@ -24,6 +24,7 @@ from ..core.records import Attempt, EventRecord, Job
 from ..core.schedule import next_tick
 from ..core.settings import Duration, seconds
 from ..core.states import State
+from ..core.steps import WAIT_GRACE
 from ..errors import ConfigurationError, InvalidTransitionError, JobNotFoundError
 from ..maintenance.pruner import Pruner
 from ..middleware import encode_headers
@@ -115,6 +116,8 @@ class Reads(QueueParts):
         queues = limits.queues(self.backend) if paused else []
         out["paused_queues"] = [i.to_dict() for i in queues if i.paused]
         out["limits"] = [i.to_dict() for i in limits.limits(self.backend)]
+        # Durable steps (docs/durable-steps.md): jobs sleeping or parked for a signal.
+        out["durable"] = self.backend.durable_counts(self.clock(), WAIT_GRACE)
         return out
 
     def errors(
@@ -290,8 +293,12 @@ class Actions(QueueParts):
             f"job {job_id} is {job.status}; only waiting, queued or running jobs can be cancelled"
         )
 
-    def retry(self, job_id: int, *, actor: str = "api") -> None:
-        """Run a failed or cancelled job again now, with at least one more attempt."""
+    def retry(self, job_id: int, *, actor: str = "api", reset_steps: bool = False) -> None:
+        """Run a failed or cancelled job again now, with at least one more attempt.
+        ``reset_steps``: forget its recorded durable steps first, so it starts over
+        (after a STEP:MISMATCH: docs/durable-steps.md)."""
+        if reset_steps:
+            self.backend.reset_steps([validate.job_id(job_id)])
         if not self.act("retry", [validate.job_id(job_id)], actor=actor).changed:
             job = self._must_get(job_id)
             raise InvalidTransitionError(

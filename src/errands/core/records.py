@@ -106,3 +106,42 @@ class EventRecord:
     def to_dict(self) -> dict[str, Any]:
         """Every column as a JSON-ready value (datetimes as ISO 8601 UTC)."""
         return {k: _jsonable(v) for k, v in asdict(self).items()}
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """A recorded durable call of a job (``job_steps``, docs/durable-steps.md): a ``step``
+    (its JSON result), a ``sleep`` (``wake_at``: when it ends) or a ``wait`` for a signal
+    (``wake_at``: its timeout; ``finished_at`` None while it waits; ``result`` ``{"payload":
+    …}`` or ``{"timeout": true}``)."""
+
+    job_id: int
+    seq: int
+    kind: str
+    name: str
+    attempt: int
+    started_at: datetime | None
+    finished_at: datetime | None
+    result: Any
+    wake_at: datetime | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: _jsonable(v) for k, v in asdict(self).items()}
+
+
+@dataclass(frozen=True, slots=True)
+class StepRecord:
+    """A durable call the worker records in ``job_steps`` (backends/steps.py), fenced on
+    its attempt."""
+
+    job_id: int
+    attempt: int
+    seq: int
+    kind: str  # step | sleep | wait
+    name: str
+    started_at: float
+    finished_at: float | None = None
+    result: str | None = None  # JSON text
+    wake_at: float | None = None  # a sleep's end, a wait's timeout
+    signal: str | None = None  # a wait's signal name, and which of them it takes (1, 2…):
+    ordinal: int | None = None  # see migration_0012.sql

@@ -12,7 +12,9 @@ from enum import StrEnum
 
 
 class State(StrEnum):
-    WAITING = "waiting"  # enqueued after=[…]: its upstream jobs are not all final yet
+    # enqueued after=[…] (its upstream jobs are not all final yet), or parked in
+    # ctx.wait_for() until a signal or its timeout (docs/durable-steps.md)
+    WAITING = "waiting"
     QUEUED = "queued"
     RUNNING = "running"
     SUCCEEDED = "succeeded"
@@ -54,6 +56,12 @@ class Event(StrEnum):
     # future run_at to now; a priority change. Detail: the old and new values.
     RESCHEDULED = "RESCHEDULED"
     PRIORITY_CHANGED = "PRIORITY_CHANGED"
+    # Durable steps (docs/durable-steps.md): a run that ends in ctx.sleep() (queued until its
+    # wake time) or ctx.wait_for() (waiting for a signal), and a wait ended by its signal or
+    # its timeout (detail says which).
+    SLEEPING = "SLEEPING"
+    SIGNAL_WAIT = "SIGNAL_WAIT"
+    SIGNALLED = "SIGNALLED"
 
 
 # HEARTBEAT would write a row per running job per beat; STARTED is recorded with the outcome
@@ -96,6 +104,10 @@ TRANSITIONS: dict[str, Transition] = {
         _t("cancel_waiting", {State.WAITING}, State.CANCELLED, Event.CANCELLED),
         # A manual retry of an upstream revives the dependents its failure cancelled.
         _t("revive", {State.CANCELLED}, State.WAITING, Event.RETRIED),
+        # Durable steps (backends/steps.py): a run suspends without using up an attempt.
+        _t("sleep", {State.RUNNING}, State.QUEUED, Event.SLEEPING),
+        _t("park", {State.RUNNING}, State.WAITING, Event.SIGNAL_WAIT),
+        _t("signal", {State.WAITING}, State.QUEUED, Event.SIGNALLED),
     )
 }
 

@@ -18,7 +18,7 @@ from starlette.responses import JSONResponse, Response
 
 from ..client import bulk
 from ..core.options import EnqueueOptions
-from ..errors import ConfigurationError, JobNotFoundError, UnknownTaskError
+from ..errors import ConfigurationError, JobNotFoundError, PayloadError, UnknownTaskError
 from . import params, search
 
 if TYPE_CHECKING:
@@ -75,6 +75,7 @@ def job_detail(dash: Dashboard, job_id: int) -> dict[str, Any]:
         "events": q.events(job_id),
         # The jobs around it (docs/pipelines.md): {upstream: [...], downstream: [...]}.
         "deps": q.graph(job_id),
+        "steps": q.steps(job_id),  # its durable steps (docs/durable-steps.md)
     }
 
 
@@ -91,6 +92,7 @@ async def job(request: Request, dash: Dashboard) -> Response:
             ],
             "events": [e.to_dict() for e in d["events"]],
             "deps": d["deps"],
+            "steps": [s.to_dict() for s in d["steps"]],
         }
     )
 
@@ -111,6 +113,24 @@ async def enqueue(request: Request, dash: Dashboard) -> Response:
     except (ConfigurationError, UnknownTaskError) as exc:
         raise params.BadParameter(str(exc)) from None
     return JSONResponse({"id": job_id, "result": "enqueued"}, status_code=201)
+
+
+async def signal(request: Request, dash: Dashboard) -> Response:
+    """Send a signal to a job (docs/durable-steps.md): body ``{"name": …, "payload": …}``."""
+    job_id = params.job_id(request.path_params["job_id"])
+    if job_id is None:
+        raise not_found(request.path_params["job_id"])
+    body = await json_body(request)
+    name = body.get("name")
+    if not isinstance(name, str):
+        raise params.BadParameter('the body must name the signal: {"name": "…", "payload": …}')
+    try:
+        await run_in_threadpool(dash.queue.signal, job_id, name, body.get("payload"), actor=ACTOR)
+    except (ValueError, PayloadError) as exc:  # a name or payload errands cannot store
+        raise params.BadParameter(str(exc)) from None
+    job = await run_in_threadpool(dash.queue.get, job_id)
+    status = None if job is None else job.status
+    return JSONResponse({"id": job_id, "signal": name, "status": status})
 
 
 async def retry(request: Request, dash: Dashboard) -> Response:

@@ -123,6 +123,8 @@ ROUTES: tuple[Endpoint, ...] = (
         "mutation",
         True,
     ),
+    # A signal for ctx.wait_for (docs/durable-steps.md)
+    _e("/api/admin/jobs/{job_id:int}/signal", api.signal, "POST", "api_signal", *MUTATE_API),
     # The operator's job edits and schedule switches (issue #25): web/actions.py
     *(
         _e(f"/api/admin/jobs/{{job_id:int}}/{verb}", handler, "POST", f"api_{verb}", *MUTATE_API)

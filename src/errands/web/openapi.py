@@ -134,6 +134,12 @@ DOCS: Mapping[str, Doc] = {
         _obj("job", job=JOB, attempts={"type": "array"}, events={"type": "array"}, deps=ANY_OBJECT),
         errors=(404,),
     ),
+    "api_signal": Doc(
+        "Send a signal to a job (a durable wait_for takes it: docs/durable-steps.md)",
+        _obj("id", "signal", "status", id=ID, signal=TEXT, status={"type": ["string", "null"]}),
+        _obj("name", name=TEXT, payload={"description": "any JSON value (the payload rule)"}),
+        errors=(404, 409),
+    ),
     "api_retry": Doc("Retry a failed or cancelled job", ONE_ANSWER, errors=(404, 409)),
     "api_cancel": Doc(
         "Cancel a queued job, or ask a running one to stop", ONE_ANSWER, errors=(404, 409)

@@ -349,6 +349,11 @@ async def job(request: Request, dash: Dashboard) -> Response:
             "can_reprioritize": j.status in bulk.REPRIORITIZABLE,
             "can_delete": j.status in bulk.DELETABLE,
             "timeline": timeline(j, d["attempts"], now),
+            # Durable steps (docs/durable-steps.md): name, attempt, duration, result preview.
+            "steps": [
+                {"s": s, "shown": json.dumps(s.result, ensure_ascii=False)[:120]}
+                for s in d["steps"]
+            ],
             "commands": commands(j, now),
             "deps": {
                 **d["deps"],

@@ -14,7 +14,7 @@ from ..backends.base import Cancelled, ClaimedJob, Failed, Outcome, Retried, Sno
 from ..context import JobContext
 from ..core import payload as payload_json
 from ..core.backoff import delay_for
-from ..errors import JobError, PayloadError, Snooze
+from ..errors import JobError, PayloadError, Snooze, StaleAttempt, StepMismatch, Suspended
 from ..tasks import CTX_PARAM, Task
 
 DETAIL_LIMIT = 500  # docs/states.md: error_detail is a summary of at most 500 characters
@@ -116,7 +116,14 @@ def failed(
             )
             return Failed(job.id, job.attempt, started, SNOOZE_LIMIT, detail, None, exc)
         return Snoozed(job.id, job.attempt, started, now + exc.seconds, exc.seconds)
+    if isinstance(exc, Suspended):  # ctx.sleep / ctx.wait_for (docs/durable-steps.md)
+        return exc.outcome  # type: ignore[no-any-return]
     tb = format_traceback(exc)
+    if isinstance(exc, StepMismatch | StaleAttempt):
+        # A mismatch is final (running it again meets the same journal); a stale attempt's
+        # outcome is refused by the fence whatever it is.
+        code = "STEP:MISMATCH" if isinstance(exc, StepMismatch) else "LOST:STALE_ATTEMPT"
+        return Failed(job.id, job.attempt, started, code, summary(exc), tb, exc)
     opts = task.options
     if isinstance(exc, JobError):
         code, retry = exc.code, exc.retry

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from ..backends import forks
 from ..backends.base import ClaimedJob, Outcome, Released
 from ..context import JobContext
-from ..errors import JobError
+from ..errors import JobError, Suspended
 from ..tasks import Task
 from . import execution
 from . import log as worker_log
@@ -326,6 +326,8 @@ class Executor:
             # SystemExit, KeyboardInterrupt…: raised by the handler itself (signals reach the
             # main thread, never a runner), so it ends this attempt, not the worker — and the
             # runner thread lives on to take the next job.
+            if slot.cancel_requested and isinstance(exc, Suspended):
+                return execution.cancelled(job, started)  # asked to stop: no sleep or wait
             return execution.failed(task, job, started, self.clock(), exc)
         return self._returned(slot, result)
 
@@ -401,6 +403,8 @@ class Executor:
         except BaseException as exc:
             # Caught here, inside the task: asyncio would re-raise SystemExit and
             # KeyboardInterrupt out of run_forever and kill the loop every async job runs on.
+            if slot.cancel_requested and isinstance(exc, Suspended):
+                return execution.cancelled(job, started)
             return execution.failed(task, job, started, self.clock(), exc)
         return self._returned(slot, result)
 

@@ -16,6 +16,7 @@ from ..core.settings import Settings
 from ..errors import DatabaseError, InvalidTransitionError, JobError
 from . import execution
 from .db import WorkerDatabase
+from .durable import Journal
 from .executor import Slot
 
 log = logging.getLogger("errands.worker")
@@ -26,10 +27,36 @@ PROGRESS_INTERVAL = 1.0  # ctx.progress(): at most one write a second per job
 class JobLease:
     """What ``ctx`` sees of the worker (``context.Lease``): its own attempt's lease."""
 
-    __slots__ = ("_slot", "_worker")
+    __slots__ = ("_journal", "_slot", "_worker")
 
     def __init__(self, worker: HandlerLeases, slot: Slot) -> None:
         self._worker, self._slot = worker, slot
+        self._journal: Journal | None = None
+
+    def journal(self, *, is_async: bool | None = None) -> Journal:
+        """This run's durable calls (worker/durable.py), made on the first one."""
+        slot, worker = self._slot, self._worker
+        if forks.generation != worker.generation:
+            raise InvalidTransitionError(
+                f"job {slot.job.id} is held by the worker process that forked this one; "
+                "make its durable calls there, not in the child"
+            )
+        if is_async is not None and is_async != slot.task.is_async:
+            raise InvalidTransitionError(
+                "an async handler records steps with `await ctx.step_async(…)`"
+                if slot.task.is_async
+                else "ctx.step_async is for async handlers; a sync handler calls ctx.step(…)"
+            )
+        if self._journal is None:
+            self._journal = Journal(
+                worker.backend,
+                worker.db,
+                slot.job,
+                lambda: slot.started_at,
+                worker.clock,
+                worker.settings.max_payload_bytes,
+            )
+        return self._journal
 
     @property
     def cancel_requested(self) -> bool:

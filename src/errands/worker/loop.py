@@ -32,6 +32,7 @@ from ..backends.base import (
     Listener,
     Retried,
     Snoozed,
+    Suspended,
     WorkerInfo,
 )
 from ..context import JobContext
@@ -400,7 +401,9 @@ class Worker(Attached, HandlerLeases):
         # A retry may already be due, and a burst decides when to return by claiming: look
         # again now instead of relying on a wake-up (PostgreSQL only NOTIFYs for enqueues).
         full = rec.claimed and request is not None and len(rec.jobs) == request.limit
-        if (self.burst and not full) or any(type(o) in (Retried, Snoozed) for _, o in rec.written):
+        if (self.burst and not full) or any(
+            type(o) in (Retried, Snoozed, Suspended) for _, o in rec.written
+        ):
             self._dirty = True
         for slot, _, _ in batch:
             self._held.pop(slot.job.id, None)

@@ -55,8 +55,12 @@ TABLES: tuple[tuple[str, tuple[str, ...]], ...] = (
     # database (the rate windows' starts are not copied: graduate with the workers stopped).
     ("queue_pauses", ("queue",)),
     ("flow_limits", ("key",)),
+    # Durable steps (docs/durable-steps.md): a sleeping or waiting job resumes there with
+    # its recorded steps and the signals sent to it.
+    ("job_steps", ("job_id", "seq")),
+    ("job_signals", ("id",)),
 )
-IDENTITY_TABLES = ("jobs", "job_attempts", "job_events", "job_blobs")
+IDENTITY_TABLES = ("jobs", "job_attempts", "job_events", "job_blobs", "job_signals")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MASK = (1 << 64) - 1
 MAX_REPORTED = 50  # rows listed by name when some cannot be copied

@@ -45,6 +45,9 @@ SELECT w.id,
 FROM jobs AS w
 WHERE w.id = ANY(CAST(:job_ids AS bigint[])) AND w.status = 'waiting'
   AND NOT EXISTS (SELECT 1 FROM job_deps AS o WHERE o.job_id = w.id AND o.upstream_status IS NULL)
+  -- a job parked in ctx.wait_for() waits for its signal, not for upstreams (durable-steps.md)
+  AND NOT EXISTS (SELECT 1 FROM job_steps AS s
+                  WHERE s.job_id = w.id AND s.kind = 'wait' AND s.finished_at IS NULL)
 ORDER BY w.id;
 
 -- name: release_waiting
@@ -143,6 +146,9 @@ LIMIT :limit;
 SELECT w.id FROM jobs AS w
 WHERE w.status = 'waiting'
   AND NOT EXISTS (SELECT 1 FROM job_deps AS o WHERE o.job_id = w.id AND o.upstream_status IS NULL)
+  -- a job parked in ctx.wait_for() waits for its signal, not for upstreams (durable-steps.md)
+  AND NOT EXISTS (SELECT 1 FROM job_steps AS s
+                  WHERE s.job_id = w.id AND s.kind = 'wait' AND s.finished_at IS NULL)
 LIMIT :limit;
 
 -- name: ids_matching_waiting

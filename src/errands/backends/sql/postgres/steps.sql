@@ -1,0 +1,109 @@
+-- Durable steps, sleeps and signals (backends/steps.py, docs/durable-steps.md).
+
+-- name: record_step
+-- Fenced: record one durable call of the attempt that holds the job running; nothing (0 rows)
+-- for a stale attempt. FOR UPDATE: a rescue committing meanwhile is seen, not raced.
+INSERT INTO job_steps (job_id, seq, kind, name, attempt, started_at, finished_at, result,
+                       wake_at, signal, ordinal)
+SELECT id, :seq, :kind, :name, attempts, to_timestamp(:started_at),
+       to_timestamp(CAST(:finished_at AS double precision)), CAST(:result AS jsonb),
+       to_timestamp(CAST(:wake_at AS double precision)), CAST(:signal AS text),
+       CAST(:ordinal AS integer)
+FROM jobs WHERE id = :job_id AND attempts = :attempt AND status = :from_state
+FOR UPDATE;
+
+-- name: insert_step
+-- Record a durable call inside a write that has fenced (and locked) its job; a call
+-- recorded already is left as it is.
+INSERT INTO job_steps (job_id, seq, kind, name, attempt, started_at, finished_at, result,
+                       wake_at, signal, ordinal)
+VALUES (:job_id, :seq, :kind, :name, :attempt, to_timestamp(:started_at),
+        to_timestamp(CAST(:finished_at AS double precision)), CAST(:result AS jsonb),
+        to_timestamp(CAST(:wake_at AS double precision)), CAST(:signal AS text),
+        CAST(:ordinal AS integer))
+ON CONFLICT (job_id, seq) DO NOTHING;
+
+-- name: fence_running
+-- Fenced read: the job, if this attempt holds it running, its row locked.
+SELECT id FROM jobs WHERE id = :job_id AND attempts = :attempt AND status = :from_state
+FOR UPDATE;
+
+-- name: lock_job
+-- The job's state, its row locked for the rest of the transaction: parking and delivery
+-- meet here, so a signal sent while the job parks is never missed.
+SELECT id, status FROM jobs WHERE id = :job_id FOR UPDATE;
+
+-- name: job_by_unique_key
+-- The newest job holding a unique key that is not final (a signal's target by key).
+SELECT id FROM jobs
+WHERE unique_key = :unique_key AND status NOT IN (:succeeded, :failed, :cancelled)
+ORDER BY id DESC LIMIT 1;
+
+-- name: list_steps
+-- A job's recorded durable calls, in call order.
+SELECT job_id, seq, kind, name, attempt, started_at, finished_at, result, wake_at, signal,
+       ordinal
+FROM job_steps WHERE job_id = :job_id ORDER BY seq;
+
+-- name: open_wait
+-- The wait a job is parked in (at most one: a run parks at its first unanswered wait).
+SELECT seq, signal, ordinal, wake_at FROM job_steps
+WHERE job_id = :job_id AND kind = 'wait' AND finished_at IS NULL
+ORDER BY seq LIMIT 1;
+
+-- name: nth_signal
+-- The signal a wait takes: the :ordinal-th of its name sent to the job (none yet: no row).
+SELECT payload FROM job_signals
+WHERE job_id = :job_id AND name = :signal
+ORDER BY id LIMIT 1 OFFSET :skip;
+
+-- name: finish_wait
+-- A wait answered (its signal, or its timeout): what every later run of the job sees.
+UPDATE job_steps SET finished_at = to_timestamp(:now), result = CAST(:result AS jsonb)
+WHERE job_id = :job_id AND seq = :seq AND finished_at IS NULL;
+
+-- name: insert_signal
+-- Keep a signal for the job (delivered by position: the k-th wait_for(name) takes the k-th).
+INSERT INTO job_signals (job_id, name, payload, sent_at, actor)
+VALUES (:job_id, :name, CAST(:payload AS jsonb), to_timestamp(:now), :actor);
+
+-- name: suspend_job
+-- Fenced: a run ends in a sleep (queued at :run_at) or a wait (waiting); the claim's attempt
+-- is given back, as a release does (sleeping and waiting use up no attempt).
+UPDATE jobs
+SET status = :to_state, attempts = attempts - 1,
+    run_at = COALESCE(to_timestamp(CAST(:run_at AS double precision)), run_at),
+    started_at = to_timestamp(:started_at), worker_id = NULL, lease_expires_at = NULL
+WHERE id = :job_id AND attempts = :attempt AND status = :from_state;
+
+-- name: wake_job
+-- Fenced on the state: a parked job whose signal arrived, or whose wait timed out, is due.
+UPDATE jobs SET status = :to_state, run_at = to_timestamp(:now)
+WHERE id = :job_id AND status = :from_state;
+
+-- name: due_waits
+-- Parked jobs whose wait's timeout has passed (the open waits' partial index), oldest first.
+SELECT s.job_id FROM job_steps AS s JOIN jobs AS j ON j.id = s.job_id
+WHERE s.kind = 'wait' AND s.finished_at IS NULL AND s.wake_at <= to_timestamp(:now)
+  AND j.status = :waiting
+ORDER BY s.wake_at LIMIT :limit;
+
+-- name: delete_steps
+-- Forget a job's recorded durable calls (q.retry(…, reset_steps=True)): a failed or cancelled
+-- job only, so a running one never loses its journal.
+DELETE FROM job_steps
+WHERE job_id = :job_id
+  AND EXISTS (SELECT 1 FROM jobs WHERE id = :job_id AND status IN (:failed, :cancelled));
+
+-- name: durable_counts
+-- Jobs sleeping (queued behind a sleep whose wake time is ahead: job_steps_sleeps), parked
+-- for a signal (the open waits' index), and parked past their wait's timeout by more than
+-- :grace seconds — which the rescuer's pass should have answered (errands check).
+SELECT
+  (SELECT COUNT(DISTINCT s.job_id) FROM job_steps AS s JOIN jobs AS j ON j.id = s.job_id
+   WHERE s.kind = 'sleep' AND s.wake_at > to_timestamp(:now) AND j.status = :queued) AS sleeping,
+  (SELECT COUNT(*) FROM job_steps AS s JOIN jobs AS j ON j.id = s.job_id
+   WHERE s.kind = 'wait' AND s.finished_at IS NULL AND j.status = :waiting) AS signal_waiting,
+  (SELECT COUNT(*) FROM job_steps AS s JOIN jobs AS j ON j.id = s.job_id
+   WHERE s.kind = 'wait' AND s.finished_at IS NULL AND s.wake_at <= to_timestamp(:now - :grace)
+     AND j.status = :waiting) AS waits_past_timeout;

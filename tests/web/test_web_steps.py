@@ -1,0 +1,44 @@
+"""The JSON API's durable steps (docs/durable-steps.md), on both backends: a job's steps in
+``GET /api/admin/jobs/{id}``, and ``POST /api/admin/jobs/{id}/signal`` (guarded like every
+mutation: tests/web/test_web_security.py)."""
+
+from __future__ import annotations
+
+from starlette.testclient import TestClient
+
+import errands
+from errands.context import JobContext
+from errands.web import create_app
+
+JSON = {"content-type": "application/json"}
+
+
+def test_steps_are_listed_and_a_signal_wakes_the_job(queue: errands.Queue) -> None:
+    @queue.task()
+    def onboard(ctx: JobContext) -> object:
+        ctx.step("create", lambda: {"id": 1})
+        return ctx.wait_for("survey")
+
+    job_id = onboard.enqueue()
+    queue.run_worker(burst=True)
+    c = TestClient(create_app(queue))
+    steps = c.get(f"/api/admin/jobs/{job_id}").json()["steps"]
+    assert [(s["kind"], s["name"], s["result"]) for s in steps] == [
+        ("step", "create", {"id": 1}),
+        ("wait", "survey", None),
+    ]
+    page = c.get(f"/jobs/{job_id}").text  # the dashboard's job page lists them too
+    assert "Steps (2)" in page and "create" in page and "waiting for a signal" in page
+    r = c.post(f"/api/admin/jobs/{job_id}/signal", json={"name": "survey", "payload": [9]})
+    assert r.status_code == 200
+    assert r.json() == {"id": job_id, "signal": "survey", "status": "queued"}
+    queue.run_worker(burst=True)
+    assert queue.get(job_id).result == [9]  # type: ignore[union-attr]
+    # Finished: refused (409), as are a missing name (400) and an unknown job (404).
+    r = c.post(f"/api/admin/jobs/{job_id}/signal", json={"name": "survey"})
+    assert r.status_code == 409 and "finished job takes no signal" in r.text
+    assert c.post(f"/api/admin/jobs/{job_id}/signal", json={}).status_code == 400
+    body = '{"name": "a\\ud800"}'  # a lone surrogate, escaped as JSON allows
+    r = c.post(f"/api/admin/jobs/{job_id}/signal", content=body, headers=JSON)
+    assert r.status_code == 400
+    assert c.post("/api/admin/jobs/999999/signal", json={"name": "x"}).status_code == 404
