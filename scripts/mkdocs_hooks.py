@@ -25,6 +25,7 @@ CLI_MARKER = "<!-- errands:cli -->"
 PYTHON_MARKER = "<!-- errands:python -->"
 FIRST = ("Queue", "Task", "JobContext", "Job", "Attempt", "EventRecord")  # the reference's head
 SCHEMA_MARKER = "<!-- errands:schema -->"
+OPENAPI_MARKER = "<!-- errands:openapi -->"
 
 
 def _cell(text: str) -> str:
@@ -120,6 +121,32 @@ def render_python() -> str:
     return "\n".join(out)
 
 
+def openapi_document() -> dict[str, Any]:
+    """The admin API's OpenAPI document, as ``GET /api/openapi.json`` serves it."""
+    from errands import __version__
+    from errands.web import app, openapi
+
+    return openapi.document(app.ROUTES, title="errands", version=__version__)
+
+
+def render_openapi() -> str:
+    """Every operation of the OpenAPI document: method, path, summary."""
+    rows = ["| method | path | what it does |", "|---|---|---|"]
+    for path, operations in openapi_document()["paths"].items():
+        for method, op in operations.items():
+            rows.append(f"| `{method.upper()}` | `{path}` | {_cell(op.get('summary', ''))} |")
+    return "\n".join(rows) + "\n"
+
+
+def on_post_build(config: Any, **_: Any) -> None:
+    """The whole document beside the page, for client generators: reference/openapi.json."""
+    import json
+
+    target = Path(config["site_dir"]) / "reference" / "openapi.json"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(openapi_document(), indent=2))
+
+
 def on_page_markdown(markdown: str, **_: Any) -> str:
     if CLI_MARKER in markdown:
         from errands.cli import build_parser
@@ -129,4 +156,6 @@ def on_page_markdown(markdown: str, **_: Any) -> str:
         markdown = markdown.replace(PYTHON_MARKER, render_python())
     if SCHEMA_MARKER in markdown:
         markdown = markdown.replace(SCHEMA_MARKER, render_schema())
+    if OPENAPI_MARKER in markdown:
+        markdown = markdown.replace(OPENAPI_MARKER, render_openapi())
     return markdown
