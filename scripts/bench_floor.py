@@ -83,6 +83,8 @@ def statements_enqueue(t: Template, d: str, n: int, durability: str, event: bool
             "now": now,
             "unique_key": None,
             "headers": None,
+            "limit_key": None,
+            "limit_group": None,
         }
         (job_id,) = conn.execute(insert, params).fetchone()
         if event:
@@ -106,6 +108,8 @@ def statements_enqueue_many(t: Template, d: str, n: int, durability: str) -> flo
         "priority": 0,
         "max_attempts": 20,
         "run_at": now,
+        "limit_key": None,
+        "limit_group": None,
         "to_state": "queued",
         "now": now,
     }

@@ -183,14 +183,19 @@ def test_the_leader_rescues_a_dead_workers_job_once_its_lease_ran_out(
         clock.advance(0.1)
         worker.tick(clock.now)
         job = q.get(job_id)
-        assert job is not None and job.status == "queued"
-        assert "RECOVERED" in event_names(q, job_id)
+        assert job is not None and "RECOVERED" in event_names(q, job_id)
+        # Queued again, and the rescue's wake-up (docs/architecture.md) may already have let
+        # this worker claim it: never the ghost's attempt.
+        assert job.status == "queued" or (job.status == "running" and job.attempts == 2)
         clock.advance(1.0)  # the next poll claims it (a wake-up could come sooner)
-        worker.tick(clock.now)
-        outcome_ready(worker)
-        worker.tick(clock.now)
-        job = q.get(job_id)
-        assert job is not None and job.status == "succeeded" and ran == [2]
+
+        def succeeded() -> bool:
+            worker.tick(clock.now)
+            done = q.get(job_id)
+            return done is not None and done.status == "succeeded"
+
+        wait_for(succeeded, timeout=30, what="the rescued job to run again and succeed")
+        assert ran == [2]
 
 
 def test_a_burst_step_returns_none_once_nothing_is_left(
