@@ -66,16 +66,6 @@ class Kind(NamedTuple):
         if self.task is not None:
             self.task.check_payload(payload)
 
-    def job(
-        self, job_type: str, text: str, payload: Any, now: float, o: EnqueueOptions = DEFAULT
-    ) -> NewJob:
-        return self.defaults.job(job_type, text, payload, now, o)
-
-    def jobs(
-        self, job_type: str, texts: list[str], payloads: list[Any], now: float
-    ) -> list[NewJob]:
-        return self.defaults.jobs(job_type, texts, payloads, now)
-
 
 class Producer:
     """Turns enqueue calls into stored jobs. Given only what it uses: the backend, the task
@@ -159,7 +149,9 @@ class Producer:
                     if payload is None:
                         payload = {}
                     kind.check(payload)
-                    append(kind.job(job_type, "", payload, now))  # its text: _encode_pending
+                    append(
+                        kind.defaults.job(job_type, "", payload, now)
+                    )  # its text: _encode_pending
                     values.append(payload)
                     if needs is not None:
                         needs.append(None)
@@ -246,7 +238,7 @@ class Producer:
                     self._texts(values[:n], range(n))
                     raise type_error_at(n, exc) from None
         texts = self._texts(values, range(len(values)))
-        return Batch(kind.jobs(job_type, texts, values, now), now, None)
+        return Batch(kind.defaults.jobs(job_type, texts, values, now), now, None)
 
     def kind(self, job_type: Any) -> Kind:
         """The task a job type names (None for a type another service runs) and the options
@@ -279,7 +271,7 @@ class Producer:
             payload = {}
         kind.check(payload)
         text = payload_json.encode(payload, max_bytes=self.max_payload_bytes)
-        return kind.job(job_type, text, payload, now, options)
+        return kind.defaults.job(job_type, text, payload, now, options)
 
     # -- writing: checks and middleware run the same way for the blocking and the async
     # producers; only the write itself differs.

@@ -97,15 +97,6 @@ class EnqueueOptions:
         EnqueueOptions.of(options, where)  # names and values checked with the call's name
         return replace(self, **options)
 
-    def as_kwargs(self) -> EnqueueKwargs:
-        """The options as ``enqueue``'s keyword arguments (those set, defaults left out)."""
-        out: dict[str, Any] = {}
-        for name in NAMES:
-            value = getattr(self, name)
-            if value != getattr(DEFAULT, name):
-                out[name] = value
-        return out  # type: ignore[return-value]
-
 
 class EnqueueKwargs(TypedDict, total=False):
     """``EnqueueOptions`` as keyword arguments (``q.enqueue(type, payload, delay=30)``): the
