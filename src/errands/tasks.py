@@ -14,6 +14,7 @@ from .core import validate
 from .core.backoff import DEFAULT_BACKOFF, Backoff
 from .core.options import DEFAULT as DEFAULT_OPTIONS
 from .core.options import EnqueueKwargs, EnqueueOptions
+from .core.timerules import TimeRules
 from .errors import ConfigurationError, ErrandsError, PayloadError, at_item
 from .limits import Limit
 
@@ -85,6 +86,8 @@ class TaskOptions:
                 self.max_attempts if o.max_attempts is None else o.max_attempts,
                 o.unique_key,
             )
+            if o.unique_for is not None:
+                job.rules = TimeRules(unique_for=cast(float, o.unique_for))  # seconds once checked
         limit = self.limit
         if limit is not None:  # its key and this payload's group, written with the row
             if not text:

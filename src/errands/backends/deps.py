@@ -163,10 +163,9 @@ class SQLDeps(SQLHost):
             job, need = jobs[i], needs[i]
             assert need is not None
             row = yield Step(q["insert_job"], _job_params(job, now))
-            if row is None:  # an active job holds this unique_key: that job, no new edges
-                ids.append(
-                    (yield Step(q["active_job_by_unique_key"], {"unique_key": job.unique_key}))[0]
-                )
+            if row is None:  # a job holds this unique_key: that job, no new edges
+                held = {"unique_key": job.unique_key, "now": now}
+                ids.append((yield Step(q["active_job_by_unique_key"], held))[0])
             else:
                 ids.append(row[0])
                 fresh.add(row[0])
@@ -439,4 +438,5 @@ def _job_params(job: NewJob, now: float) -> dict[str, Any]:
         "headers": job.headers,
         "limit_key": job.limit_key,
         "limit_group": job.limit_group,
+        "unique_for": job.rules and job.rules.unique_for,
     }

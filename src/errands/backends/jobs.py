@@ -141,11 +141,12 @@ class SQLJobs(SQLHost):
                     "headers": job.headers,
                     "limit_key": job.limit_key,
                     "limit_group": job.limit_group,
+                    "unique_for": job.rules and job.rules.unique_for,
                 },
             )
             # Both statements return one column, id; a step's row carries no column names.
-            if row is None:  # an active job holds this unique_key
-                ids.append((yield Step(existing, {"unique_key": job.unique_key}))[0])
+            if row is None:  # an active job (or a succeeded one, unique_for) holds this key
+                ids.append((yield Step(existing, {"unique_key": job.unique_key, "now": now}))[0])
             else:
                 ids.append(row[0])
                 events.append(event_row(row[0], now, ENQUEUED, actor, None))

@@ -236,4 +236,5 @@ class SQLJobOperator(SQLHost):
             progress=r.get("progress"),
             progress_message=r.get("progress_message"),
             progress_at=dt(r.get("progress_at")),
+            unique_for=r.get("unique_for"),
         )

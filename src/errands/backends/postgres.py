@@ -470,6 +470,7 @@ class PostgresBackend(PostgresOwnTx, SQLBackend):
             "headers": job.headers,
             "limit_key": job.limit_key,
             "limit_group": job.limit_group,
+            "unique_for": job.rules and job.rules.unique_for,
             "event": ENQUEUED.value if ENQUEUED in self._audit else None,
             "actor": actor,
             "notify": notify,
@@ -478,7 +479,9 @@ class PostgresBackend(PostgresOwnTx, SQLBackend):
             row = yield Step(self.q["insert_job_recorded"], params)
             if row is not None:  # one column, id
                 return [row[0]]
-            held = yield Step(self.q["active_job_by_unique_key"], {"unique_key": job.unique_key})
+            held = yield Step(
+                self.q["active_job_by_unique_key"], {"unique_key": job.unique_key, "now": now}
+            )
             if held is not None:
                 if notify:
                     yield Step(self._fixed["notify"], None, EXEC)

@@ -94,6 +94,12 @@ def register(sub: Any) -> None:
         "--unique-key", metavar="K", help="if a queued or running job holds K, print its id instead"
     )
     p.add_argument(
+        "--unique-for",
+        type=duration,
+        metavar="DURATION",
+        help="with --unique-key: K stays taken this long after its job succeeded (e.g. 1h)",
+    )
+    p.add_argument(
         "--after",
         type=id_list,
         metavar="ID[,ID…]",

@@ -29,8 +29,10 @@ class EnqueueOptions:
     ``queue``, ``priority`` (higher first), ``run_at`` (an aware datetime or unix seconds) or
     ``delay`` (seconds or a timedelta, from the enqueue), ``max_attempts``, ``unique_key`` (an
     active job holding it is returned instead), ``after`` (job ids this one waits for) and
-    ``on_upstream_failure`` (``"cancel"`` or ``"run"``: docs/pipelines.md). Checked when
-    built: a mistake shows where the options are written, not at a later enqueue."""
+    ``on_upstream_failure`` (``"cancel"`` or ``"run"``: docs/pipelines.md). The time rules
+    (docs/flow-control.md): ``unique_for`` (seconds or a timedelta, with ``unique_key``: once
+    the job succeeded its key stays taken that long). Checked when built: a mistake shows
+    where the options are written, not at a later enqueue."""
 
     queue: str | None = None
     priority: int | None = None
@@ -40,6 +42,7 @@ class EnqueueOptions:
     unique_key: str | None = None
     after: Sequence[int] | None = None
     on_upstream_failure: str = "cancel"
+    unique_for: float | timedelta | None = None
 
     def __post_init__(self) -> None:
         # A fixed order (times, numbers, names, dependencies): the first problem found is
@@ -58,6 +61,15 @@ class EnqueueOptions:
             validate.text(self.unique_key, "unique_key", max_bytes=validate.MAX_KEY_BYTES)
         if self.queue is not None:
             validate.name(self.queue, "queue")
+        if self.unique_for is not None:
+            # Kept as float seconds: the stored window.
+            window = validate.duration(self.unique_for, "unique_for")
+            object.__setattr__(self, "unique_for", window)
+            if self.unique_key is None:
+                raise ConfigurationError(
+                    "unique_for needs unique_key: it says how long that key stays taken after "
+                    "its job succeeded; pass unique_key= too"
+                )
         if self.after is not None or self.on_upstream_failure != "cancel":
             # Kept as the checked ids (duplicates dropped; an empty list waits for nothing).
             ids = validate.after(self.after, self.on_upstream_failure)
@@ -110,6 +122,7 @@ class EnqueueKwargs(TypedDict, total=False):
     unique_key: str | None
     after: Sequence[int] | None
     on_upstream_failure: str
+    unique_for: float | timedelta | None
 
 
 def parse_time(text: str, name: str) -> datetime | float:

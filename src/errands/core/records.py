@@ -70,6 +70,8 @@ class Job:
     progress: float | None = None
     progress_message: str | None = None
     progress_at: datetime | None = None
+    # Time rules (docs/flow-control.md): seconds the unique_key stays taken after success.
+    unique_for: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Every column as a JSON-ready value (datetimes as ISO 8601 UTC)."""

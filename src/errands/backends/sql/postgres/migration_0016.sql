@@ -1,0 +1,9 @@
+-- errands schema version 16 (PostgreSQL): time rules (issue #34, docs/flow-control.md). The
+-- same as sql/sqlite/migration_0016.sql.
+-- unique_for: the dedup window a job was enqueued with (seconds, NULL: none). Once the job
+-- succeeded its unique_key stays taken until finished_at + unique_for, and prune keeps the row
+-- until then, so the hold outlives retention.
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS unique_for double precision;
+-- The succeeded jobs that may hold a key: an enqueue with unique_for looks its key up here.
+CREATE INDEX IF NOT EXISTS jobs_unique_held ON jobs (unique_key, finished_at)
+    WHERE status = 'succeeded' AND unique_for IS NOT NULL;
