@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from itertools import repeat
@@ -71,7 +72,9 @@ class TaskOptions:
         if o is DEFAULT_OPTIONS:
             job = NewJob(job_type, text, self.queue, self.priority, now, self.max_attempts)
         else:
-            if o.delay is not None:
+            if o.debounce is not None:  # seconds once checked; the first enqueue's run_at
+                when = now + min(cast(float, o.debounce), cast(float, o.max_wait or math.inf))
+            elif o.delay is not None:
                 when = validate.when(now, o.delay)
             elif o.run_at is not None:
                 when = cast(float, o.run_at)  # unix seconds once checked
@@ -86,8 +89,12 @@ class TaskOptions:
                 self.max_attempts if o.max_attempts is None else o.max_attempts,
                 o.unique_key,
             )
-            if o.unique_for is not None:
-                job.rules = TimeRules(unique_for=cast(float, o.unique_for))  # seconds once checked
+            if o.unique_for is not None or o.debounce is not None:  # seconds once checked
+                job.rules = TimeRules(
+                    cast(float | None, o.unique_for),
+                    cast(float | None, o.debounce),
+                    cast(float | None, o.max_wait),
+                )
         limit = self.limit
         if limit is not None:  # its key and this payload's group, written with the row
             if not text:

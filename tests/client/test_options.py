@@ -36,9 +36,15 @@ SAMPLE: dict[str, Any] = {
     "after": None,  # needs a job: checked on its own below
     "on_upstream_failure": "run",
     "unique_for": 60.0,
+    "debounce": 30.0,
+    "max_wait": 300.0,
 }
 # What an option needs beside it to be given alone.
-COMPANIONS: dict[str, dict[str, Any]] = {"unique_for": {"unique_key": "k-2"}}
+COMPANIONS: dict[str, dict[str, Any]] = {
+    "unique_for": {"unique_key": "k-2"},
+    "debounce": {"unique_key": "k-3"},
+    "max_wait": {"unique_key": "k-4", "debounce": 30.0},
+}
 
 
 def test_the_names_are_the_fields_and_the_keyword_types_match() -> None:

@@ -30,6 +30,7 @@ from .base import (
     Suspended,
 )
 from .bulk_rows import HEADERS, UNIQUE_KEY, alike_runs, chunks
+from .debounce import debounce_steps, debounced
 from .host import (
     ALL,
     DONE,
@@ -88,9 +89,8 @@ class SQLJobs(SQLHost):
             return self._insert(conn, jobs, now, actor)
 
     def enqueue_grouped(self, calls: Sequence[EnqueueCall]) -> list[list[int]]:
-        """Several enqueue calls in one transaction (one commit: one fsync shared), each
-        call's ids in a list of its own. Written in order, as if the calls ran one after
-        another: a later call's unique_key meets an earlier one's job."""
+        """Several enqueue calls in one transaction (one commit: one fsync shared), each call's
+        ids in a list of its own, written in order: a later call's unique_key meets an earlier's."""
         with self._write("enqueue") as conn:
             return [self._insert(conn, c.jobs, c.now, c.actor) for c in calls]
 
@@ -98,15 +98,12 @@ class SQLJobs(SQLHost):
         return drive(conn, self._enqueue_steps(jobs, now, actor))
 
     def _enqueue_steps(self, jobs: Sequence[NewJob], now: float, actor: str) -> Steps[list[int]]:
-        """The whole enqueue write: the jobs (``_insert_steps``, which a dialect may
-        override), each written with its limit key and group (flow control), so a limited
-        job is never claimable without its limit; and the wake-up (delayed jobs too: an idle
-        worker then recomputes when its next job falls due)."""
+        """The whole enqueue write: the jobs (``_insert_steps``, which a dialect may override),
+        each with its limit key and group, so a limited job is never claimable without its limit;
+        and the wake-up (delayed jobs too: an idle worker recomputes when its next is due)."""
         ids = yield from self._insert_steps(jobs, now, actor)
-        if not self.inserts_wake:
-            wake = self._woke_step(WORK)
-            if wake is not None:
-                yield wake
+        if not self.inserts_wake and (wake := self._woke_step(WORK)) is not None:
+            yield wake
         return ids
 
     def _insert_steps(self, jobs: Sequence[NewJob], now: float, actor: str) -> Steps[list[int]]:
@@ -126,6 +123,9 @@ class SQLJobs(SQLHost):
         insert, existing = self.q["insert_job"], self.q["active_job_by_unique_key"]
         to_state = T_ENQUEUE.target.value
         for job in jobs:
+            if debounced(job):  # its own write (debounce.py)
+                ids.append((yield from debounce_steps(self.q, self._audit, job, now, actor)))
+                continue
             row = yield Step(
                 insert,
                 {

@@ -237,4 +237,5 @@ class SQLJobOperator(SQLHost):
             progress_message=r.get("progress_message"),
             progress_at=dt(r.get("progress_at")),
             unique_for=r.get("unique_for"),
+            debounce_key=r.get("debounce_key"),
         )

@@ -29,6 +29,7 @@ from ..errors import ConfigurationError, DatabaseError
 from . import forks, sql
 from .base import Needs, NewJob
 from .bulk_rows import LIMIT_KEY
+from .debounce import debounced
 from .host import ALL, COPY, EXEC, T_ENQUEUE, WORK, Step, Steps, column_index, drive
 from .jobs import CLAIMED, ENQUEUED
 from .pg_async import AsyncPool, close_async_pool, drive_async
@@ -322,7 +323,7 @@ class PostgresBackend(PostgresOwnTx, SQLBackend):
         """The shared verb, but one plain job in a transaction of our own is one statement in
         one round trip (``_alone``): own.sql's insert_job_recorded writes the job, its ENQUEUED
         event and the wake-up together (a limited job's limit columns too)."""
-        if connection is None and len(jobs) == 1:
+        if connection is None and len(jobs) == 1 and not debounced(jobs[0]):
             with (
                 self.producers.one(jobs[0].run_at <= now) as notify,
                 self._alone("enqueue") as conn,
@@ -337,7 +338,7 @@ class PostgresBackend(PostgresOwnTx, SQLBackend):
     ) -> list[int]:
         """``enqueue`` on an asyncio connection: the same steps (``_insert_steps``) driven
         with ``await``, in a transaction of our own or in the application's."""
-        if connection is None and len(jobs) == 1:
+        if connection is None and len(jobs) == 1 and not debounced(jobs[0]):
             # One statement, its own transaction: one round trip (see enqueue).
             try:
                 with self.producers.one(jobs[0].run_at <= now) as notify:
@@ -438,7 +439,7 @@ class PostgresBackend(PostgresOwnTx, SQLBackend):
         conn.raw.execute(script.encode())  # no parameters: '%' is literal here
 
     def _insert_steps(self, jobs: Sequence[NewJob], now: float, actor: str) -> Steps[list[int]]:
-        if len(jobs) == 1:
+        if len(jobs) == 1 and not debounced(jobs[0]):
             due = jobs[0].run_at <= now
             return (yield from self._insert_one_steps(jobs[0], now, actor, due))
         if len(jobs) >= COPY_THRESHOLD and all(j.unique_key is None for j in jobs):

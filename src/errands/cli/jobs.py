@@ -100,6 +100,19 @@ def register(sub: Any) -> None:
         help="with --unique-key: K stays taken this long after its job succeeded (e.g. 1h)",
     )
     p.add_argument(
+        "--debounce",
+        type=duration,
+        metavar="DURATION",
+        help="with --unique-key: one queued job per key, this payload replacing its payload, run "
+        "this long after the latest enqueue",
+    )
+    p.add_argument(
+        "--max-wait",
+        type=duration,
+        metavar="DURATION",
+        help="with --debounce: but no later than this after the key's first enqueue",
+    )
+    p.add_argument(
         "--after",
         type=id_list,
         metavar="ID[,ID…]",

@@ -70,8 +70,10 @@ class Job:
     progress: float | None = None
     progress_message: str | None = None
     progress_at: datetime | None = None
-    # Time rules (docs/flow-control.md): seconds the unique_key stays taken after success.
+    # Time rules (docs/flow-control.md): seconds the unique_key stays taken after success;
+    # the key of a debounced job (kept apart from unique_key: see migration 16).
     unique_for: float | None = None
+    debounce_key: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Every column as a JSON-ready value (datetimes as ISO 8601 UTC)."""

@@ -8,6 +8,10 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True)
 class TimeRules:
-    """``unique_for``: how long the job's unique_key stays taken after it succeeded."""
+    """``unique_for``: how long the job's unique_key stays taken after it succeeded;
+    ``debounce``: the quiet time a debounced job waits for after the latest enqueue of its key,
+    and ``max_wait`` the most it waits after the first."""
 
     unique_for: float | None = None
+    debounce: float | None = None
+    max_wait: float | None = None

@@ -7,3 +7,10 @@ ALTER TABLE jobs ADD COLUMN IF NOT EXISTS unique_for double precision;
 -- The succeeded jobs that may hold a key: an enqueue with unique_for looks its key up here.
 CREATE INDEX IF NOT EXISTS jobs_unique_held ON jobs (unique_key, finished_at)
     WHERE status = 'succeeded' AND unique_for IS NOT NULL;
+-- debounce_key: the unique_key a debounced job was enqueued with (debounce=, NULL: none). At
+-- most one job per key is queued and not yet started: each enqueue of the key updates it, and
+-- while one runs the next enqueue makes the one queued job after it — which is why the key is
+-- not the unique_key, whose index holds running jobs too.
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS debounce_key text;
+CREATE UNIQUE INDEX IF NOT EXISTS jobs_debounce_queued ON jobs (debounce_key)
+    WHERE debounce_key IS NOT NULL AND status = 'queued' AND attempts = 0;
