@@ -38,6 +38,7 @@ SAMPLE: dict[str, Any] = {
     "unique_for": 60.0,
     "debounce": 30.0,
     "max_wait": 300.0,
+    "expires_in": 600.0,
 }
 # What an option needs beside it to be given alone.
 COMPANIONS: dict[str, dict[str, Any]] = {
@@ -85,7 +86,7 @@ def test_queue_enqueue_takes_exactly_the_option_names(queue: errands.Queue) -> N
         one: Any = {name: value, **COMPANIONS.get(name, {})}
         job_id = queue.enqueue("t", {"n": name}, **one)
         job = get_job(queue, job_id)
-        if name in {"queue", "priority", "max_attempts", "unique_key", "unique_for"}:
+        if name in {"queue", "priority", "max_attempts", "unique_key", "unique_for", "expires_in"}:
             assert getattr(job, name) == value
     with pytest.raises(errands.ConfigurationError, match=r"unknown option\(s\) dealy.*delay"):
         queue.enqueue("t", {}, dealy=5)  # type: ignore[call-arg]

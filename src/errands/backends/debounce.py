@@ -14,6 +14,7 @@ from ..core.states import Event
 from ..errors import ConfigurationError
 from .base import NewJob
 from .host import EXEC, T_ENQUEUE, Step, Steps, detail, event_row
+from .job_rows import insert_params
 
 ENQUEUED = Event.ENQUEUED
 DEBOUNCED = Event.DEBOUNCED
@@ -53,20 +54,7 @@ def debounce_steps(
                     yield Step(q["insert_event"], event, EXEC)
                 return int(held[0])
             continue  # claimed between the two statements: look again
-        params = {
-            "queue": job.queue,
-            "type": job.type,
-            "payload": job.payload,
-            "to_state": T_ENQUEUE.target.value,
-            "priority": job.priority,
-            "max_attempts": job.max_attempts,
-            "run_at": job.run_at,
-            "now": now,
-            "headers": job.headers,
-            "limit_key": job.limit_key,
-            "limit_group": job.limit_group,
-            "debounce_key": key,
-        }
+        params = {**insert_params(job, now, T_ENQUEUE.target.value), "debounce_key": key}
         row = yield Step(q["insert_debounced_job"], params)
         if row is not None:
             if ENQUEUED in audit:

@@ -60,6 +60,7 @@ from .host import (
     drive,
     dumps,
 )
+from .job_rows import insert_params
 
 FINAL = frozenset(s.value for s in TERMINAL)
 SUCCEEDED = State.SUCCEEDED.value
@@ -420,23 +421,9 @@ def _by(upstream: int | None, error_code: str | None = None) -> str | None:
 
 
 def _plain(job: NewJob) -> bool:
-    """A job the batched insert can write: no unique key to check, no headers."""
-    return job.unique_key is None and job.headers is None
+    """A job the batched insert can write: no unique key to check, no headers, no rules."""
+    return job.unique_key is None and job.headers is None and job.rules is None
 
 
 def _job_params(job: NewJob, now: float) -> dict[str, Any]:
-    return {
-        "queue": job.queue,
-        "type": job.type,
-        "payload": job.payload,
-        "to_state": T_ENQUEUE_WAITING.target.value,
-        "priority": job.priority,
-        "max_attempts": job.max_attempts,
-        "run_at": job.run_at,
-        "now": now,
-        "unique_key": job.unique_key,
-        "headers": job.headers,
-        "limit_key": job.limit_key,
-        "limit_group": job.limit_group,
-        "unique_for": job.rules and job.rules.unique_for,
-    }
+    return insert_params(job, now, T_ENQUEUE_WAITING.target.value)

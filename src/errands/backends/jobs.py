@@ -29,7 +29,7 @@ from .base import (
     Succeeded,
     Suspended,
 )
-from .bulk_rows import HEADERS, UNIQUE_KEY, alike_runs, chunks
+from .bulk_rows import HEADERS, RULES, UNIQUE_KEY, alike_runs, chunks
 from .debounce import debounce_steps, debounced
 from .host import (
     ALL,
@@ -61,6 +61,7 @@ from .host import (
     event_of,
     event_row,
 )
+from .job_rows import insert_params
 
 ENQUEUED = event_of("enqueue")
 CLAIMED = event_of("claim")
@@ -113,6 +114,7 @@ class SQLJobs(SQLHost):
             len(jobs) > 1
             and list(map(UNIQUE_KEY, jobs)).count(None) == len(jobs)
             and list(map(HEADERS, jobs)).count(None) == len(jobs)
+            and list(map(RULES, jobs)).count(None) == len(jobs)
         ):
             # Many plain jobs: one statement per chunk (a per-row INSERT costs ~5x more in the
             # driver than the row costs in the database). Unique keys need the per-row check,
@@ -126,24 +128,7 @@ class SQLJobs(SQLHost):
             if debounced(job):  # its own write (debounce.py)
                 ids.append((yield from debounce_steps(self.q, self._audit, job, now, actor)))
                 continue
-            row = yield Step(
-                insert,
-                {
-                    "queue": job.queue,
-                    "type": job.type,
-                    "payload": job.payload,
-                    "to_state": to_state,
-                    "priority": job.priority,
-                    "max_attempts": job.max_attempts,
-                    "run_at": job.run_at,
-                    "now": now,
-                    "unique_key": job.unique_key,
-                    "headers": job.headers,
-                    "limit_key": job.limit_key,
-                    "limit_group": job.limit_group,
-                    "unique_for": job.rules and job.rules.unique_for,
-                },
-            )
+            row = yield Step(insert, insert_params(job, now, to_state))
             # Both statements return one column, id; a step's row carries no column names.
             if row is None:  # an active job (or a succeeded one, unique_for) holds this key
                 ids.append((yield Step(existing, {"unique_key": job.unique_key, "now": now}))[0])

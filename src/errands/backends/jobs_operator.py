@@ -238,4 +238,6 @@ class SQLJobOperator(SQLHost):
             progress_at=dt(r.get("progress_at")),
             unique_for=r.get("unique_for"),
             debounce_key=r.get("debounce_key"),
+            expires_in=r.get("expires_in"),
+            expires_at=dt(r.get("expires_at")),
         )

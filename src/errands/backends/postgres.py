@@ -31,6 +31,7 @@ from .base import Needs, NewJob
 from .bulk_rows import LIMIT_KEY
 from .debounce import debounced
 from .host import ALL, COPY, EXEC, T_ENQUEUE, WORK, Step, Steps, column_index, drive
+from .job_rows import insert_params
 from .jobs import CLAIMED, ENQUEUED
 from .pg_async import AsyncPool, close_async_pool, drive_async
 from .pg_connection import (
@@ -442,7 +443,9 @@ class PostgresBackend(PostgresOwnTx, SQLBackend):
         if len(jobs) == 1 and not debounced(jobs[0]):
             due = jobs[0].run_at <= now
             return (yield from self._insert_one_steps(jobs[0], now, actor, due))
-        if len(jobs) >= COPY_THRESHOLD and all(j.unique_key is None for j in jobs):
+        if len(jobs) >= COPY_THRESHOLD and all(
+            j.unique_key is None and j.rules is None for j in jobs
+        ):
             ids = yield from self._copy_steps(jobs, now, actor)
         else:
             ids = yield from super()._insert_steps(jobs, now, actor)
@@ -459,19 +462,7 @@ class PostgresBackend(PostgresOwnTx, SQLBackend):
         (own.sql) instead of three, two round trips fewer. The shared steps' unique-key path
         stays: a key held by an active job returns that job's id (and still wakes workers)."""
         params = {
-            "queue": job.queue,
-            "type": job.type,
-            "payload": job.payload,
-            "to_state": T_ENQUEUE.target.value,
-            "priority": job.priority,
-            "max_attempts": job.max_attempts,
-            "run_at": job.run_at,
-            "now": now,
-            "unique_key": job.unique_key,
-            "headers": job.headers,
-            "limit_key": job.limit_key,
-            "limit_group": job.limit_group,
-            "unique_for": job.rules and job.rules.unique_for,
+            **insert_params(job, now, T_ENQUEUE.target.value),
             "event": ENQUEUED.value if ENQUEUED in self._audit else None,
             "actor": actor,
             "notify": notify,

@@ -113,6 +113,12 @@ def register(sub: Any) -> None:
         help="with --debounce: but no later than this after the key's first enqueue",
     )
     p.add_argument(
+        "--expires-in",
+        type=duration,
+        metavar="DURATION",
+        help="not started this long after it is due: cancelled (EXPIRED:QUEUE) without running",
+    )
+    p.add_argument(
         "--after",
         type=id_list,
         metavar="ID[,ID…]",

@@ -140,6 +140,7 @@ def job_detail(job: Job, out: TextIO | None = None) -> None:
             + (f" (held {job.unique_for:g}s after success)" if job.unique_for else ""),
         ),
         ("debounce key", job.debounce_key or "-"),
+        ("start by", when(job.expires_at)),
         ("created", when(job.created_at)),
         ("run at", when(job.run_at)),
         ("started", when(job.started_at)),

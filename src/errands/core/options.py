@@ -33,8 +33,9 @@ class EnqueueOptions:
     (docs/flow-control.md): ``unique_for`` (seconds or a timedelta, with ``unique_key``: once
     the job succeeded its key stays taken that long); ``debounce`` (seconds, with
     ``unique_key``: one queued job per key, the last payload wins, run ``debounce`` after the
-    latest enqueue) and ``max_wait`` (but never later than this after the first). Checked when
-    built: a mistake shows where the options are written, not at a later enqueue."""
+    latest enqueue) and ``max_wait`` (but never later than this after the first);
+    ``expires_in`` (not started this long after it is due: cancelled). Checked when built: a
+    mistake shows where the options are written, not at a later enqueue."""
 
     queue: str | None = None
     priority: int | None = None
@@ -47,6 +48,7 @@ class EnqueueOptions:
     unique_for: float | timedelta | None = None
     debounce: float | timedelta | None = None
     max_wait: float | timedelta | None = None
+    expires_in: float | timedelta | None = None
 
     def __post_init__(self) -> None:
         # A fixed order (times, numbers, names, dependencies): the first problem found is
@@ -76,6 +78,8 @@ class EnqueueOptions:
                 )
         if self.debounce is not None or self.max_wait is not None:
             self._check_debounce()
+        if self.expires_in is not None:
+            object.__setattr__(self, "expires_in", validate.duration(self.expires_in, "expires_in"))
         if self.after is not None or self.on_upstream_failure != "cancel":
             # Kept as the checked ids (duplicates dropped; an empty list waits for nothing).
             ids = validate.after(self.after, self.on_upstream_failure)
@@ -150,6 +154,7 @@ class EnqueueKwargs(TypedDict, total=False):
     unique_for: float | timedelta | None
     debounce: float | timedelta | None
     max_wait: float | timedelta | None
+    expires_in: float | timedelta | None
 
 
 def parse_time(text: str, name: str) -> datetime | float:

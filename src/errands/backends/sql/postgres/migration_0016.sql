@@ -14,3 +14,11 @@ CREATE INDEX IF NOT EXISTS jobs_unique_held ON jobs (unique_key, finished_at)
 ALTER TABLE jobs ADD COLUMN IF NOT EXISTS debounce_key text;
 CREATE UNIQUE INDEX IF NOT EXISTS jobs_debounce_queued ON jobs (debounce_key)
     WHERE debounce_key IS NOT NULL AND status = 'queued' AND attempts = 0;
+-- expires_in: how long after it is due a job may still make its first start (NULL: no
+-- limit); expires_at: that start-by time, set from run_at when the job is queued (or released
+-- by its dependencies) and moved with a debounced run_at. The claim never starts a job past
+-- it that has not started yet, and the expiry service cancels those (EXPIRED:QUEUE).
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS expires_in double precision;
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS expires_at timestamptz;
+CREATE INDEX IF NOT EXISTS jobs_expiring ON jobs (expires_at)
+    WHERE status = 'queued' AND expires_at IS NOT NULL;

@@ -13,7 +13,9 @@ WHERE debounce_key = :debounce_key AND status = 'queued' AND attempts = 0;
 -- Fenced on queued and not started. Returns the new run_at (unix seconds).
 UPDATE jobs
 SET payload = :payload, headers = :headers,
-    run_at = MIN(:now + :debounce, COALESCE(created_at + :max_wait, :now + :debounce))
+    run_at = MIN(:now + :debounce, COALESCE(created_at + :max_wait, :now + :debounce)),
+    expires_at = MIN(:now + :debounce, COALESCE(created_at + :max_wait, :now + :debounce))
+                 + expires_in
 WHERE id = :id AND status = 'queued' AND attempts = 0
 RETURNING id, run_at;
 
@@ -21,9 +23,9 @@ RETURNING id, run_at;
 -- The first enqueue of a debounce key (or the first while its job runs): insert_job with the
 -- key in debounce_key (unique_key stays NULL); a queued job of the key inserts nothing.
 INSERT INTO jobs (queue, type, payload, status, priority, max_attempts, run_at, created_at,
-                  headers, limit_key, limit_group, debounce_key)
+                  headers, limit_key, limit_group, debounce_key, expires_in, expires_at)
 VALUES (:queue, :type, :payload, :to_state, :priority, :max_attempts, :run_at, :now,
-        :headers, :limit_key, :limit_group, :debounce_key)
+        :headers, :limit_key, :limit_group, :debounce_key, :expires_in, :expires_at)
 ON CONFLICT (debounce_key) WHERE debounce_key IS NOT NULL AND status = 'queued' AND attempts = 0
 DO NOTHING
 RETURNING id;
