@@ -39,6 +39,7 @@ from .errors import (
     GraduatedError,
 )
 from .limits import Limit
+from .maintenance.expirer import Expirer
 from .maintenance.pruner import SERVICE_MAX_BATCHES, Pruner
 from .maintenance.rescuer import Rescuer
 from .maintenance.runner import Service
@@ -244,6 +245,7 @@ class Queue(Lifecycle, Reads, Actions, FlowControl, DurableSteps):
         discard_on: Sequence[type[BaseException]] = (),
         limit: Limit | None = None,
         max_snoozes: int = DEFAULT_MAX_SNOOZES,
+        expires_in: Duration | None = None,
     ) -> Callable[[F], Task[Any, Any]]: ...
 
     def task(
@@ -261,6 +263,7 @@ class Queue(Lifecycle, Reads, Actions, FlowControl, DurableSteps):
         discard_on: Sequence[type[BaseException]] = (),
         limit: Limit | None = None,
         max_snoozes: int = DEFAULT_MAX_SNOOZES,
+        expires_in: Duration | None = None,
     ) -> Task[Any, Any] | Callable[[F], Task[Any, Any]]:
         """Register a handler (sync or ``async def``). Its type is ``name`` or its
         ``__name__``. Use as ``@q.task`` or ``@q.task(queue=…, max_attempts=…)``."""
@@ -277,6 +280,7 @@ class Queue(Lifecycle, Reads, Actions, FlowControl, DurableSteps):
             discard_on=validate.exception_types(discard_on, "discard_on"),
             limit=limit,
             max_snoozes=max_snoozes,
+            expires_in=None if expires_in is None else seconds(expires_in, "expires_in"),
         )
 
         def register(f: F) -> Task[Any, Any]:
@@ -512,10 +516,11 @@ class Queue(Lifecycle, Reads, Actions, FlowControl, DurableSteps):
 
     def services(self) -> list[Service]:
         """The maintenance services a worker's leader runs: rescue, deps (the dependency
-        sweeper), periodic, prune, the WAL — each given only what it uses."""
+        sweeper), expiry, periodic, prune, the WAL — each given only what it uses."""
         services: list[Service] = [
             Rescuer(self.backend, self.settings.lease_seconds),
             DepSweeper(self.backend),
+            Expirer(self.backend),
         ]
         if self.schedules:
             services.append(

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.records import StepRecord
+from ..core.timerules import TimeRules
 
 
 @dataclass(slots=True)  # hot path (one per enqueued job): see ClaimedJob
@@ -23,6 +24,7 @@ class NewJob:
     headers: str | None = None  # JSON object text written by enqueue middleware, or None
     limit_key: str | None = None  # the task's errands.Limit key, fixed at enqueue
     limit_group: str | None = None  # its group for this payload ('' when the limit has none)
+    rules: TimeRules | None = None  # unique_for… (docs/flow-control.md); None: none given
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ Mixins rather than composed objects, so every caller keeps speaking to one backe
 from __future__ import annotations
 
 from .deps import SQLDeps
+from .expiry import SQLExpiry
 from .flow import SQLFlow
 from .jobs import SQLJobs
 from .jobs_actions import SQLJobActions
@@ -44,6 +45,7 @@ class SQLBackend(
     SQLFlow,
     SQLDeps,
     SQLSteps,
+    SQLExpiry,
 ):
     """The nouns together; a dialect subclasses this and fills in ``SQLHost``'s hooks.
 

@@ -1,0 +1,3 @@
+-- errands schema version 15 (sqlite): a placeholder on the time-rules branch, standing for the
+-- migration another branch of issue #34 adds under this number; the merge takes that one.
+SELECT 1;
