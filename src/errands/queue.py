@@ -38,6 +38,7 @@ from .errors import (
     ConfigurationError,
     GraduatedError,
 )
+from .fair import Fair, fair_of
 from .limits import Limit
 from .maintenance.pruner import SERVICE_MAX_BATCHES, Pruner
 from .maintenance.rescuer import Rescuer
@@ -244,6 +245,7 @@ class Queue(Lifecycle, Reads, Actions, FlowControl, DurableSteps):
         discard_on: Sequence[type[BaseException]] = (),
         limit: Limit | None = None,
         max_snoozes: int = DEFAULT_MAX_SNOOZES,
+        fair: str | Fair | Callable[[Mapping[str, Any]], Any] | None = None,
     ) -> Callable[[F], Task[Any, Any]]: ...
 
     def task(
@@ -261,6 +263,7 @@ class Queue(Lifecycle, Reads, Actions, FlowControl, DurableSteps):
         discard_on: Sequence[type[BaseException]] = (),
         limit: Limit | None = None,
         max_snoozes: int = DEFAULT_MAX_SNOOZES,
+        fair: str | Fair | Callable[[Mapping[str, Any]], Any] | None = None,
     ) -> Task[Any, Any] | Callable[[F], Task[Any, Any]]:
         """Register a handler (sync or ``async def``). Its type is ``name`` or its
         ``__name__``. Use as ``@q.task`` or ``@q.task(queue=…, max_attempts=…)``."""
@@ -277,6 +280,7 @@ class Queue(Lifecycle, Reads, Actions, FlowControl, DurableSteps):
             discard_on=validate.exception_types(discard_on, "discard_on"),
             limit=limit,
             max_snoozes=max_snoozes,
+            fair=fair_of(fair),
         )
 
         def register(f: F) -> Task[Any, Any]:

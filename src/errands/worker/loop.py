@@ -161,7 +161,14 @@ class Worker(Attached, HandlerLeases):
         # Flow control: the code's limits (registered at start; tasks sharing a key must
         # agree), and whether claims must also take limited jobs (backends/flow.py).
         self._limits = limit_specs([t.options.limit for t in inputs.tasks.values()])
-        self._limited = bool(self._limits)
+        # Fair tasks (errands.Fair): their jobs are limited jobs whose group is their value,
+        # served in turn by weight (backends/fair.py).
+        self._fair = {
+            k: t.options.fair.spec()
+            for t in inputs.tasks.values()
+            if t.options.fair is not None and (k := t.options.fair_key()) is not None
+        }
+        self._limited = bool(self._limits) or bool(self._fair)
         self._stale_limits: set[str] = set()
 
     # -- public ----------------------------------------------------------------------------
@@ -309,7 +316,13 @@ class Worker(Attached, HandlerLeases):
 
     def _claim(self, want: int, now: float) -> list[ClaimedJob]:
         request = ClaimRequest(
-            self.id, self.types, self.queues, want, self.settings.lease_seconds, self._limited
+            self.id,
+            self.types,
+            self.queues,
+            want,
+            self.settings.lease_seconds,
+            self._limited,
+            self._fair,
         )
         try:
             jobs = self.db.call(self.backend.claim, request, now)
@@ -379,7 +392,13 @@ class Worker(Attached, HandlerLeases):
             and not self._stop.graceful
         ):
             request = ClaimRequest(
-                self.id, self.types, self.queues, want, self.settings.lease_seconds, self._limited
+                self.id,
+                self.types,
+                self.queues,
+                want,
+                self.settings.lease_seconds,
+                self._limited,
+                self._fair,
             )
             self._dirty = False  # cleared before the claim looks, as in the loop: no lost wake-up
         rec = self.recorder.write(batch, outcomes, request, now)

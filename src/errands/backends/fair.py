@@ -1,0 +1,140 @@
+"""Fair share: the turns the limited claim takes among the values of a fair key
+(docs/flow-control.md, "Fair share").
+
+A fair task's jobs are limited jobs whose group is their fair value (errands/fair.py), so
+the claim's skip scan already finds every value with waiting jobs, and on PostgreSQL holds
+the lock of each one it will serve. Among them the claim runs start-time fair queuing with
+the state stored in ``fair_turns`` / ``fair_clocks`` (queries: ``fair.sql``):
+
+* each value has a start tag, the key has a virtual time V (the largest tag served);
+* an eligible value's tag counts as ``max(tag, V)`` — a value that was idle, capped,
+  rate-limited or paused comes back level with the others, never ahead by what it missed,
+  and a value newly due is served within one start of each competing value;
+* the next start goes to the value whose head job has the highest priority, then the
+  smallest tag (then its name); serving it raises its tag by 1/weight.
+
+Values are probed for due jobs in tag order and the claim stops after as many values
+with due jobs as it wants jobs: a value further on has a tag at least each of theirs, so
+it could only be served after each of them (cost per claim: the groups' scan, one query
+for the tags and the clock, one probe per value served, one write each for tags and clock).
+Only values with jobs due count, and a capped group gets no probe, so the turn never waits
+on one: the work is conserved. On PostgreSQL a value's tag is written only by the claim
+holding its group's lock, and the clock only moves forward (``GREATEST``), so concurrent
+claims on other values compose.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .base import FairWeights
+from .host import Conn, SQLHost, dumps
+
+TRIM_EVERY = 64  # claims between two trims of a key's tags behind its clock
+
+Candidate = tuple[int, int, Any]  # (id, priority, run_at) as limited_due reads them
+
+
+@dataclass(slots=True)
+class Pick:
+    """One start the turns give: the job, its value, and the value's tag before and after."""
+
+    job: Candidate
+    value: str
+    start: float
+    finish: float
+
+
+@dataclass(slots=True)
+class Turn:
+    """A value competing for starts: its tag, its weight, its due jobs best first."""
+
+    value: str
+    tag: float
+    weight: float
+    jobs: list[Candidate] = field(default_factory=list)
+
+
+def take_turns(turns: Iterable[Turn], n: int) -> list[Pick]:
+    """Up to ``n`` starts, in the order the turns give them (highest head priority, then
+    smallest tag, then value)."""
+    heap: list[tuple[int, float, str, int, Turn]] = []
+    for t in turns:
+        if t.jobs:
+            heap.append((-t.jobs[0][1], t.tag, t.value, 0, t))
+    heapq.heapify(heap)
+    picks: list[Pick] = []
+    while heap and len(picks) < n:
+        _, tag, value, i, t = heapq.heappop(heap)
+        finish = tag + 1.0 / t.weight
+        picks.append(Pick(t.jobs[i], value, tag, finish))
+        if i + 1 < len(t.jobs):
+            heapq.heappush(heap, (-t.jobs[i + 1][1], finish, value, i + 1, t))
+    return picks
+
+
+@dataclass(slots=True)
+class FairPlan:
+    """A fair key's picks in one claim, and its clock when they were taken."""
+
+    key: str
+    picks: list[Pick]
+
+
+class SQLFair(SQLHost):
+    """The fair half of the limited claim (bound on SQLBackend through SQLFlow)."""
+
+    _fair_claims = 0
+
+    def _fair_picks(
+        self,
+        conn: Conn,
+        key: str,
+        rooms: Mapping[str, int],
+        weights: FairWeights,
+        base: dict[str, Any],
+        limit: int,
+    ) -> FairPlan:
+        """The starts the turns give among ``rooms`` (value -> how many more may start) of
+        fair ``key``, up to ``limit``; their jobs are locked (PostgreSQL: FOR UPDATE SKIP
+        LOCKED) but not claimed."""
+        q = self.q
+        row = conn.execute(q["fair_clock"], {"key": key}).fetchone()
+        vtime = float(row[0]) if row else 0.0
+        values = sorted(rooms)
+        stored = {
+            r[0]: float(r[1])
+            for r in conn.execute(q["fair_tags"], {"key": key, "values": dumps(values)})
+        }
+        order = sorted(values, key=lambda v: (max(stored.get(v, vtime), vtime), v))
+        turns: list[Turn] = []
+        for value in order:
+            if len(turns) >= limit:
+                break  # any further value could start only after each of these
+            params = {**base, "key": key, "grp": value, "n": min(rooms[value], limit)}
+            due = conn.execute(q["limited_due"], params).fetchall()
+            if due:
+                tag = max(stored.get(value, vtime), vtime)
+                turns.append(Turn(value, tag, weights.of(value), [(r[0], r[1], r[2]) for r in due]))
+        return FairPlan(key, take_turns(turns, limit))
+
+    def _fair_served(self, conn: Conn, plan: FairPlan, claimed: set[int]) -> None:
+        """After the claim: the tags of the values whose picks were claimed, and the clock."""
+        tags: dict[str, float] = {}
+        vtime: float | None = None
+        for p in plan.picks:
+            if p.job[0] in claimed:
+                tags[p.value] = max(tags.get(p.value, p.finish), p.finish)
+                vtime = p.start if vtime is None else max(vtime, p.start)
+        if vtime is None:
+            return
+        q, key = self.q, plan.key
+        rows = dumps([[v, t] for v, t in sorted(tags.items())])
+        conn.execute(q["save_fair_tags"], {"key": key, "rows": rows})
+        conn.execute(q["advance_fair_clock"], {"key": key, "vtime": vtime})
+        SQLFair._fair_claims += 1
+        if SQLFair._fair_claims % TRIM_EVERY == 0:
+            conn.execute(q["trim_fair_tags"], {"key": key, "vtime": vtime})
