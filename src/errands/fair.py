@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from dataclasses import field as dc_field
 from typing import Any
@@ -95,6 +95,11 @@ def _weight(w: Any, what: str) -> None:
         raise ConfigurationError(
             f"{what} must be a number over 0 and at most {MAX_WEIGHT:,}, got {w!r:.40}"
         )
+
+
+def fair_specs(options: Iterable[Any]) -> dict[str, FairWeights]:
+    """The fair keys of a worker's tasks (their TaskOptions), each with its weights."""
+    return {o.fair_key(): o.fair.spec() for o in options if o.fair is not None}
 
 
 def fair_of(value: Any) -> Fair | None:

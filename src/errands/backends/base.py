@@ -4,7 +4,7 @@ themselves: verbs.py). Times are float unix seconds; JSON columns travel as text
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 

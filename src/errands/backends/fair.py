@@ -13,10 +13,13 @@ the state stored in ``fair_turns`` / ``fair_clocks`` (queries: ``fair.sql``):
 * the next start goes to the value whose head job has the highest priority, then the
   smallest tag (then its name); serving it raises its tag by 1/weight.
 
-Values are probed for due jobs in tag order and the claim stops after as many values
-with due jobs as it wants jobs: a value further on has a tag at least each of theirs, so
-it could only be served after each of them (cost per claim: the groups' scan, one query
-for the tags and the clock, one probe per value served, one write each for tags and clock).
+Values are probed for due jobs by the highest priority they hold, then by tag, and the
+claim stops after as many values with due jobs as it wants jobs: a value further on could
+only be served after each of them. (The highest priority held counts jobs not due yet: a
+value whose best job is scheduled is probed early, so a claim may stop before a value whose
+due jobs rank higher than those it found; the next claims reach it.) Cost per claim: the
+groups' scan, one query for the tags and one for the clock, one probe per value served, one
+write each for tags and clock.
 Only values with jobs due count, and a capped group gets no probe, so the turn never waits
 on one: the work is conserved. On PostgreSQL a value's tag is written only by the claim
 holding its group's lock, and the clock only moves forward (``GREATEST``), so concurrent
@@ -93,14 +96,14 @@ class SQLFair(SQLHost):
         self,
         conn: Conn,
         key: str,
-        rooms: Mapping[str, int],
+        rooms: Mapping[str, tuple[int, int]],
         weights: FairWeights,
         base: dict[str, Any],
         limit: int,
     ) -> FairPlan:
-        """The starts the turns give among ``rooms`` (value -> how many more may start) of
-        fair ``key``, up to ``limit``; their jobs are locked (PostgreSQL: FOR UPDATE SKIP
-        LOCKED) but not claimed."""
+        """The starts the turns give among ``rooms`` (value -> how many more may start, and
+        the highest priority it holds) of fair ``key``, up to ``limit``; their jobs are
+        locked (PostgreSQL: FOR UPDATE SKIP LOCKED) but not claimed."""
         q = self.q
         row = conn.execute(q["fair_clock"], {"key": key}).fetchone()
         vtime = float(row[0]) if row else 0.0
@@ -109,12 +112,12 @@ class SQLFair(SQLHost):
             r[0]: float(r[1])
             for r in conn.execute(q["fair_tags"], {"key": key, "values": dumps(values)})
         }
-        order = sorted(values, key=lambda v: (max(stored.get(v, vtime), vtime), v))
+        order = sorted(values, key=lambda v: (-rooms[v][1], max(stored.get(v, vtime), vtime), v))
         turns: list[Turn] = []
         for value in order:
             if len(turns) >= limit:
                 break  # any further value could start only after each of these
-            params = {**base, "key": key, "grp": value, "n": min(rooms[value], limit)}
+            params = {**base, "key": key, "grp": value, "n": min(rooms[value][0], limit)}
             due = conn.execute(q["limited_due"], params).fetchall()
             if due:
                 tag = max(stored.get(value, vtime), vtime)

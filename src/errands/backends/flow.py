@@ -192,18 +192,19 @@ class SQLFlow(SQLFair, SQLHost):
         worker without limits: the groups' probe)."""
         q = self.q
         limit = request.limit
-        groups = self._limited_groups(conn)
+        tops: dict[tuple[str, str], int] = {}  # each group's highest priority
+        groups = self._limited_groups(conn, tops)
         headroom = self._headroom(conn, groups, now) if groups else {}
         base = {"now": now, "types": params["types"], "queues": params["queues"]}
         limited: list[tuple[int, int, Any]] = []
         rated: set[tuple[str, str]] = set()
         fair = request.fair
-        fair_rooms: dict[str, dict[str, int]] = {}
+        fair_rooms: dict[str, dict[str, tuple[int, int]]] = {}
         for (key, grp), (room, has_rate) in headroom.items():
             if room <= 0:
                 continue  # a capped group is not eligible: the turn passes it by
             if key in fair:
-                fair_rooms.setdefault(key, {})[grp] = room
+                fair_rooms.setdefault(key, {})[grp] = (room, tops.get((key, grp), 0))
                 if has_rate:
                     rated.add((key, grp))
                 continue
@@ -261,20 +262,26 @@ class SQLFlow(SQLFair, SQLHost):
             col = {**col, "claimed_at": len(rows[0]) - 1}
         return rows, col
 
-    def _limited_groups(self, conn: Conn) -> list[tuple[str, str]]:
+    def _limited_groups(
+        self, conn: Conn, tops: dict[tuple[str, str], int]
+    ) -> list[tuple[str, str]]:
         """Up to MAX_GROUPS keys and groups with waiting jobs (on PostgreSQL, each locked),
-        from where this backend's previous scan stopped, wrapping round to the first."""
+        from where this backend's previous scan stopped, wrapping round to the first; each
+        one's highest priority into ``tops``."""
         query = self.q["limited_groups"]
         after = self._group_cursor
         key, grp = after or (None, None)
         params: dict[str, Any] = {"max_groups": MAX_GROUPS, "after_key": key, "after_grp": grp}
-        groups = [(r[0], r[1]) for r in conn.execute(query, params).fetchall()]
+        rows = conn.execute(query, params).fetchall()
+        groups = [(r[0], r[1]) for r in rows]
+        tops.update(((r[0], r[1]), r[2]) for r in rows)
         if after is not None and len(groups) < MAX_GROUPS:  # the end: wrap round
             seen = set(groups)
             params.update(max_groups=MAX_GROUPS - len(groups), after_key=None, after_grp=None)
             for r in conn.execute(query, params).fetchall():
                 if (r[0], r[1]) not in seen:
                     groups.append((r[0], r[1]))
+                    tops[(r[0], r[1])] = r[2]
         self._group_cursor = groups[-1] if len(groups) >= MAX_GROUPS else None
         return groups
 
