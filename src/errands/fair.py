@@ -126,3 +126,27 @@ class FairInfo:
     running: int
     served: int
     minutes: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """The value as JSON (``errands fair --json``)."""
+        return {
+            "key": self.key,
+            "value": self.value,
+            "due": self.due,
+            "queued": self.queued,
+            "running": self.running,
+            "served": self.served,
+            "minutes": self.minutes,
+        }
+
+
+def fairness(backend: Any, keys: Iterable[str], now: float, minutes: float) -> list[FairInfo]:
+    """What ``Queue.fairness`` shows: per value of each fair key (``keys``, and every key
+    with stored turns), its jobs due, queued, running, and starts in the last ``minutes``."""
+    if isinstance(minutes, bool) or not isinstance(minutes, int | float) or not 0 < minutes <= 1440:
+        raise ConfigurationError(
+            f"minutes must be a number over 0 and at most 1440, got {minutes!r:.40}"
+        )
+    every = sorted(set(keys) | set(backend.fair_keys()))
+    rows = backend.fair_usage(every, now, now - minutes * 60)
+    return [FairInfo(**r, minutes=float(minutes)) for r in rows]

@@ -29,7 +29,7 @@ claims on other values compose.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -91,6 +91,32 @@ class SQLFair(SQLHost):
     """The fair half of the limited claim (bound on SQLBackend through SQLFlow)."""
 
     _fair_claims = 0
+
+    def fair_keys(self) -> list[str]:
+        """The fair keys whose turns are stored (served at least once)."""
+        return [r["key"] for r in self._fetch("fair_keys")]
+
+    def fair_usage(self, keys: Sequence[str], now: float, since: float) -> list[dict[str, Any]]:
+        """Per key and value of ``keys``: due, queued, running, and served since ``since``."""
+        if not keys:
+            return []
+        params = {"keys": dumps(sorted(set(keys))), "now": now, "since": since}
+        with self._read_rows() as conn:
+            counts = self._dicts(conn.execute(self.q["fair_counts"], params))
+            served = self._dicts(conn.execute(self.q["fair_served"], params))
+        out: dict[tuple[str, str], dict[str, Any]] = {}
+        zero = {"due": 0, "queued": 0, "running": 0, "served": 0}
+        for r in counts:
+            row = out.setdefault(
+                (r["key"], r["value"]), {"key": r["key"], "value": r["value"], **zero}
+            )
+            row.update(due=int(r["due"]), queued=int(r["queued"]), running=int(r["running"]))
+        for r in served:
+            row = out.setdefault(
+                (r["key"], r["value"]), {"key": r["key"], "value": r["value"], **zero}
+            )
+            row["served"] = int(r["served"])
+        return [out[k] for k in sorted(out)]
 
     def _fair_picks(
         self,

@@ -36,7 +36,7 @@ from ..core.states import AttemptStatus
 from ..errors import ConfigurationError
 from .base import ClaimedJob, ClaimRequest, LimitSpec, Outcome, Released
 from .fair import FairPlan, SQLFair
-from .host import RUNNING, T_CLAIM, WORK, Conn, SQLHost, column_index, dumps, event_of
+from .host import IN_ORDER, RUNNING, T_CLAIM, WORK, Conn, SQLHost, column_index, dumps, event_of
 
 # Groups visited per claim: bounds a claim's work when many groups wait (each visit is a few
 # index probes). The skip scan takes them in key order; past this many, the next claim of
@@ -242,6 +242,10 @@ class SQLFlow(SQLFair, SQLHost):
             return [], {}
         col = column_index(cur)
         i_id, i_key, i_grp = col["id"], col["limit_key"], col["limit_group"]
+        # In the order chosen (RETURNING's is the table's): the worker starts them in it.
+        place = {c[3]: n for n, c in enumerate(ranked[:limit])}
+        rows.sort(key=lambda r: place[r[i_id]])
+        col = {**col, IN_ORDER: -1}
         if plans:
             claimed = {r[i_id] for r in rows}
             for plan in plans:

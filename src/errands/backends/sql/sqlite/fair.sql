@@ -5,6 +5,10 @@
 -- A fair key's virtual time (no row: 0).
 SELECT vtime FROM fair_clocks WHERE key = :key;
 
+-- name: fair_keys
+-- The fair keys whose turns are stored (a key is served once before it has a clock).
+SELECT key FROM fair_clocks ORDER BY key;
+
 -- name: fair_tags
 -- The stored start tags of some values of a fair key (:values is a JSON array of values).
 SELECT value, tag FROM fair_turns
