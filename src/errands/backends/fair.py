@@ -29,6 +29,7 @@ claims on other values compose.
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -140,14 +141,28 @@ class SQLFair(SQLHost):
         }
         order = sorted(values, key=lambda v: (-rooms[v][1], max(stored.get(v, vtime), vtime), v))
         turns: list[Turn] = []
-        for value in order:
-            if len(turns) >= limit:
-                break  # any further value could start only after each of these
-            params = {**base, "key": key, "grp": value, "n": min(rooms[value][0], limit)}
-            due = conn.execute(q["limited_due"], params).fetchall()
-            if due:
-                tag = max(stored.get(value, vtime), vtime)
-                turns.append(Turn(value, tag, weights.of(value), [(r[0], r[1], r[2]) for r in due]))
+        at = 0
+        while at < len(order) and len(turns) < limit:
+            # Any value past the first ``limit`` with jobs due could start only after each of
+            # them: probe in batches of what is still wanted, one statement each.
+            batch = order[at : at + limit - len(turns)]
+            at += len(batch)
+            share = sum(weights.of(v) for v in batch)
+            # Each value's share of the starts wanted, and one more: enough for its turns.
+            wants = {
+                v: min(rooms[v][0], 1 + math.ceil(limit * weights.of(v) / share)) for v in batch
+            }
+            rows = dumps([[v, n] for v, n in wants.items()])
+            params = {**base, "key": key, "rows": rows, "n": max(wants.values())}
+            due: dict[str, list[Candidate]] = {}
+            for r in conn.execute(q["fair_due"], params):
+                jobs = due.setdefault(r[3], [])
+                if len(jobs) < wants[r[3]]:
+                    jobs.append((r[0], r[1], r[2]))
+            for value in batch:
+                if value in due:
+                    tag = max(stored.get(value, vtime), vtime)
+                    turns.append(Turn(value, tag, weights.of(value), due[value]))
         return FairPlan(key, take_turns(turns, limit))
 
     def _fair_served(self, conn: Conn, plan: FairPlan, claimed: set[int]) -> None:

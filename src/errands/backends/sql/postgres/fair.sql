@@ -49,3 +49,23 @@ FROM job_attempts AS a JOIN jobs AS j ON j.id = a.job_id
 WHERE a.started_at >= to_timestamp(:since)
   AND j.limit_key IN (SELECT jsonb_array_elements_text(CAST(:keys AS jsonb)))
 GROUP BY j.limit_key, j.limit_group;
+
+-- name: fair_due
+-- The best due jobs of many values of a fair key in one statement (:rows is a JSON array of
+-- [value, n]): per value, limited_due's probe, up to :n (the largest n: a LIMIT cannot read
+-- the row; the caller keeps each value's n), locked like it.
+SELECT d.id, d.priority, d.run_at, d.limit_group
+FROM jsonb_array_elements(CAST(:rows AS jsonb)) WITH ORDINALITY AS v(e, n),
+LATERAL (
+    SELECT id, priority, run_at, limit_group FROM jobs
+    WHERE status = 'queued' AND limit_key IS NOT NULL
+      AND limit_key = :key AND limit_group = v.e->>0
+      AND run_at <= to_timestamp(:now)
+      AND type = ANY(CAST(:types AS text[]))
+      AND (CAST(:queues AS text[]) IS NULL OR queue = ANY(CAST(:queues AS text[])))
+      AND queue NOT IN (SELECT queue FROM queue_pauses)
+      AND NOT EXISTS (SELECT 1 FROM queue_pauses WHERE queue = '*')
+    ORDER BY priority DESC, run_at, id
+    LIMIT :n
+    FOR UPDATE SKIP LOCKED) AS d
+ORDER BY v.n, d.priority DESC, d.run_at, d.id;

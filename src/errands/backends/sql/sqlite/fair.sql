@@ -47,3 +47,21 @@ SELECT j.limit_key AS key, j.limit_group AS value, COUNT(*) AS served
 FROM job_attempts AS a JOIN jobs AS j ON j.id = a.job_id
 WHERE a.started_at >= :since AND j.limit_key IN (SELECT value FROM json_each(:keys))
 GROUP BY j.limit_key, j.limit_group;
+
+-- name: fair_due
+-- The best due jobs of many values of a fair key in one statement (:rows is a JSON array of
+-- [value, n]): per value, limited_due's probe, up to :n (the largest n: a LIMIT cannot read
+-- the row; the caller keeps each value's n).
+SELECT j.id, j.priority, j.run_at, j.limit_group FROM json_each(:rows) AS v
+JOIN jobs AS j ON j.id IN (
+    SELECT id FROM jobs INDEXED BY jobs_limited_due
+    WHERE status = 'queued' AND limit_key IS NOT NULL
+      AND limit_key = :key AND limit_group = json_extract(v.value, '$[0]')
+      AND run_at <= :now
+      AND type IN (SELECT value FROM json_each(:types))
+      AND (:queues IS NULL OR queue IN (SELECT value FROM json_each(:queues)))
+      AND queue NOT IN (SELECT queue FROM queue_pauses)
+      AND NOT EXISTS (SELECT 1 FROM queue_pauses WHERE queue = '*')
+    ORDER BY priority DESC, run_at, id
+    LIMIT :n)
+ORDER BY v.key, j.priority DESC, j.run_at, j.id;
