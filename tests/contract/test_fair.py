@@ -180,3 +180,15 @@ def test_bad_fair_options_are_refused_with_what_to_do(
 ) -> None:
     with pytest.raises(errands.ConfigurationError, match=words):
         q.task(**build())(lambda: None)
+
+
+def test_an_operator_limit_on_the_fair_key_caps_each_value(clocked_queue: errands.Queue) -> None:
+    q = clocked_queue
+    app(q)
+    backlog(q, "work", "A", 5)
+    backlog(q, "work", "B", 5)
+    q.set_limit("fair:tenant", running=1)  # `errands limit set fair:tenant --running 1`
+    assert sorted(tenants(claim(q, n=10))) == ["A", "B"]
+    assert claim(q, n=10) == []
+    q.clear_limit("fair:tenant")
+    assert len(claim(q, n=10)) == 8

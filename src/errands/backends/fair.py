@@ -165,6 +165,18 @@ class SQLFair(SQLHost):
                     turns.append(Turn(value, tag, weights.of(value), due[value]))
         return FairPlan(key, take_turns(turns, limit))
 
+    def _fair_headroom(
+        self, conn: Conn, groups: list[tuple[str, str]], fair: Mapping[str, FairWeights]
+    ) -> dict[tuple[str, str], tuple[int, bool]]:
+        """The groups of fair keys no limit caps (no stored limit of that key): no cap, no
+        rate, so the limited claim need not count their running jobs."""
+        keys = {k for k, _ in groups if k in fair}
+        if not keys:
+            return {}
+        capped = {r[0] for r in conn.execute(self.q["stored_limit_keys"], {})}
+        free = keys - capped
+        return {g: (1 << 30, False) for g in groups if g[0] in free}
+
     def _fair_served(self, conn: Conn, plan: FairPlan, claimed: set[int]) -> None:
         """After the claim: the tags of the values whose picks were claimed, and the clock."""
         tags: dict[str, float] = {}

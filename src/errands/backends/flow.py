@@ -194,7 +194,9 @@ class SQLFlow(SQLFair, SQLHost):
         limit = request.limit
         tops: dict[tuple[str, str], int] = {}  # each group's highest priority
         groups = self._limited_groups(conn, tops)
-        headroom = self._headroom(conn, groups, now) if groups else {}
+        headroom = self._fair_headroom(conn, groups, request.fair)
+        rest = [g for g in groups if g not in headroom]
+        headroom.update(self._headroom(conn, rest, now) if rest else {})
         base = {"now": now, "types": params["types"], "queues": params["queues"]}
         limited: list[tuple[int, int, Any]] = []
         rated: set[tuple[str, str]] = set()

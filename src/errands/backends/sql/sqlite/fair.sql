@@ -9,6 +9,10 @@ SELECT vtime FROM fair_clocks WHERE key = :key;
 -- The fair keys whose turns are stored (a key is served once before it has a clock).
 SELECT key FROM fair_clocks ORDER BY key;
 
+-- name: stored_limit_keys
+-- Every key with a stored limit (the code's or an operator's): a fair key among them is capped.
+SELECT key FROM flow_limits;
+
 -- name: fair_tags
 -- The stored start tags of some values of a fair key (:values is a JSON array of values).
 SELECT value, tag FROM fair_turns
