@@ -43,6 +43,10 @@ def test_errands_fair_shows_due_running_and_served_per_value(
     assert rows["bolt"]["key"] == "fair:tenant" and rows["bolt"]["minutes"] == 5.0
     code, out, _ = run(["fair", "--minutes", "1", "--db", db_url], capsys)
     assert code == 0 and "bolt" in out and "SERVED 1M" in out
+    # `errands limits` lists the values under the key fair:<field>.
+    code, out, _ = run(["limits", "--json", "--db", db_url], capsys)
+    (limit,) = [r for r in json.loads(out) if r["key"] == "fair:tenant"]
+    assert limit["groups"]["bolt"] == {"running": 0, "waiting": 4}
 
 
 def test_bad_minutes_are_refused_with_the_range(
