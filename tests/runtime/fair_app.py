@@ -2,7 +2,8 @@
 
     python fair_app.py --db URL --ledger DIR [--concurrency N]
 
-Every handler appends a line when it ends (job, tenant, pid, time) to this process's own
+Every handler appends a line when it ends (job, tenant, phase, pid, time), ``capped`` one
+when it starts too, to this process's own
 ledger file, one ``write`` per line, so the parent measures the order of service from the
 handlers' own records.
 """
@@ -20,6 +21,7 @@ from errands.context import JobContext
 from errands.worker import Worker
 
 FAIR = errands.Fair("tenant", weights={"gold": 3})
+PER_TENANT = errands.Limit("per-tenant", running=2, group="tenant")
 
 
 class Ledger:
@@ -29,8 +31,14 @@ class Ledger:
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self._lock = threading.Lock()
 
-    def record(self, ctx: JobContext, tenant: str) -> None:
-        row = {"job": ctx.job_id, "tenant": tenant, "pid": os.getpid(), "t": time.time()}
+    def record(self, ctx: JobContext, tenant: str, phase: str = "end") -> None:
+        row = {
+            "job": ctx.job_id,
+            "tenant": tenant,
+            "phase": phase,
+            "pid": os.getpid(),
+            "t": time.time(),
+        }
         with self._lock:
             os.write(self._fd, (json.dumps(row) + "\n").encode())
 
@@ -43,6 +51,14 @@ def build(url: str, ledger: Ledger | None = None) -> errands.Queue:
         time.sleep(ms / 1000)
         if ledger is not None:
             ledger.record(ctx, tenant)
+
+    @q.task(fair="tenant", limit=PER_TENANT)
+    def capped(ctx: JobContext, tenant: str, seq: int, ms: float = 20) -> None:
+        if ledger is not None:
+            ledger.record(ctx, tenant, "start")
+        time.sleep(ms / 1000)
+        if ledger is not None:
+            ledger.record(ctx, tenant, "end")
 
     return q
 

@@ -1,6 +1,7 @@
 """Fair share across real worker processes, both backends (docs/flow-control.md, "Fair
-share"): a tenant enqueued behind another's backlog is served in turn, and weights give
-their ratio of starts — measured from the handlers' own records. Both fail on a claim that
+share"): a tenant enqueued behind another's backlog is served in turn, weights give their
+ratio of starts, and fair jobs capped per tenant keep their cap and turns while a worker is
+SIGKILLed — measured from the handlers' own records. Both fail on a claim that
 takes due jobs in run_at then id order (today's main: all of A first).
 """
 
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import Proc, read_ledger, wait_for, worker_pids
+from .conftest import Proc, read_ledger, status_counts, wait_for, worker_pids
 from .fair_app import build
 
 APP = Path(__file__).with_name("fair_app.py")
@@ -39,7 +41,8 @@ class Workers:
         return self.root / "ledger"
 
     def ends(self) -> list[dict[str, Any]]:
-        return sorted(read_ledger(self.ledger_dir), key=lambda r: r["t"])
+        rows = read_ledger(self.ledger_dir)
+        return sorted((r for r in rows if r["phase"] == "end"), key=lambda r: r["t"])
 
     def close(self) -> None:
         for proc in self.procs:
@@ -56,10 +59,10 @@ def workers(db_url: str, tmp_path: Path) -> Iterator[Workers]:
         w.close()
 
 
-def backlog(db_url: str, counts: dict[str, int]) -> None:
+def backlog(db_url: str, counts: dict[str, int], task: str = "share") -> None:
     with build(db_url) as q:  # the producer has the fair task: its jobs carry their value
         for tenant, n in counts.items():
-            items = [("share", {"tenant": tenant, "seq": i}) for i in range(n)]
+            items = [(task, {"tenant": tenant, "seq": i}) for i in range(n)]
             for start in range(0, n, 1000):
                 q.enqueue_many(items[start : start + 1000])
 
@@ -88,3 +91,33 @@ def test_weights_3_to_1_hold_within_a_tenth_over_2000_jobs(db_url: str, workers:
     got = Counter(r["tenant"] for r in workers.ends()[:2000])
     ratio = got["gold"] / got["A"]
     assert 2.7 <= ratio <= 3.3, got
+
+
+def test_fair_and_capped_jobs_survive_killed_workers_within_their_caps(
+    db_url: str, workers: Workers
+) -> None:
+    backlog(db_url, {"A": 150, "B": 30, "C": 30}, task="capped")
+    workers.start(2, concurrency=4)
+    wait_for(lambda: len(workers.ends()) >= 40, 60, "40 jobs done")
+    killed, killed_at = workers.procs[0].pid, time.time()
+    workers.procs[0].kill()  # SIGKILL mid-run: its jobs are recovered by the rescuer
+    workers.start(1, concurrency=4)
+    wait_for(lambda: status_counts(db_url)["succeeded"] == 210, 90, "every job to succeed")
+    # Per tenant, never more than the cap running at once, from the handlers' own records (a
+    # killed handler stopped when its process was killed).
+    rows = read_ledger(workers.ledger_dir)
+    ended = {(r["job"], r["pid"]) for r in rows if r["phase"] == "end"}
+    marks = [(r["t"], 1 if r["phase"] == "start" else -1, r["tenant"]) for r in rows]
+    marks += [
+        (killed_at, -1, r["tenant"])
+        for r in rows
+        if r["phase"] == "start" and r["pid"] == killed and (r["job"], r["pid"]) not in ended
+    ]
+    running: Counter[str] = Counter()
+    for _, step, tenant in sorted(marks):
+        running[tenant] += step
+        assert running[tenant] <= 2, f"{tenant}: {running[tenant]} running at once"
+    # B and C are done long before A: they took turns with it.
+    ends = workers.ends()
+    last_bc = max(i for i, r in enumerate(ends) if r["tenant"] in "BC")
+    assert sum(1 for r in ends[: last_bc + 1] if r["tenant"] == "A") < 120
