@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar, Unpack, overload
 
+from . import fair
 from .backends import forks, open_backend, redact
 from .backends.base import EnqueueCall, Graduation
 from .backends.verbs import Listener, ReadVerbs
@@ -38,6 +39,7 @@ from .errors import (
     ConfigurationError,
     GraduatedError,
 )
+from .fair import Fair, FairInfo, fair_of
 from .limits import Limit
 from .maintenance.expirer import Expirer
 from .maintenance.pruner import SERVICE_MAX_BATCHES, Pruner
@@ -246,6 +248,7 @@ class Queue(Lifecycle, Reads, Actions, FlowControl, DurableSteps):
         limit: Limit | None = None,
         max_snoozes: int = DEFAULT_MAX_SNOOZES,
         expires_in: Duration | None = None,
+        fair: str | Fair | Callable[[Mapping[str, Any]], Any] | None = None,
     ) -> Callable[[F], Task[Any, Any]]: ...
 
     def task(
@@ -264,6 +267,7 @@ class Queue(Lifecycle, Reads, Actions, FlowControl, DurableSteps):
         limit: Limit | None = None,
         max_snoozes: int = DEFAULT_MAX_SNOOZES,
         expires_in: Duration | None = None,
+        fair: str | Fair | Callable[[Mapping[str, Any]], Any] | None = None,
     ) -> Task[Any, Any] | Callable[[F], Task[Any, Any]]:
         """Register a handler (sync or ``async def``). Its type is ``name`` or its
         ``__name__``. Use as ``@q.task`` or ``@q.task(queue=…, max_attempts=…)``."""
@@ -281,6 +285,7 @@ class Queue(Lifecycle, Reads, Actions, FlowControl, DurableSteps):
             limit=limit,
             max_snoozes=max_snoozes,
             expires_in=None if expires_in is None else seconds(expires_in, "expires_in"),
+            fair=fair_of(fair),
         )
 
         def register(f: F) -> Task[Any, Any]:
@@ -427,6 +432,12 @@ class Queue(Lifecycle, Reads, Actions, FlowControl, DurableSteps):
     ) -> list[int]:
         """``enqueue_many`` for async code (see ``enqueue_async``)."""
         return await self._producer.store_async(self._producer.many(items), actor, connection)
+
+    def fairness(self, minutes: float = 5) -> list[FairInfo]:
+        """Fair share (docs/flow-control.md): per value of each fair key, its jobs due now,
+        queued, running, and attempts started in the last ``minutes``."""
+        keys = [k for t in self.tasks.values() if (k := t.options.fair_key()) is not None]
+        return fair.fairness(self.backend, keys, self.clock(), minutes)
 
     # -- pipelines (pipelines.py, docs/pipelines.md) -------------------------------------
 

@@ -17,6 +17,7 @@ from .core.options import DEFAULT as DEFAULT_OPTIONS
 from .core.options import EnqueueKwargs, EnqueueOptions
 from .core.timerules import TimeRules
 from .errors import ConfigurationError, ErrandsError, PayloadError, at_item
+from .fair import Fair
 from .limits import Limit
 
 P = ParamSpec("P")
@@ -42,12 +43,20 @@ class TaskOptions:
     limit: Limit | None = None  # flow control (errands.Limit): its jobs carry its key/group
     max_snoozes: int = DEFAULT_MAX_SNOOZES
     expires_in: float | None = None  # seconds (docs/flow-control.md "Time rules")
+    fair: Fair | None = None  # fair share (errands.Fair): its jobs' group is their value
 
     def __post_init__(self) -> None:
         validate.name(self.queue, "queue")
         if self.limit is not None and not isinstance(self.limit, Limit):
             raise ConfigurationError(
                 f"limit must be an errands.Limit, got {type(self.limit).__name__}"
+            )
+        if self.fair is not None and self.limit is not None and self.limit.group != self.fair.field:
+            # One group per job: the fair value is the limit's group (backends/fair.py).
+            raise ConfigurationError(
+                f"fair={self.fair.name!r} with Limit({self.limit.key!r}, group="
+                f"{self.limit.group!r}): a fair task's limit must be per the same field; "
+                f"give the Limit group={self.fair.name!r}"
             )
         validate.integer(self.priority, "priority", *validate.PRIORITY_RANGE)
         validate.integer(self.max_attempts, "max_attempts", 1, validate.MAX_ATTEMPTS_MAX)
@@ -108,7 +117,18 @@ class TaskOptions:
                 payload_json.check(payload)  # the group is read from a checked payload
             job.limit_key = limit.key
             job.limit_group = limit.group_of(payload)
+        elif self.fair is not None:  # stored as a group of its own key (errands/fair.py)
+            if not text:
+                payload_json.check(payload)
+            job.limit_key = key = self.fair.key()
+            job.limit_group = self.fair.value_of(payload, key)
         return job
+
+    def fair_key(self) -> str | None:
+        """The limit key this task's fair turns are kept under (None: not fair)."""
+        if self.fair is None:
+            return None
+        return self.fair.key() if self.limit is None else self.limit.key
 
     def jobs(
         self, job_type: str, texts: list[str], payloads: list[Any], now: float
@@ -137,6 +157,14 @@ class TaskOptions:
                 job.limit_key = limit.key
                 try:
                     job.limit_group = limit.group_of(payload)
+                except ErrandsError as exc:
+                    raise at_item(n, exc) from None
+        elif self.fair is not None:
+            fair, key = self.fair, self.fair.key()
+            for n, (job, payload) in enumerate(zip(jobs, payloads, strict=True)):
+                job.limit_key = key
+                try:
+                    job.limit_group = fair.value_of(payload, key)
                 except ErrandsError as exc:
                     raise at_item(n, exc) from None
         return jobs

@@ -4,7 +4,7 @@ themselves: verbs.py). Times are float unix seconds; JSON columns travel as text
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,6 +65,9 @@ class ClaimRequest:
     # Whether any of ``types`` has a limit (errands.Limit): then the claim also takes limited
     # jobs, within their limits (backends/flow.py); otherwise it reads unlimited jobs only.
     limited: bool = False
+    # The fair keys among ``types`` (errands.Fair), each with its weights: the limited claim
+    # serves their values in turn (backends/fair.py).
+    fair: Mapping[str, FairWeights] = field(default_factory=dict)
 
 
 # Not frozen: a frozen dataclass's __init__ costs ~4x a plain one (object.__setattr__ per
@@ -328,6 +331,18 @@ class TypeHour:
     run_hist: list[int]
     wait_max: float
     run_max: float
+
+
+@dataclass(frozen=True, slots=True)
+class FairWeights:
+    """A fair key's weights: starts per turn of each value (``default`` for the others)."""
+
+    weights: Mapping[str, float] = field(default_factory=dict)
+    default: float = 1.0
+
+    def of(self, value: str) -> float:
+        """The weight of ``value``."""
+        return self.weights.get(value, self.default)
 
 
 @dataclass(frozen=True, slots=True)
