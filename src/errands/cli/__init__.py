@@ -19,6 +19,7 @@ from .. import __version__
 from ..backends import scrub
 from ..errors import ErrandsError
 from . import actions, dashboard, deps, flow, graduate, jobs, ops, output, steps, worker
+from .bench.churn_options import add_churn_arguments, run_churn
 from .common import UsageError, add_db, add_json, duration
 from .jobs import int_between, positive_int
 
@@ -190,6 +191,7 @@ def _register_tools(sub: Any) -> None:
         help="run only the flow-control phase: unlimited jobs beside 10,000 waiting on a "
         "saturated limit, against the same run without them, and a capped key's rate",
     )
+    add_churn_arguments(p)
     add_json(p)
     p.set_defaults(func=_cmd_bench)
 
@@ -216,6 +218,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
             f"--db {url!r} is not a postgresql:// URL; the SQLite bench uses fresh temporary "
             "files (choose where with --dir)"
         )
+    if args.long_transaction:
+        return run_churn(args, url)
     if args.limits:
         from .bench.limits import measure_limits, report_limits
 
