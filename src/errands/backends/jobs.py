@@ -30,6 +30,7 @@ from .base import (
     Suspended,
 )
 from .bulk_rows import HEADERS, UNIQUE_KEY, alike_runs, chunks
+from .claim_position import FROM_THE_FRONT, ClaimPosition
 from .host import (
     ALL,
     DONE,
@@ -75,6 +76,16 @@ class SQLJobs(SQLHost):
     # The driver reports an INSERT's last id and row count (Step mode LAST) and one
     # statement's new ids are consecutive: the bulk insert then needs no RETURNING (SQLite).
     counted_inserts = False
+    # The claim resumes its index scan where this claimer last found work (claim_position.py):
+    # PostgreSQL, whose index keeps claimed jobs' entries until VACUUM. SQLite removes an
+    # entry with its row's change, so its claim scans from the front and ignores the position.
+    claim_resumes = False
+
+    @property
+    def claim_position(self) -> ClaimPosition:
+        """Where each claimer of this process resumes its scan (made on first use)."""
+        position: ClaimPosition = self.__dict__.setdefault("_claim_position", ClaimPosition())
+        return position
 
     # -- enqueue ---------------------------------------------------------------------------
 
@@ -251,6 +262,10 @@ class SQLJobs(SQLHost):
             "queues": None if request.queues is None else self._list(list(request.queues)),
             "limit": request.limit,
         }
+        if self.claim_resumes:
+            params.update(self.claim_position.params(params["types"], params["queues"], now))
+        else:
+            params.update(FROM_THE_FRONT)
         if request.limited:  # limits are counted in this transaction (flow.py)
             return self._claim_limited(conn, request, params, now)
         return self._claim_rows(conn, params, now)

@@ -1,0 +1,88 @@
+"""Where a claim resumes its scan of the due jobs: past the dead index entries of the jobs
+already claimed.
+
+On PostgreSQL a claimed job's entry stays in the partial index of due jobs until VACUUM
+removes it, and VACUUM cannot while any transaction still sees the row (a long report,
+``pg_dump``, a replica's feedback). A claim that scans from the front of the index then
+reads every such entry, and its heap row, before the first live job: its cost grows with
+the jobs claimed since the horizon was held. So each claimer (its types and queues) remembers
+the priority and run_at of the jobs it last claimed and the next claim starts there
+(jobs.sql ``claim``: higher priorities from the front, that priority from the remembered
+run_at, lower priorities from their own front).
+
+The position is a hint, never a promise that nothing is behind it:
+
+- it stays SLACK seconds behind the claim's clock, so a job committed late by a slow
+  producer (its run_at is when it was enqueued, not when it became visible) is not passed;
+- a job can still come to be due behind it (run_at given in the past, another host's clock
+  running behind, a paused queue resumed, a claim that skipped a locked job rolled back): so
+  every FRONT_SCAN_SECONDS a claim scans from the front again, and nothing waits behind a
+  position longer than that. A claim that finds nothing keeps the position: an idle worker
+  woken for one job must not pay for every dead entry to find it.
+
+The cost left is the dead entries within SLACK of the clock, which does not grow while the
+horizon is held, and one full scan per FRONT_SCAN_SECONDS.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+SLACK = 0.25  # seconds behind the claim's clock: commits slower than this meet a front scan
+FRONT_SCAN_SECONDS = 5.0  # at most this long between claims scanning from the front
+FRONT = 1 << 31  # a priority above any integer priority: the claim scans from the front
+NO_RUN_AT = 0.0
+FROM_THE_FRONT = {"after_priority": FRONT, "after_run_at": NO_RUN_AT}
+
+
+# A claimer's types or queues as the claim binds them: a JSON text (SQLite) or a list (psycopg).
+Bound = str | Sequence[str]
+Key = tuple[str | tuple[str, ...], str | tuple[str, ...] | None]
+
+
+def _key(types: Bound, queues: Bound | None) -> Key:
+    def frozen(v: Bound) -> str | tuple[str, ...]:
+        return v if isinstance(v, str) else tuple(v)
+
+    return frozen(types), None if queues is None else frozen(queues)
+
+
+class ClaimPosition:
+    """Per claimer (types, queues): the priority and run_at its next claim resumes from."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._at: dict[Key, tuple[int, float]] = {}
+        self._front_at: dict[Key, float] = {}
+
+    def params(self, types: Bound, queues: Bound | None, now: float) -> dict[str, Any]:
+        """The claim's ``after_priority`` and ``after_run_at``: FRONT when there is no
+        position or the last front scan is FRONT_SCAN_SECONDS old."""
+        key = _key(types, queues)
+        with self._lock:
+            at = self._at.get(key)
+            if at is None or now - self._front_at.get(key, now) >= FRONT_SCAN_SECONDS:
+                self._at.pop(key, None)
+                self._front_at[key] = now
+                return dict(FROM_THE_FRONT)
+        return {"after_priority": at[0], "after_run_at": at[1]}
+
+    def claimed(
+        self, types: Bound, queues: Bound | None, now: float, found: Sequence[tuple[int, float]]
+    ) -> None:
+        """Move past what a claim found (priority, run_at of each job)."""
+        if not found:
+            return
+        key = _key(types, queues)
+        with self._lock:
+            priority = min(p for p, _ in found)  # the last in claim order: lowest priority,
+            run_at = max(r for p, r in found if p == priority)  # then latest run_at
+            self._at[key] = (priority, min(run_at, now - SLACK))
+
+    def forget(self) -> None:
+        """Every claimer scans from the front next time (this process queued work that may
+        lie behind a position)."""
+        with self._lock:
+            self._at.clear()
