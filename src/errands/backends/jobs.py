@@ -576,12 +576,19 @@ class SQLJobs(SQLHost):
             cur = conn.execute(self.q["cancel_requested"], {"job_ids": self._list(list(job_ids))})
             return [r["id"] for r in self._dicts(cur)]
 
-    def next_due(self, types: Sequence[str], queues: Sequence[str] | None) -> float | None:
+    def next_due(
+        self, types: Sequence[str], queues: Sequence[str] | None, after: float = 0.0
+    ) -> float | None:
+        """When the first queued job of these types and queues falls due, of those due after
+        ``after`` (a worker passes its now: the jobs due already it claims, and the index scan
+        then starts past the entries of jobs claimed before now, which PostgreSQL keeps until
+        VACUUM and a held snapshot keeps longer)."""
         if not types:
             return None
         params = {
             "types": self._list(list(types)),
             "queues": None if queues is None else self._list(list(queues)),
+            "after": after,
         }
         rows = self._fetch("next_due", params)
         return None if not rows else self._epoch(rows[0]["next_run_at"])

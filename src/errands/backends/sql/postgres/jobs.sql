@@ -310,9 +310,10 @@ SELECT id FROM jobs
 WHERE id = ANY(CAST(:job_ids AS bigint[])) AND cancel_requested = 1 AND status = 'running';
 
 -- name: next_due
--- When the next queued job this worker could run falls due (a paused queue has none).
+-- When the next queued job this worker could run falls due (a paused queue has none), of those
+-- due after :after (the index scan of jobs_queued_run_at starts there).
 SELECT MIN(run_at) AS next_run_at FROM jobs
-WHERE status = 'queued'
+WHERE status = 'queued' AND run_at > to_timestamp(:after)
   AND type = ANY(CAST(:types AS text[]))
   AND (CAST(:queues AS text[]) IS NULL OR queue = ANY(CAST(:queues AS text[])))
   AND queue NOT IN (SELECT queue FROM queue_pauses)

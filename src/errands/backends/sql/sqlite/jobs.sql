@@ -269,9 +269,10 @@ SELECT id FROM jobs
 WHERE id IN (SELECT value FROM json_each(:job_ids)) AND cancel_requested = 1 AND status = 'running';
 
 -- name: next_due
--- When the next queued job this worker could run falls due (a paused queue has none).
+-- When the next queued job this worker could run falls due (a paused queue has none), of those
+-- due after :after.
 SELECT MIN(run_at) AS next_run_at FROM jobs
-WHERE status = 'queued'
+WHERE status = 'queued' AND run_at > :after
   AND type IN (SELECT value FROM json_each(:types))
   AND (:queues IS NULL OR queue IN (SELECT value FROM json_each(:queues)))
   AND queue NOT IN (SELECT queue FROM queue_pauses)
