@@ -39,6 +39,7 @@ def test_claim_and_successes_use_indexes_with_stale_statistics(pg_url: str) -> N
                 "limit": 100,
                 "after_priority": FRONT,
                 "after_run_at": 0.0,
+                "after_id": 0,
             },
         )
         assert "jobs_due" in claim, claim
@@ -60,6 +61,7 @@ def test_claim_and_successes_use_indexes_with_stale_statistics(pg_url: str) -> N
                 "event": "CLAIMED",
                 "after_priority": FRONT,
                 "after_run_at": 0.0,
+                "after_id": 0,
             },
         )
         assert "jobs_due" in recorded, recorded
@@ -81,9 +83,10 @@ def test_claim_and_successes_use_indexes_with_stale_statistics(pg_url: str) -> N
                 "limit": 100,
                 "after_priority": 0,
                 "after_run_at": now - 1,
+                "after_id": 5,
             },
         )
-        assert re.search(r"Index Cond: \(\(priority = .*run_at >= ", resumed), resumed
+        assert re.search(r"Index Cond: \(\(priority = .*ROW\(run_at, id\) > ", resumed), resumed
         assert "Sort" not in resumed and "Seq Scan" not in resumed, resumed
 
         batch = json.dumps([[i, 1, now, None] for i in ids[:100]])

@@ -6,9 +6,9 @@ removes it, and VACUUM cannot while any transaction still sees the row (a long r
 ``pg_dump``, a replica's feedback). A claim that scans from the front of the index then
 reads every such entry, and its heap row, before the first live job: its cost grows with
 the jobs claimed since the horizon was held. So each claimer (its types and queues) remembers
-the priority and run_at of the jobs it last claimed and the next claim starts there
+the priority, run_at and id of the last job it claimed and the next claim starts there
 (jobs.sql ``claim``: higher priorities from the front, that priority from the remembered
-run_at, lower priorities from their own front).
+run_at and id, lower priorities from their own front).
 
 The position is a hint, never a promise that nothing is behind it:
 
@@ -34,7 +34,7 @@ SLACK = 0.25  # seconds behind the claim's clock: commits slower than this meet 
 FRONT_SCAN_SECONDS = 5.0  # at most this long between claims scanning from the front
 FRONT = 1 << 31  # a priority above any integer priority: the claim scans from the front
 NO_RUN_AT = 0.0
-FROM_THE_FRONT = {"after_priority": FRONT, "after_run_at": NO_RUN_AT}
+FROM_THE_FRONT = {"after_priority": FRONT, "after_run_at": NO_RUN_AT, "after_id": 0}
 
 
 # A claimer's types or queues as the claim binds them: a JSON text (SQLite) or a list (psycopg).
@@ -50,15 +50,15 @@ def _key(types: Bound, queues: Bound | None) -> Key:
 
 
 class ClaimPosition:
-    """Per claimer (types, queues): the priority and run_at its next claim resumes from."""
+    """Per claimer (types, queues): the priority, run_at and id its next claim resumes past."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._at: dict[Key, tuple[int, float]] = {}
+        self._at: dict[Key, tuple[int, float, int]] = {}
         self._front_at: dict[Key, float] = {}
 
     def params(self, types: Bound, queues: Bound | None, now: float) -> dict[str, Any]:
-        """The claim's ``after_priority`` and ``after_run_at``: FRONT when there is no
+        """The claim's ``after_priority``, ``after_run_at`` and ``after_id``: FRONT when there is no
         position or the last front scan is FRONT_SCAN_SECONDS old."""
         key = _key(types, queues)
         with self._lock:
@@ -67,19 +67,25 @@ class ClaimPosition:
                 self._at.pop(key, None)
                 self._front_at[key] = now
                 return dict(FROM_THE_FRONT)
-        return {"after_priority": at[0], "after_run_at": at[1]}
+        return {"after_priority": at[0], "after_run_at": at[1], "after_id": at[2]}
 
     def claimed(
-        self, types: Bound, queues: Bound | None, now: float, found: Sequence[tuple[int, float]]
+        self,
+        types: Bound,
+        queues: Bound | None,
+        now: float,
+        found: Sequence[tuple[int, float, int]],
     ) -> None:
-        """Move past what a claim found (priority, run_at of each job)."""
+        """Move past what a claim found (priority, run_at, id of each job)."""
         if not found:
             return
         key = _key(types, queues)
         with self._lock:
-            priority = min(p for p, _ in found)  # the last in claim order: lowest priority,
-            run_at = max(r for p, r in found if p == priority)  # then latest run_at
-            self._at[key] = (priority, min(run_at, now - SLACK))
+            priority = min(f[0] for f in found)  # the last in claim order: lowest priority,
+            _, run_at, job_id = max(f for f in found if f[0] == priority)  # then run_at, id
+            if run_at > now - SLACK:  # not yet SLACK behind: everything from there on
+                run_at, job_id = now - SLACK, 0
+            self._at[key] = (priority, run_at, job_id)
 
     def forget(self) -> None:
         """Every claimer scans from the front next time (this process queued work that may

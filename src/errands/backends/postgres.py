@@ -532,8 +532,8 @@ class PostgresBackend(PostgresOwnTx, SQLBackend):
         if not rows:
             return [], {}
         col = column_index(cur)
-        i_prio, i_run, ep = col["priority"], col["run_at"], self._epoch
-        found = [(r[i_prio], ep(r[i_run]) or 0.0) for r in rows]
+        i_prio, i_run, i_id, ep = col["priority"], col["run_at"], col["id"], self._epoch
+        found = [(r[i_prio], ep(r[i_run]) or 0.0, r[i_id]) for r in rows]
         self.claim_position.claimed(params["types"], params["queues"], now, found)
         return rows, col
 

@@ -79,8 +79,8 @@ VALUES (:job_id, to_timestamp(:ts), :event, :actor, :detail);
 -- SKIP LOCKED: concurrent claimers pass over rows another transaction is claiming instead of
 -- waiting for it, so many workers never claim the same attempt and never queue up on a lock.
 -- The scan resumes from the claimer's position (backends/claim_position.py): jobs of a higher
--- priority than :after_priority from the front of jobs_due, that priority from :after_run_at
--- on, lower ones from their front. Dead entries of jobs claimed before the position (kept in
+-- priority than :after_priority from the front of jobs_due, that priority past (:after_run_at,
+-- :after_id), lower ones from their front. Dead entries of jobs claimed before the position (kept in
 -- the index while a long transaction holds back VACUUM) are not read. :after_priority above
 -- every priority scans from the front.
 WITH above AS (
@@ -103,7 +103,8 @@ WITH above AS (
       AND (CAST(:queues AS text[]) IS NULL OR queue = ANY(CAST(:queues AS text[])))
       AND queue NOT IN (SELECT queue FROM queue_pauses)
       AND NOT EXISTS (SELECT 1 FROM queue_pauses WHERE queue = '*')
-      AND priority = CAST(:after_priority AS bigint) AND run_at >= to_timestamp(:after_run_at)
+      AND priority = CAST(:after_priority AS bigint)
+      AND (run_at, id) > (to_timestamp(:after_run_at), CAST(:after_id AS bigint))
     ORDER BY priority DESC, run_at, id
     LIMIT :limit
     FOR UPDATE SKIP LOCKED

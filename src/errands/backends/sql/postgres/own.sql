@@ -29,7 +29,8 @@ WITH above AS (
       AND (CAST(:queues AS text[]) IS NULL OR queue = ANY(CAST(:queues AS text[])))
       AND queue NOT IN (SELECT queue FROM queue_pauses)
       AND NOT EXISTS (SELECT 1 FROM queue_pauses WHERE queue = '*')
-      AND priority = CAST(:after_priority AS bigint) AND run_at >= to_timestamp(:after_run_at)
+      AND priority = CAST(:after_priority AS bigint)
+      AND (run_at, id) > (to_timestamp(:after_run_at), CAST(:after_id AS bigint))
     ORDER BY priority DESC, run_at, id
     LIMIT :limit
     FOR UPDATE SKIP LOCKED
