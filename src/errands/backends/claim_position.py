@@ -30,6 +30,8 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from .host import SQLHost
+
 SLACK = 0.25  # seconds behind the claim's clock: commits slower than this meet a front scan
 FRONT_SCAN_SECONDS = 5.0  # at most this long between claims scanning from the front
 FRONT = 1 << 31  # a priority above any integer priority: the claim scans from the front
@@ -92,3 +94,40 @@ class ClaimPosition:
         lie behind a position)."""
         with self._lock:
             self._at.clear()
+
+
+class ClaimScans(SQLHost):
+    """Where the worker's scans of queued jobs start: the claim's position, and next_due."""
+
+    # The claim resumes its index scan where this claimer last found work: PostgreSQL, whose
+    # index keeps claimed jobs' entries until VACUUM. SQLite removes an entry with its row's
+    # change, so its claim scans from the front and ignores the position.
+    claim_resumes = False
+
+    @property
+    def claim_position(self) -> ClaimPosition:
+        """Where each claimer of this process resumes its scan (made on first use)."""
+        position: ClaimPosition = self.__dict__.setdefault("_claim_position", ClaimPosition())
+        return position
+
+    def _claim_start(self, types: Bound, queues: Bound | None, now: float) -> dict[str, Any]:
+        if not self.claim_resumes:
+            return FROM_THE_FRONT
+        return self.claim_position.params(types, queues, now)
+
+    def next_due(
+        self, types: Sequence[str], queues: Sequence[str] | None, after: float = 0.0
+    ) -> float | None:
+        """When the first queued job of these types and queues falls due, of those due after
+        ``after`` (a worker passes its now: the jobs due already it claims, and the index scan
+        then starts past the entries of jobs claimed before now, which PostgreSQL keeps until
+        VACUUM and a held snapshot keeps longer)."""
+        if not types:
+            return None
+        params = {
+            "types": self._list(list(types)),
+            "queues": None if queues is None else self._list(list(queues)),
+            "after": after,
+        }
+        rows = self._fetch("next_due", params)
+        return None if not rows else self._epoch(rows[0]["next_run_at"])

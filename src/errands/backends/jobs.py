@@ -30,7 +30,7 @@ from .base import (
     Suspended,
 )
 from .bulk_rows import HEADERS, UNIQUE_KEY, alike_runs, chunks
-from .claim_position import FROM_THE_FRONT, ClaimPosition
+from .claim_position import ClaimScans
 from .host import (
     ALL,
     DONE,
@@ -49,7 +49,6 @@ from .host import (
     T_ENQUEUE,
     WORK,
     Conn,
-    SQLHost,
     Step,
     Steps,
     as_text,
@@ -69,23 +68,13 @@ CHUNK_BYTES = 4 << 20  # payload text per statement: bounds the JSON parameter's
 ALIKE_RUN_MIN = 32  # alike jobs per statement, on average, for insert_jobs_alike to pay
 
 
-class SQLJobs(SQLHost):
+class SQLJobs(ClaimScans):
     """Jobs in (enqueue) and the worker's verbs on the jobs it holds."""
 
     group_commit = False  # see verbs.JobVerbs; the SQLite backend turns it on
     # The driver reports an INSERT's last id and row count (Step mode LAST) and one
     # statement's new ids are consecutive: the bulk insert then needs no RETURNING (SQLite).
     counted_inserts = False
-    # The claim resumes its index scan where this claimer last found work (claim_position.py):
-    # PostgreSQL, whose index keeps claimed jobs' entries until VACUUM. SQLite removes an
-    # entry with its row's change, so its claim scans from the front and ignores the position.
-    claim_resumes = False
-
-    @property
-    def claim_position(self) -> ClaimPosition:
-        """Where each claimer of this process resumes its scan (made on first use)."""
-        position: ClaimPosition = self.__dict__.setdefault("_claim_position", ClaimPosition())
-        return position
 
     # -- enqueue ---------------------------------------------------------------------------
 
@@ -262,10 +251,7 @@ class SQLJobs(SQLHost):
             "queues": None if request.queues is None else self._list(list(request.queues)),
             "limit": request.limit,
         }
-        if self.claim_resumes:
-            params.update(self.claim_position.params(params["types"], params["queues"], now))
-        else:
-            params.update(FROM_THE_FRONT)
+        params.update(self._claim_start(params["types"], params["queues"], now))
         if request.limited:  # limits are counted in this transaction (flow.py)
             return self._claim_limited(conn, request, params, now)
         return self._claim_rows(conn, params, now)
@@ -575,23 +561,6 @@ class SQLJobs(SQLHost):
         with self._read() as conn:
             cur = conn.execute(self.q["cancel_requested"], {"job_ids": self._list(list(job_ids))})
             return [r["id"] for r in self._dicts(cur)]
-
-    def next_due(
-        self, types: Sequence[str], queues: Sequence[str] | None, after: float = 0.0
-    ) -> float | None:
-        """When the first queued job of these types and queues falls due, of those due after
-        ``after`` (a worker passes its now: the jobs due already it claims, and the index scan
-        then starts past the entries of jobs claimed before now, which PostgreSQL keeps until
-        VACUUM and a held snapshot keeps longer)."""
-        if not types:
-            return None
-        params = {
-            "types": self._list(list(types)),
-            "queues": None if queues is None else self._list(list(queues)),
-            "after": after,
-        }
-        rows = self._fetch("next_due", params)
-        return None if not rows else self._epoch(rows[0]["next_run_at"])
 
 
 def _check_held(outcomes: Sequence[Outcome], held: Sequence[ClaimedJob] | None) -> None:
