@@ -11,6 +11,7 @@ import re
 from typing import Any
 
 import errands
+from errands.backends.claim_position import FRONT
 
 
 def plan(q: errands.Queue, verb: str, name: str, params: dict[str, Any]) -> str:
@@ -36,6 +37,9 @@ def test_claim_and_successes_use_indexes_with_stale_statistics(pg_url: str) -> N
                 "types": ["t"],
                 "queues": None,
                 "limit": 100,
+                "after_priority": FRONT,
+                "after_run_at": 0.0,
+                "after_id": 0,
             },
         )
         assert "jobs_due" in claim, claim
@@ -55,10 +59,35 @@ def test_claim_and_successes_use_indexes_with_stale_statistics(pg_url: str) -> N
                 "limit": 100,
                 "status": "running",
                 "event": "CLAIMED",
+                "after_priority": FRONT,
+                "after_run_at": 0.0,
+                "after_id": 0,
             },
         )
         assert "jobs_due" in recorded, recorded
         assert "Sort" not in recorded and "Seq Scan" not in recorded, recorded
+
+        # Resumed from a position, the position's priority starts the index scan at its run_at
+        # (an index condition, not a filter over every entry before it).
+        resumed = plan(
+            q,
+            "claim",
+            "claim",
+            {
+                "to_state": "running",
+                "worker_id": "w",
+                "now": now,
+                "lease_seconds": 60.0,
+                "types": ["t"],
+                "queues": None,
+                "limit": 100,
+                "after_priority": 0,
+                "after_run_at": now - 1,
+                "after_id": 5,
+            },
+        )
+        assert re.search(r"Index Cond: \(\(priority = .*ROW\(run_at, id\) > ", resumed), resumed
+        assert "Sort" not in resumed and "Seq Scan" not in resumed, resumed
 
         batch = json.dumps([[i, 1, now, None] for i in ids[:100]])
         succeed = plan(

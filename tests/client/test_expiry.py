@@ -125,3 +125,20 @@ def test_expires_in_is_checked(clocked_queue: errands.Queue, tmp_path: Path) -> 
     out = run_cli(tmp_path, "enqueue", "t", "--db", url, "--json", "--expires-in", "10m")
     assert out.returncode == 0, out.stderr
     assert get_job(clocked_queue, json.loads(out.stdout)["id"]).expires_in == 600
+
+
+def test_the_claim_passes_over_an_expired_job_wherever_its_scan_resumes(
+    clocked_queue: errands.Queue, clock: FixedClock
+) -> None:
+    """PostgreSQL's claim resumes past the last job it claimed (backends/claim_position.py):
+    a job due after that position is read by the resumed range, which must pass over it
+    once expired just as a scan from the front does."""
+    q = clocked_queue
+    first = q.enqueue("send", {})
+    assert [j.id for j in claim(q, ["send"])] == [first]  # the position is now past it
+    clock.advance(1)
+    same = q.enqueue("send", {}, expires_in=1)  # same priority, after the position
+    lower = q.enqueue("send", {}, expires_in=1, priority=-1)  # a lower priority's range
+    clock.advance(2)  # both expired; within the position's front-scan period
+    assert claim(q, ["send"]) == []
+    assert {get_job(q, same).status, get_job(q, lower).status} == {"queued"}

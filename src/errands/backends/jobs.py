@@ -30,6 +30,7 @@ from .base import (
     Suspended,
 )
 from .bulk_rows import HEADERS, RULES, UNIQUE_KEY, alike_runs, chunks
+from .claim_position import ClaimScans
 from .debounce import debounce_steps, debounced
 from .host import (
     ALL,
@@ -49,7 +50,6 @@ from .host import (
     T_ENQUEUE,
     WORK,
     Conn,
-    SQLHost,
     Step,
     Steps,
     as_text,
@@ -70,7 +70,7 @@ CHUNK_BYTES = 4 << 20  # payload text per statement: bounds the JSON parameter's
 ALIKE_RUN_MIN = 32  # alike jobs per statement, on average, for insert_jobs_alike to pay
 
 
-class SQLJobs(SQLHost):
+class SQLJobs(ClaimScans):
     """Jobs in (enqueue) and the worker's verbs on the jobs it holds."""
 
     group_commit = False  # see verbs.JobVerbs; the SQLite backend turns it on
@@ -237,6 +237,7 @@ class SQLJobs(SQLHost):
             "queues": None if request.queues is None else self._list(list(request.queues)),
             "limit": request.limit,
         }
+        params.update(self._claim_start(params["types"], params["queues"], now))
         if request.limited:  # limits are counted in this transaction (flow.py)
             return self._claim_limited(conn, request, params, now)
         return self._claim_rows(conn, params, now)
@@ -546,16 +547,6 @@ class SQLJobs(SQLHost):
         with self._read() as conn:
             cur = conn.execute(self.q["cancel_requested"], {"job_ids": self._list(list(job_ids))})
             return [r["id"] for r in self._dicts(cur)]
-
-    def next_due(self, types: Sequence[str], queues: Sequence[str] | None) -> float | None:
-        if not types:
-            return None
-        params = {
-            "types": self._list(list(types)),
-            "queues": None if queues is None else self._list(list(queues)),
-        }
-        rows = self._fetch("next_due", params)
-        return None if not rows else self._epoch(rows[0]["next_run_at"])
 
 
 def _check_held(outcomes: Sequence[Outcome], held: Sequence[ClaimedJob] | None) -> None:

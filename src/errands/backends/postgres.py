@@ -97,6 +97,7 @@ class PostgresBackend(PostgresOwnTx, SQLBackend):
     q = sql.queries("postgres")
     schema_target = SCHEMA_VERSION
     concurrent_writers = True  # lock a dependent before checking it (deps.py)
+    claim_resumes = True  # dead index entries of claimed jobs: skipped (claim_position.py)
     inserts_wake = True  # its insert steps NOTIFY for due jobs (or leave it to the Waker)
     other_jobs_table_hint = "use another database, or a schema of its own (options=-csearch_path=…)"
 
@@ -523,7 +524,13 @@ class PostgresBackend(PostgresOwnTx, SQLBackend):
             {**params, "status": AttemptStatus.RUNNING.value, "event": event},
         )
         rows: list[Any] = cur.fetchall()
-        return (rows, column_index(cur)) if rows else ([], {})
+        if not rows:
+            return [], {}
+        col = column_index(cur)
+        i_prio, i_run, i_id, ep = col["priority"], col["run_at"], col["id"], self._epoch
+        found = [(r[i_prio], ep(r[i_run]) or 0.0, r[i_id]) for r in rows]
+        self.claim_position.claimed(params["types"], params["queues"], now, found)
+        return rows, col
 
     def listen(self, on_change: Callable[[], None], *, completions: bool = False) -> NotifyListener:
         # completions: not announced on this channel (waiters use listen_finished, one NOTIFY

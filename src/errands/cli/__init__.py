@@ -19,6 +19,7 @@ from .. import __version__
 from ..backends import scrub
 from ..errors import ErrandsError
 from . import actions, dashboard, deps, flow, graduate, jobs, ops, output, steps, worker
+from .bench.churn_options import add_churn_arguments, run_churn
 from .common import UsageError, add_db, add_json, duration
 from .jobs import int_between, positive_int
 
@@ -196,6 +197,7 @@ def _register_tools(sub: Any) -> None:
         help="run only the fair-share phase: no-op jobs over 1,000 fair values, all due, "
         "against the same jobs without fair",
     )
+    add_churn_arguments(p)
     add_json(p)
     p.set_defaults(func=_cmd_bench)
 
@@ -238,6 +240,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         else:
             report_fairness(fair)
         return EXIT_OK
+    if args.long_transaction:
+        return run_churn(args, url)
     if args.limits:
         from .bench.limits import measure_limits, report_limits
 

@@ -267,7 +267,7 @@ class Worker(Attached, HandlerLeases):
             if len(jobs) < want:
                 claimed_nothing = not jobs
                 self._next_poll = mono + s.poll_interval
-                due = self._next_due()
+                due = self._next_due(now)
                 if due is not None and due > now:
                     self._next_poll = min(self._next_poll, mono + (due - now))
 
@@ -351,9 +351,12 @@ class Worker(Attached, HandlerLeases):
         if start is not None:
             self.executor.submit(start)
 
-    def _next_due(self) -> float | None:
+    def _next_due(self, now: float) -> float | None:
+        # Only what falls due after now matters here (what is due already, the claim took
+        # or others hold); on PostgreSQL it also keeps the scan off the dead index entries
+        # of the jobs claimed before now.
         try:
-            return self.db.call(self.backend.next_due, self.types, self.queues)
+            return self.db.call(self.backend.next_due, self.types, self.queues, now)
         except DatabaseError as exc:
             self.db.survive("next due", exc, quiet=True)
             return None

@@ -92,7 +92,12 @@ VALUES (:job_id, to_timestamp(:ts), :event, :actor, :detail);
 -- the job in quarantine (worker/quarantine.py).
 -- SKIP LOCKED: concurrent claimers pass over rows another transaction is claiming instead of
 -- waiting for it, so many workers never claim the same attempt and never queue up on a lock.
-WITH due AS (
+-- The scan resumes from the claimer's position (backends/claim_position.py): jobs of a higher
+-- priority than :after_priority from the front of jobs_due, that priority past (:after_run_at,
+-- :after_id), lower ones from their front. Dead entries of jobs claimed before the position (kept in
+-- the index while a long transaction holds back VACUUM) are not read. :after_priority above
+-- every priority scans from the front.
+WITH above AS (
     SELECT id FROM jobs
     WHERE status = 'queued' AND limit_key IS NULL
       AND run_at <= to_timestamp(:now)
@@ -101,9 +106,41 @@ WITH due AS (
       AND (CAST(:queues AS text[]) IS NULL OR queue = ANY(CAST(:queues AS text[])))
       AND queue NOT IN (SELECT queue FROM queue_pauses)
       AND NOT EXISTS (SELECT 1 FROM queue_pauses WHERE queue = '*')
+      AND priority > CAST(:after_priority AS bigint)
     ORDER BY priority DESC, run_at, id
     LIMIT :limit
     FOR UPDATE SKIP LOCKED
+), level AS (
+    SELECT id FROM jobs
+    WHERE status = 'queued' AND limit_key IS NULL
+      AND run_at <= to_timestamp(:now)
+      AND (expires_at IS NULL OR expires_at > to_timestamp(:now) OR started_at IS NOT NULL)
+      AND type = ANY(CAST(:types AS text[]))
+      AND (CAST(:queues AS text[]) IS NULL OR queue = ANY(CAST(:queues AS text[])))
+      AND queue NOT IN (SELECT queue FROM queue_pauses)
+      AND NOT EXISTS (SELECT 1 FROM queue_pauses WHERE queue = '*')
+      AND priority = CAST(:after_priority AS bigint)
+      AND (run_at, id) > (to_timestamp(:after_run_at), CAST(:after_id AS bigint))
+    ORDER BY priority DESC, run_at, id
+    LIMIT :limit
+    FOR UPDATE SKIP LOCKED
+), below AS (
+    SELECT id FROM jobs
+    WHERE status = 'queued' AND limit_key IS NULL
+      AND run_at <= to_timestamp(:now)
+      AND (expires_at IS NULL OR expires_at > to_timestamp(:now) OR started_at IS NOT NULL)
+      AND type = ANY(CAST(:types AS text[]))
+      AND (CAST(:queues AS text[]) IS NULL OR queue = ANY(CAST(:queues AS text[])))
+      AND queue NOT IN (SELECT queue FROM queue_pauses)
+      AND NOT EXISTS (SELECT 1 FROM queue_pauses WHERE queue = '*')
+      AND priority < CAST(:after_priority AS bigint)
+    ORDER BY priority DESC, run_at, id
+    LIMIT :limit
+    FOR UPDATE SKIP LOCKED
+), due AS (
+    -- The three ranges in claim order; each is read only as far as the LIMIT needs.
+    SELECT id FROM above UNION ALL SELECT id FROM level UNION ALL SELECT id FROM below
+    LIMIT :limit
 )
 UPDATE jobs
 SET status = :to_state,
@@ -292,9 +329,10 @@ SELECT id FROM jobs
 WHERE id = ANY(CAST(:job_ids AS bigint[])) AND cancel_requested = 1 AND status = 'running';
 
 -- name: next_due
--- When the next queued job this worker could run falls due (a paused queue has none).
+-- When the next queued job this worker could run falls due (a paused queue has none), of those
+-- due after :after (the index scan of jobs_queued_run_at starts there).
 SELECT MIN(run_at) AS next_run_at FROM jobs
-WHERE status = 'queued'
+WHERE status = 'queued' AND run_at > to_timestamp(:after)
   AND type = ANY(CAST(:types AS text[]))
   AND (CAST(:queues AS text[]) IS NULL OR queue = ANY(CAST(:queues AS text[])))
   AND queue NOT IN (SELECT queue FROM queue_pauses)

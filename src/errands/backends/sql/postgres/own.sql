@@ -8,8 +8,8 @@
 -- claimed jobs, their attempt rows, and — when :event is not NULL (the audit records CLAIMED)
 -- — their CLAIMED events, with the detail insert_claimed_events writes. Returns claim's
 -- columns in claim's order (tests/backends/test_sql_columns.py). The due rows are chosen exactly as
--- claim chooses them (same index, same SKIP LOCKED).
-WITH due AS (
+-- claim chooses them (same index, same SKIP LOCKED, the same resumed scan).
+WITH above AS (
     SELECT id FROM jobs
     WHERE status = 'queued' AND limit_key IS NULL
       AND run_at <= to_timestamp(:now)
@@ -18,9 +18,41 @@ WITH due AS (
       AND (CAST(:queues AS text[]) IS NULL OR queue = ANY(CAST(:queues AS text[])))
       AND queue NOT IN (SELECT queue FROM queue_pauses)
       AND NOT EXISTS (SELECT 1 FROM queue_pauses WHERE queue = '*')
+      AND priority > CAST(:after_priority AS bigint)
     ORDER BY priority DESC, run_at, id
     LIMIT :limit
     FOR UPDATE SKIP LOCKED
+), level AS (
+    SELECT id FROM jobs
+    WHERE status = 'queued' AND limit_key IS NULL
+      AND run_at <= to_timestamp(:now)
+      AND (expires_at IS NULL OR expires_at > to_timestamp(:now) OR started_at IS NOT NULL)
+      AND type = ANY(CAST(:types AS text[]))
+      AND (CAST(:queues AS text[]) IS NULL OR queue = ANY(CAST(:queues AS text[])))
+      AND queue NOT IN (SELECT queue FROM queue_pauses)
+      AND NOT EXISTS (SELECT 1 FROM queue_pauses WHERE queue = '*')
+      AND priority = CAST(:after_priority AS bigint)
+      AND (run_at, id) > (to_timestamp(:after_run_at), CAST(:after_id AS bigint))
+    ORDER BY priority DESC, run_at, id
+    LIMIT :limit
+    FOR UPDATE SKIP LOCKED
+), below AS (
+    SELECT id FROM jobs
+    WHERE status = 'queued' AND limit_key IS NULL
+      AND run_at <= to_timestamp(:now)
+      AND (expires_at IS NULL OR expires_at > to_timestamp(:now) OR started_at IS NOT NULL)
+      AND type = ANY(CAST(:types AS text[]))
+      AND (CAST(:queues AS text[]) IS NULL OR queue = ANY(CAST(:queues AS text[])))
+      AND queue NOT IN (SELECT queue FROM queue_pauses)
+      AND NOT EXISTS (SELECT 1 FROM queue_pauses WHERE queue = '*')
+      AND priority < CAST(:after_priority AS bigint)
+    ORDER BY priority DESC, run_at, id
+    LIMIT :limit
+    FOR UPDATE SKIP LOCKED
+), due AS (
+    -- The three ranges in claim order; each is read only as far as the LIMIT needs.
+    SELECT id FROM above UNION ALL SELECT id FROM level UNION ALL SELECT id FROM below
+    LIMIT :limit
 ), claimed AS (
     UPDATE jobs
     SET status = :to_state,

@@ -98,6 +98,10 @@ FROM json_each(:rows);
 -- INDEXED BY pins it: left to itself the planner may take another index over the queued rows
 -- and sort them all on each claim (measured with jobs_status_queue_type, dropped by migration
 -- 0006: 35 us/job at 20k queued, vs ~5 with jobs_due).
+-- :after_priority, :after_run_at and :after_id are always above every priority, 0 and 0 here: PostgreSQL's
+-- claim resumes past the dead index entries of claimed jobs (backends/claim_position.py), but
+-- SQLite removes a claimed job's entry with the change itself, so its claim scans from the
+-- front and these terms hold for every job.
 UPDATE jobs
 SET status = :to_state,
     attempts = attempts + 1,
@@ -115,6 +119,7 @@ WHERE id IN (
       AND (:queues IS NULL OR queue IN (SELECT value FROM json_each(:queues)))
       AND queue NOT IN (SELECT queue FROM queue_pauses)
       AND NOT EXISTS (SELECT 1 FROM queue_pauses WHERE queue = '*')
+      AND priority < :after_priority AND run_at >= :after_run_at AND id > :after_id
     ORDER BY priority DESC, run_at, id
     LIMIT :limit
 )
@@ -277,9 +282,10 @@ SELECT id FROM jobs
 WHERE id IN (SELECT value FROM json_each(:job_ids)) AND cancel_requested = 1 AND status = 'running';
 
 -- name: next_due
--- When the next queued job this worker could run falls due (a paused queue has none).
+-- When the next queued job this worker could run falls due (a paused queue has none), of those
+-- due after :after.
 SELECT MIN(run_at) AS next_run_at FROM jobs
-WHERE status = 'queued'
+WHERE status = 'queued' AND run_at > :after
   AND type IN (SELECT value FROM json_each(:types))
   AND (:queues IS NULL OR queue IN (SELECT value FROM json_each(:queues)))
   AND queue NOT IN (SELECT queue FROM queue_pauses)

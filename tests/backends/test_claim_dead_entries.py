@@ -1,0 +1,64 @@
+"""PostgreSQL only (SQLite removes a claimed job's index entry with the change itself): while
+a transaction holds a snapshot, VACUUM cannot remove the due-jobs index entries of claimed
+jobs. A claim that scans from the front reads each of them (and its heap row) before the first
+live job; the worker's claim, resumed from its position, does not: its reads stay a few pages
+however many jobs were claimed under the snapshot. Counted in buffers, not timed."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import psycopg
+
+import errands
+from errands.backends.base import ClaimRequest
+from errands.backends.claim_position import FROM_THE_FRONT
+from helpers.support import FixedClock
+
+CLAIMED_UNDER_SNAPSHOT = 10_000
+
+
+def buffers(q: errands.Queue, params: dict[str, Any]) -> int:
+    """Shared buffers the claim statement touched, run for real under EXPLAIN ANALYZE."""
+    backend: Any = q.backend
+    with backend._write("claim") as conn:
+        sql = "EXPLAIN (ANALYZE, BUFFERS) " + backend.q["claim"]
+        lines = [r[0] for r in conn.raw.execute(sql.encode(), params).fetchall()]
+    plan = "\n".join(lines)
+    hits = re.search(r"Buffers: shared hit=(\d+)(?: read=(\d+))?", plan)
+    assert hits, plan
+    return int(hits.group(1)) + int(hits.group(2) or 0)
+
+
+def test_the_resumed_claim_does_not_read_the_entries_a_held_snapshot_keeps(pg_url: str) -> None:
+    clock = FixedClock()
+    with errands.Queue(pg_url, clock=clock) as q, psycopg.connect(pg_url) as holder:
+        holder.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        holder.execute("SELECT count(*) FROM jobs").fetchone()  # the snapshot, held from here
+        q.enqueue_many([("t", {})] * CLAIMED_UNDER_SNAPSHOT)
+        clock.advance(1.0)  # claimed a second after they were due, as a worker under load
+        request = ClaimRequest("w", ["t"], None, 500, 60.0)
+        claimed = 0
+        while claimed < CLAIMED_UNDER_SNAPSHOT:
+            got = q.backend.claim(request, q.clock())
+            assert got
+            claimed += len(got)
+        clock.advance(1.0)
+        q.enqueue("t", {})  # the one live job, behind 10,000 dead entries
+        base = {
+            "to_state": "running",
+            "worker_id": "w",
+            "now": q.clock(),
+            "lease_seconds": 60.0,
+            "types": ["t"],
+            "queues": None,
+            "limit": 100,
+        }
+        backend: Any = q.backend
+        resumed = backend.claim_position.params(["t"], None, base["now"])
+        assert resumed != FROM_THE_FRONT  # the worker's next claim resumes
+        from_the_front = buffers(q, {**base, **FROM_THE_FRONT})
+        resumed_reads = buffers(q, {**base, **resumed})
+        assert from_the_front > 5 * resumed_reads, (from_the_front, resumed_reads)
+        holder.rollback()
