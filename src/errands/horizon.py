@@ -44,9 +44,11 @@ def collect(backend: ReadVerbs, now: float) -> dict[str, Any]:
     switch and size; what holds the horizon, oldest first; errands' own vacuum's leader."""
     tables = backend.table_health()
     if not tables:
-        return {"applicable": False}
+        return {"applicable": False, "warning": None}
     holders = backend.horizon_holders()
     ages = [a for a in (h.age(now) for h in holders) if a is not None]
+    held = [_holder(h, now) for h in holders]
+    past = [h for h in held if _past(h, Limits())]
     return {
         "applicable": True,
         "dead_tuples": sum(t.dead_tuples for t in tables),
@@ -56,9 +58,20 @@ def collect(backend: ReadVerbs, now: float) -> dict[str, Any]:
         "horizon": {
             "age_seconds": round(max(ages), 3) if ages else None,
             "xid_age": max((h.xid_age for h in holders), default=0),
-            "held_by": [_holder(h, now) for h in holders],
+            "held_by": held,
         },
+        # The dashboard's one line: the oldest holder past check's default limits.
+        "warning": (
+            f"{holder_line(past[0])}: VACUUM cannot reclaim errands' dead tuples meanwhile"
+            if past
+            else None
+        ),
     }
+
+
+def _past(h: dict[str, Any], limits: Limits) -> bool:
+    age = h["age_seconds"]
+    return (age is not None and age > limits.horizon_age) or int(h["xid_age"]) > limits.horizon_xids
 
 
 # The tables every job rewrites, named first in a message (the rest churn far less).
@@ -176,8 +189,7 @@ def problems(figures: dict[str, Any], limits: Limits) -> list[str]:
             "horizon: see `errands stats`)"
         )
     for h in figures["horizon"]["held_by"]:
-        age = h["age_seconds"]
-        if (age is not None and age > limits.horizon_age) or h["xid_age"] > limits.horizon_xids:
+        if _past(h, limits):
             out.append(
                 f"{holder_line(h)} (over --max-horizon-age {_span(limits.horizon_age)} or "
                 f"--max-horizon-xids {limits.horizon_xids:,}): VACUUM cannot reclaim errands' "

@@ -7,8 +7,9 @@ SQLite keeps neither dead tuples nor a horizon: the same calls report "not appli
 from __future__ import annotations
 
 import json
+import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from errands.horizon import Limits, holder_line, problems
 from errands.maintenance.vacuum import Vacuumer
 from errands.metrics import render_metrics
 from helpers.ops import vacuum_runs
-from helpers.support import is_sqlite
+from helpers.support import FixedClock, is_sqlite
 from helpers.support import run_cli as run
 
 BATCH = 1500  # jobs; each UPDATE of them all leaves this many dead tuples in jobs
@@ -104,6 +105,26 @@ def test_check_names_the_transaction_that_holds_the_horizon(
     assert not any(f"pid {pid}" in p for p in out["problems"])
 
 
+def test_the_dashboard_overview_shows_a_long_held_horizon(
+    db_url: str, make_queue: Callable[..., errands.Queue]
+) -> None:
+    from starlette.testclient import TestClient
+
+    from errands.web import create_app
+
+    # Seen ten minutes on (the Queue's clock): past the five minutes check allows by default.
+    later = make_queue(clock=FixedClock(time.time() + 600))
+    page = TestClient(create_app(later)).get("/").text
+    assert 'id="horizon-held"' not in page
+    if is_sqlite(db_url):
+        return  # no horizon: never the line
+    with held_snapshot(db_url) as pid:
+        page = TestClient(create_app(later)).get("/").text
+    (line,) = re.findall(r'<p class="alert" id="horizon-held">([^<]*)</p>', page)
+    assert f"transaction pid {pid}" in line  # opened just after that clock was set: ~10 min
+    assert re.search(r"has held the xmin horizon for (9|10)m\d\ds", line)
+
+
 def test_check_reports_autovacuum_off_unless_errands_vacuum_runs(
     db_url: str, q: errands.Queue, tmp_path: Path
 ) -> None:
@@ -182,7 +203,7 @@ def test_sqlite_has_neither(db_url: str, q: errands.Queue, tmp_path: Path) -> No
         pytest.skip("SQLite's side (PostgreSQL: the tests above)")
     assert q.backend.table_health() == [] and q.backend.horizon_holders() == []
     assert Vacuumer(q.backend).run_once(time.time()) is None
-    assert q.stats()["vacuum"] == {"applicable": False}
+    assert q.stats()["vacuum"] == {"applicable": False, "warning": None}
     text = run(tmp_path, "--db", db_url, "stats").stdout
     assert "horizon" not in text and "vacuum    " not in text
     assert "errands_postgres" not in render_metrics(q).decode()
