@@ -262,3 +262,18 @@ def test_each_kind_of_holder_is_named_with_its_way_out() -> None:
     assert holder_line({**base, "kind": "standby feedback", "name": None, "pid": 7}).startswith(
         "standby feedback pid 7 has held"
     )
+
+
+def test_the_hot_tables_carry_their_own_vacuum_settings(db_url: str, q: errands.Queue) -> None:
+    _postgres(db_url)
+    with psycopg.connect(db_url) as conn:
+        rows = dict(
+            conn.execute(
+                "SELECT relname, reloptions FROM pg_class WHERE relname = ANY(%s)",
+                (["jobs", "job_attempts", "workers", "job_counts"],),
+            ).fetchall()
+        )
+    assert {"fillfactor=90", "autovacuum_vacuum_scale_factor=0.01"} <= set(rows["jobs"])
+    assert "autovacuum_vacuum_threshold=1000" in rows["job_attempts"]
+    for tiny in ("workers", "job_counts"):
+        assert {"fillfactor=50", "autovacuum_vacuum_scale_factor=0"} <= set(rows[tiny])
