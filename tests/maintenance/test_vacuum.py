@@ -267,7 +267,7 @@ def test_each_kind_of_holder_is_named_with_its_way_out() -> None:
 def test_the_hot_tables_carry_their_own_vacuum_settings(db_url: str, q: errands.Queue) -> None:
     _postgres(db_url)
     with psycopg.connect(db_url) as conn:
-        rows = dict(
+        rows: dict[str, list[str]] = dict(
             conn.execute(
                 "SELECT relname, reloptions FROM pg_class WHERE relname = ANY(%s)",
                 (["jobs", "job_attempts", "workers", "job_counts"],),
