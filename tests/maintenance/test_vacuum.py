@@ -7,6 +7,7 @@ SQLite keeps neither dead tuples nor a horizon: the same calls report "not appli
 from __future__ import annotations
 
 import json
+import logging
 import re
 import time
 from collections.abc import Callable, Iterator
@@ -160,15 +161,23 @@ def test_check_fails_when_dead_tuples_pile_up(
     metrics = render_metrics(q).decode()
     assert f'errands_postgres_dead_tuples{{table="jobs"}} {float(dead)}' in metrics
     assert "errands_postgres_xmin_horizon_age_seconds" in metrics
+    assert "errands_postgres_xmin_horizon_xids" in metrics
+    assert 'errands_postgres_autovacuum_enabled{table="jobs"}' in metrics
 
 
-def test_the_vacuum_service_reclaims_dead_tuples(db_url: str, q: errands.Queue) -> None:
+def test_the_vacuum_service_reclaims_dead_tuples(
+    db_url: str, q: errands.Queue, caplog: pytest.LogCaptureFixture
+) -> None:
     _postgres(db_url)
     _enqueue(q)
     before = _churn(db_url, q)
     service = Vacuumer(q.backend)
-    assert "jobs" in (service.run_once(time.time()) or [])
-    service.wait()
+    with caplog.at_level(logging.INFO, logger="errands.maintenance"):
+        assert "jobs" in (service.run_once(time.time()) or [])
+        service.wait()
+    (logged,) = [r for r in caplog.records if r.getMessage().startswith("vacuumed jobs: ")]
+    assert f"{before:,} dead tuples before, " in logged.getMessage()
+    assert logged.errands["event"] == "vacuumed"  # type: ignore[attr-defined]
     jobs = next(t for t in q.backend.table_health() if t.name == "jobs")
     assert jobs.dead_tuples < before and jobs.dead_tuples < service.min_dead
     assert jobs.last_vacuum_at is not None
