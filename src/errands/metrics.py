@@ -28,7 +28,7 @@ from .reports import describe_all
 if TYPE_CHECKING:
     from prometheus_client.metrics_core import Metric
 
-    from .backends.base import PeriodicRow, StateCount, WindowRow
+    from .backends.base import HorizonHolder, PeriodicRow, StateCount, TableHealth, WindowRow
     from .core.settings import Settings
 
 MAX_SERIES = 200
@@ -80,6 +80,9 @@ class MetricsVerbs(Protocol):
     def limit_usage(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]: ...
     # durable steps (docs/durable-steps.md)
     def durable_counts(self, now: float, grace: float) -> dict[str, int]: ...
+    # dead tuples and the xmin horizon (PostgreSQL; errands.horizon)
+    def table_health(self) -> list[TableHealth]: ...
+    def horizon_holders(self, *, limit: int = 20) -> list[HorizonHolder]: ...
 
 
 class ErrandsCollector:
@@ -195,6 +198,7 @@ class ErrandsCollector:
 
         yield from _flow(core, b, now)
         yield from _durable(core, b, now)
+        yield from _vacuum(core, b, now)
 
         storage = b.storage()
         yield core.GaugeMetricFamily(
@@ -206,6 +210,42 @@ class ErrandsCollector:
                 "Size of the SQLite write-ahead log (large: a checkpoint is being held off).",
                 value=storage["wal_bytes"],
             )
+
+
+def _vacuum(core: Any, b: MetricsVerbs, now: float) -> Iterator[Metric]:
+    """PostgreSQL's dead tuples per errands table, autovacuum's switch for each, and how old
+    the xmin horizon is (errands.horizon; nothing on SQLite, which keeps neither)."""
+    tables = b.table_health()
+    if not tables:
+        return
+    dead = core.GaugeMetricFamily(
+        "errands_postgres_dead_tuples",
+        "Dead tuples VACUUM has yet to reclaim, per errands table.",
+        labels=["table"],
+    )
+    autovacuum = core.GaugeMetricFamily(
+        "errands_postgres_autovacuum_enabled",
+        "1 when the server's autovacuum runs on the table (server switch and table setting).",
+        labels=["table"],
+    )
+    for t in tables:
+        dead.add_metric([t.name], t.dead_tuples)
+        autovacuum.add_metric([t.name], 1.0 if t.autovacuum_on else 0.0)
+    yield dead
+    yield autovacuum
+    holders = b.horizon_holders()
+    ages = [a for a in (h.age(now) for h in holders) if a is not None]
+    yield core.GaugeMetricFamily(
+        "errands_postgres_xmin_horizon_age_seconds",
+        "How long the oldest transaction holding this database's xmin horizon has been open "
+        "(0: none).",
+        value=max(ages, default=0.0),
+    )
+    yield core.GaugeMetricFamily(
+        "errands_postgres_xmin_horizon_xids",
+        "How many transactions back the xmin horizon is held (any holder, slots included).",
+        value=max((h.xid_age for h in holders), default=0),
+    )
 
 
 def _durable(core: Any, b: MetricsVerbs, now: float) -> Iterator[Metric]:

@@ -47,6 +47,7 @@ from .maintenance.rescuer import Rescuer
 from .maintenance.runner import Service
 from .maintenance.scheduler import PeriodicScheduler, schedule_row
 from .maintenance.sweeper import DepSweeper
+from .maintenance.vacuum import Vacuumer
 from .maintenance.wal import WalKeeper
 from .middleware import Chain
 from .tasks import DEFAULT_MAX_SNOOZES, DEFAULT_QUEUE, Task, TaskOptions
@@ -527,7 +528,8 @@ class Queue(Lifecycle, Reads, Actions, FlowControl, DurableSteps):
 
     def services(self) -> list[Service]:
         """The maintenance services a worker's leader runs: rescue, deps (the dependency
-        sweeper), expiry, periodic, prune, the WAL — each given only what it uses."""
+        sweeper), expiry, periodic, prune, the WAL, vacuum (PostgreSQL's dead tuples) — each
+        given only what it uses."""
         services: list[Service] = [
             Rescuer(self.backend, self.settings.lease_seconds),
             DepSweeper(self.backend),
@@ -541,6 +543,7 @@ class Queue(Lifecycle, Reads, Actions, FlowControl, DurableSteps):
             Pruner(self.backend, self.settings.retention, max_batches=SERVICE_MAX_BATCHES)
         )
         services.append(WalKeeper(self.backend))
+        services.append(Vacuumer(self.backend))
         return services
 
     # -- running ---------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from . import horizon
 from .backends.base import PeriodicRow, StateCount, WindowRow
 from .backends.verbs import ReadVerbs
 from .core import rollup
@@ -165,6 +166,7 @@ def collect(
         "periodic_disabled": disabled,
         "workers": workers,
         "wal": wal(backend, now, alive_seconds),
+        "vacuum": horizon.collect(backend, now),
     }
 
 

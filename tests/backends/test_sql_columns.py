@@ -29,6 +29,12 @@ FLOAT_PARAMS = {"now", "grace", "ttl"}
 IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]*$")
 
 
+def filled(statement: str) -> str:
+    """A statement with an identifier slot (``{table}``: the verb puts one of errands' own
+    table names there, as VACUUM takes no parameter) described with ``jobs`` in it."""
+    return statement.replace("{table}", "jobs")
+
+
 class SQLiteDescriber:
     """Result column names of prepared statements on one SQLite file (nothing is executed)."""
 
@@ -89,10 +95,10 @@ def sqlite_columns(tmp_path: Path) -> dict[str, list[str]]:
     try:
         for name, statement in sql.queries("sqlite").items():
             try:
-                out[name] = on_migrated.columns(statement)
+                out[name] = on_migrated.columns(filled(statement))
             except ValueError:
                 # DDL that creates what the migrated file already has (create_schema_table)
-                out[name] = on_empty.columns(statement)
+                out[name] = on_empty.columns(filled(statement))
     finally:
         on_migrated.close()
         on_empty.close()
@@ -117,7 +123,7 @@ def postgres_columns(url: str) -> dict[str, list[str]]:
     with psycopg.connect(url) as conn:
         pgconn = conn.pgconn
         for i, (name, statement) in enumerate(sorted(sql.queries("postgres").items())):
-            text, params = pg_positional(statement)
+            text, params = pg_positional(filled(statement))
             types = [float8 if p in FLOAT_PARAMS else 0 for p in params]
             prepared = pgconn.prepare(f"q{i}".encode(), text.encode(), types)
             if prepared.status != psycopg.pq.ExecStatus.COMMAND_OK:

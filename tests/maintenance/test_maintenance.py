@@ -27,7 +27,7 @@ def test_each_service_has_its_own_leader(
     b = Maintenance(q.backend, "b", q.services(), ttl=30)
     a.tick(clock.now)
     b.tick(clock.now)
-    assert set(a.leading) == {"rescue", "deps", "expiry", "periodic", "prune", "wal"}
+    assert set(a.leading) == {"rescue", "deps", "expiry", "periodic", "prune", "wal", "vacuum"}
     assert all(a.leading.values()) and not any(b.leading.values())
 
     # The leader steps down cleanly: the other takes every role on its next renewal.
@@ -51,7 +51,7 @@ def test_a_worker_without_schedules_never_starves_them(
     second.tick(clock.now)
 
     leads = {"rescue": True, "deps": True, "expiry": True, "prune": True, "wal": True}
-    assert first.leading == leads
+    assert first.leading == {**leads, "vacuum": True}
     assert second.leading["periodic"] and not second.leading["rescue"]
     assert [j.type for j in scheduled.jobs(type="hourly_digest")] == ["hourly_digest"]
 

@@ -354,3 +354,39 @@ class LimitSpec:
     running: int | None = None
     rate_count: int | None = None
     rate_seconds: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TableHealth:
+    """One of errands' tables as the statistics collector sees it (its counts trail by about
+    a second). ``name`` carries the installation's table prefix."""
+
+    name: str
+    live_tuples: int
+    dead_tuples: int
+    last_vacuum_at: float | None  # the last VACUUM of either kind, unix seconds
+    last_autovacuum_at: float | None
+    autovacuum_on: bool  # the server's switch and the table's own autovacuum_enabled
+    bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class HorizonHolder:
+    """Something that keeps VACUUM from reclaiming dead tuples in this database: an open
+    transaction (its snapshot or its id), a standby's feedback (its walsender), a replication
+    slot's xmin, or a prepared transaction."""
+
+    kind: str  # 'transaction', 'standby feedback', 'replication slot', 'prepared transaction'
+    name: str | None  # the slot's name or the prepared transaction's gid
+    pid: int | None
+    application_name: str | None
+    client_addr: str | None
+    started_at: float | None  # when the transaction began (None for a slot: it keeps no time)
+    query_start: float | None
+    state: str | None
+    query: str | None
+    xid_age: int  # transactions started since the one it holds
+
+    def age(self, now: float) -> float | None:
+        """Seconds it has held the horizon, where that is known (not for a slot)."""
+        return None if self.started_at is None else max(0.0, now - self.started_at)

@@ -28,6 +28,7 @@ from .schema import SQLSchema
 from .stats import SQLStats
 from .steps import SQLSteps
 from .task_types import SQLTaskTypes
+from .vacuum import SQLVacuum
 from .workers import SQLWorkers
 
 
@@ -46,6 +47,7 @@ class SQLBackend(
     SQLDeps,
     SQLSteps,
     SQLExpiry,
+    SQLVacuum,
 ):
     """The nouns together; a dialect subclasses this and fills in ``SQLHost``'s hooks.
 

@@ -20,6 +20,7 @@ from .base import (
     ClaimRequest,
     EnqueueCall,
     Graduation,
+    HorizonHolder,
     JobFilter,
     LimitSpec,
     Needs,
@@ -30,6 +31,7 @@ from .base import (
     StateCount,
     Succeeded,
     SweepReport,
+    TableHealth,
     TaskTypeRow,
     TypeHour,
     WindowRow,
@@ -221,6 +223,20 @@ class RetentionVerbs(RetentionReads, Protocol):
     def vacuum(self) -> dict[str, int | None]: ...
 
 
+class VacuumReads(Protocol):
+    """Dead tuples and the xmin horizon (backends/vacuum.py; PostgreSQL's, empty on SQLite)."""
+
+    def table_health(self) -> list[TableHealth]: ...
+    def horizon_holders(self, *, limit: int = 20) -> list[HorizonHolder]: ...
+    def vacuum_leader(self, now: float) -> str | None: ...
+
+
+class VacuumVerbs(VacuumReads, Protocol):
+    """The vacuum maintenance service's one write-side verb: a plain VACUUM of one table."""
+
+    def vacuum_table(self, name: str) -> None: ...
+
+
 class StatsVerbs(Protocol):
     """Typed rows for errands.reports, the metrics and the dashboard (backends/stats.py)."""
 
@@ -335,6 +351,7 @@ class ReadVerbs(
     PeriodicReads,
     TaskTypeReads,
     RetentionReads,
+    VacuumReads,
     StatsVerbs,
     FlowReads,
     SchemaReads,
@@ -358,6 +375,7 @@ class Backend(
     PeriodicVerbs,
     TaskTypeVerbs,
     RetentionVerbs,
+    VacuumVerbs,
     StatsVerbs,
     FlowVerbs,
     SchemaVerbs,

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from .. import horizon
 from .. import reports as stats
 from ..backends import scrub
 from ..backends.base import PruneProgress
@@ -142,9 +143,33 @@ def register(subparsers: Any) -> None:
         default=100,
         help="report a queued job started this many times whose last attempt snoozed",
     )
+    _add_horizon_limits(p)
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
 
     _add(subparsers, "metrics", "Prometheus metrics in the text format, to stdout", _metrics)
+
+
+def _add_horizon_limits(p: argparse.ArgumentParser) -> None:
+    """check's PostgreSQL limits: dead tuples per table, and how long (or how many
+    transactions back) anything may hold the xmin horizon (errands.horizon)."""
+    p.add_argument(
+        "--max-dead-tuples",
+        type=jobs.int_between(0, validate.INT64_MAX),
+        default=horizon.DEAD_TUPLES_MAX,
+        help="dead tuples one of errands' tables may hold (PostgreSQL)",
+    )
+    p.add_argument(
+        "--max-horizon-age",
+        type=duration,
+        default=horizon.HORIZON_AGE_MAX,
+        help="how long a transaction may hold the xmin horizon (PostgreSQL)",
+    )
+    p.add_argument(
+        "--max-horizon-xids",
+        type=jobs.int_between(0, validate.INT64_MAX),
+        default=horizon.HORIZON_XIDS_MAX,
+        help="how many transactions back a slot or transaction may hold it (PostgreSQL)",
+    )
 
 
 # -- commands ------------------------------------------------------------------------------
@@ -255,6 +280,7 @@ def render_stats(st: dict[str, Any], url: str) -> str:
         lines.append(f"retired   periodic {o['name']}: no live worker declares it")
     for o in st.get("periodic_disabled", ()):
         lines.append(f"disabled  periodic {o['name']}: since {o['since']} by {o['by']}")
+    lines.extend(horizon.stats_lines(st["vacuum"]))
     if st["wal"]["warning"]:
         lines.append(f"WAL       {st['wal']['warning']}")
     workers = st["workers"]
@@ -524,6 +550,8 @@ def check_problems(q: Queue, args: argparse.Namespace) -> list[str]:
                 + (f": {info.reason}" if info.reason else "")
                 + "; `errands resume` it when its reason is gone"
             )
+    limits = horizon.Limits(args.max_dead_tuples, args.max_horizon_age, args.max_horizon_xids)
+    problems.extend(horizon.problems(horizon.collect(b, now), limits))
     return problems
 
 
@@ -531,6 +559,7 @@ def _check(args: argparse.Namespace) -> int:
     with _open(args) as q:
         problems = check_problems(q, args)
         warnings = [] if q.graduation() is not None else check_warnings(q)
+        warnings += horizon.warnings(horizon.collect(q.reads, q.clock()))
     if args.json:
         print(json.dumps({"ok": not problems, "problems": problems, "warnings": warnings}))
     else:

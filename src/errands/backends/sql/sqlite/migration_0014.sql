@@ -1,3 +1,5 @@
--- errands schema version 14 (sqlite): a placeholder on the time-rules branch, standing for the
--- migration another branch of issue #34 adds under this number; the merge takes that one.
+-- errands schema version 14 (SQLite): nothing to change. On PostgreSQL this version gives
+-- the tables every job rewrites their storage settings (fillfactor, autovacuum thresholds);
+-- SQLite keeps no dead tuples (a row's old version goes back to the file's free pages at
+-- once), so it has no such settings. The version stays the same on both dialects.
 SELECT 1;
