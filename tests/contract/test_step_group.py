@@ -1,0 +1,143 @@
+"""Step records of concurrent handlers share a commit (backends/step_group.py), on both
+backends: each record is still fenced on its own attempt, each caller learns its own answer
+only once the commit holding its record has happened, and a failed write is every waiting
+caller's error — never a record silently dropped or buffered past its caller's return."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+import pytest
+
+import errands
+from errands.backends.step_group import StepGroup
+from errands.core.records import StepRecord
+from helpers.support import claim
+
+
+def _record(job_id: int, attempt: int, seq: int = 0, name: str = "s") -> StepRecord:
+    return StepRecord(job_id, attempt, seq, "step", name, 1.0, finished_at=2.0, result='{"n":1}')
+
+
+def test_one_write_of_many_records_fences_each_on_its_own_attempt(queue: errands.Queue) -> None:
+    @queue.task()
+    def work(ctx: errands.JobContext) -> None:
+        return None
+
+    ids = [work.enqueue() for _ in range(3)]
+    held = {j.id: j for j in claim(queue, ["work"], limit=3)}
+    assert sorted(held) == sorted(ids)
+    a, b, c = ids
+    records = [
+        _record(a, held[a].attempt),
+        _record(b, held[b].attempt + 1),  # an attempt that never held the job: stale
+        _record(c, held[c].attempt, seq=0, name="first"),
+    ]
+    assert queue.backend._record_many(records) == [True, False, True]  # type: ignore[attr-defined]
+    assert [(s.name, s.result) for s in queue.steps(a)] == [("s", {"n": 1})]
+    assert queue.steps(b) == []
+    assert [s.name for s in queue.steps(c)] == ["first"]
+
+
+def test_concurrent_records_each_get_their_answer_once_committed(queue: errands.Queue) -> None:
+    @queue.task()
+    def work(ctx: errands.JobContext) -> None:
+        return None
+
+    n = 12
+    for _ in range(n):
+        work.enqueue()
+    held = claim(queue, ["work"], limit=n)
+    start = threading.Barrier(n)
+    answers: dict[int, bool] = {}
+
+    def record(job: errands.backends.base.ClaimedJob) -> None:
+        stale = job.id % 3 == 0
+        start.wait()
+        rec = _record(job.id, job.attempt + (1 if stale else 0))
+        answers[job.id] = queue.backend.record_step(rec, queue.clock())
+        # Committed before the call returned: another connection sees it at once.
+        assert (len(queue.steps(job.id)) == 1) is (not stale)
+
+    threads = [threading.Thread(target=record, args=(job,)) for job in held]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert answers == {job.id: job.id % 3 != 0 for job in held}
+
+
+class _Gated:
+    """A write function whose first write waits until the test lets it go, so the records
+    submitted meanwhile all wait for the next write, together."""
+
+    def __init__(self, fail_second: bool = False) -> None:
+        self.batches: list[list[int]] = []
+        self.gate = threading.Event()
+        self.fail_second = fail_second
+
+    def __call__(self, records: Sequence[int]) -> list[bool]:
+        self.batches.append(list(records))
+        if len(self.batches) == 1:
+            self.gate.wait(30)
+        if self.fail_second and len(self.batches) == 2:
+            raise RuntimeError("disk full")
+        return [r % 2 == 0 for r in records]
+
+
+def _submit_all(group: StepGroup[int], gated: _Gated, later: list[int]) -> dict[int, object]:
+    out: dict[int, object] = {}
+
+    def submit(r: int) -> None:
+        try:
+            out[r] = group.submit(r)
+        except RuntimeError as exc:
+            out[r] = exc
+
+    first = threading.Thread(target=submit, args=(0,))
+    first.start()
+    while not gated.batches:  # the first caller is writing (and held at the gate)
+        threading.Event().wait(0.001)
+    threads = [threading.Thread(target=submit, args=(r,)) for r in later]
+    for t in threads:
+        t.start()
+    while len(group._pending) < len(later):  # all of them queued behind the write
+        threading.Event().wait(0.001)
+    gated.gate.set()
+    for t in [first, *threads]:
+        t.join(30)
+    return out
+
+
+def test_records_arriving_during_a_write_share_the_next_one() -> None:
+    gated = _Gated()
+    group: StepGroup[int] = StepGroup(gated)
+    out = _submit_all(group, gated, [1, 2, 3, 4])
+    assert gated.batches[0] == [0]
+    assert sorted(gated.batches[1]) == [1, 2, 3, 4]  # one write, one commit for all four
+    assert out == {0: True, 1: False, 2: True, 3: False, 4: True}
+
+
+def test_a_failed_write_is_the_error_of_every_record_in_it() -> None:
+    gated = _Gated(fail_second=True)
+    group: StepGroup[int] = StepGroup(gated)
+    out = _submit_all(group, gated, [1, 2, 3])
+    assert out[0] is True
+    assert all(isinstance(out[r], RuntimeError) for r in (1, 2, 3))
+    assert group.submit(6) is True  # the group writes again after a failure
+
+
+def test_a_writer_stopped_by_an_interrupt_leaves_no_one_waiting() -> None:
+    calls: list[int] = []
+
+    def write(records: Sequence[int]) -> list[bool]:
+        calls.append(len(records))
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+        return [True] * len(records)
+
+    group: StepGroup[int] = StepGroup(write)
+    with pytest.raises(KeyboardInterrupt):
+        group.submit(1)
+    assert group.submit(2) is True  # not stuck behind a writer that is gone
