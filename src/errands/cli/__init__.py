@@ -190,6 +190,12 @@ def _register_tools(sub: Any) -> None:
         help="run only the flow-control phase: unlimited jobs beside 10,000 waiting on a "
         "saturated limit, against the same run without them, and a capped key's rate",
     )
+    p.add_argument(
+        "--steps",
+        action="store_true",
+        help="run only the durable-steps phase: no-op jobs against the same jobs recording "
+        "three steps, and against the same run beside 10,000 sleeping or signal-waiting jobs",
+    )
     add_json(p)
     p.set_defaults(func=_cmd_bench)
 
@@ -231,6 +237,22 @@ def _cmd_bench(args: argparse.Namespace) -> int:
             output.emit_json(result)
         else:
             report_limits(result)
+        return EXIT_OK
+    if args.steps:
+        from .bench.steps import measure_steps, report_steps
+
+        steps = measure_steps(
+            url=url,
+            jobs=args.jobs,
+            rounds=args.rounds,
+            concurrency=args.concurrency,
+            durability=args.durability,
+            directory=args.dir,
+        )
+        if args.json:
+            output.emit_json(steps)
+        else:
+            report_steps(steps)
         return EXIT_OK
     return run_bench(
         url=url,
