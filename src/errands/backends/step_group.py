@@ -4,7 +4,8 @@ for the commit that holds its own record — so a step's record is durable befor
 returns, as if it had been written alone. Nothing is buffered past its caller's return.
 
 The first handler thread in becomes the writer: it writes every record waiting, hands each
-its result, and writes again while more arrived meanwhile; the others wait on the condition.
+its result, and writes again while more arrived meanwhile; the others wait for their own
+record's answer.
 A write that raises is every waiting record's error (none of them was committed).
 """
 
@@ -24,11 +25,14 @@ _UNSET = object()
 
 
 class _Entry(Generic[R]):
-    __slots__ = ("record", "result")
+    __slots__ = ("answered", "record", "result")
 
     def __init__(self, record: R) -> None:
         self.record = record
         self.result: object = _UNSET
+        # Its own event, so a commit wakes exactly the callers whose records it held (one
+        # condition for all would wake every waiting handler at each commit).
+        self.answered = threading.Event()
 
 
 class StepGroup(Generic[R]):
@@ -36,7 +40,7 @@ class StepGroup(Generic[R]):
 
     def __init__(self, write: Callable[[Sequence[R]], list[bool]]) -> None:
         self._write = write  # records -> one answer each, in one transaction
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()  # guards _pending, _busy, and each entry's answer
         self._pending: list[_Entry[R]] = []
         self._busy = False
         self.generation = forks.generation  # a forked child makes a group of its own
@@ -45,25 +49,33 @@ class StepGroup(Generic[R]):
         """Write ``record`` with whatever else is waiting; True once committed, False if
         its fence wrote nothing."""
         entry = _Entry(record)
-        with self._cond:
+        with self._lock:
             self._pending.append(entry)
-            while self._busy and entry.result is _UNSET:
-                self._cond.wait()
-            if entry.result is not _UNSET:
-                return _answer(entry.result)
-            self._busy = True  # no writer (or it stopped before taking ours): we write
+        while True:
+            with self._lock:
+                if entry.result is not _UNSET:
+                    return _answer(entry.result)
+                lead = not self._busy
+                if lead:
+                    self._busy = True  # no writer (or it stopped before taking ours)
+                else:
+                    entry.answered.clear()  # (under the lock: no answer set meanwhile)
+            if lead:
+                break
+            entry.answered.wait()
         try:
             self._drain()
         except BaseException:
-            with self._cond:  # never leave the others waiting on a writer that is gone
+            with self._lock:  # never leave the others waiting on a writer that is gone
                 self._busy = False
-                self._cond.notify_all()
+                for other in self._pending:
+                    other.answered.set()  # unanswered: one of them writes next
             raise
         return _answer(entry.result)
 
     def _drain(self) -> None:
         while True:
-            with self._cond:
+            with self._lock:
                 batch, self._pending = self._pending, []
                 if not batch:  # in the same hold as the check: no record is left behind
                     self._busy = False
@@ -73,10 +85,10 @@ class StepGroup(Generic[R]):
                 results = self._write([e.record for e in batch])
             except BaseException as exc:  # every record of the batch learns it
                 results = [exc] * len(batch)
-            with self._cond:
+            with self._lock:
                 for entry, result in zip(batch, results, strict=True):
                     entry.result = result
-                self._cond.notify_all()
+                    entry.answered.set()
 
 
 def _answer(result: object) -> bool:
