@@ -32,12 +32,12 @@ def _nothing() -> None:
     return None
 
 
-def _park(q: Queue, url: str, concurrency: int) -> None:
-    q.enqueue_many([("parked", {"i": i}) for i in range(PARKED)])
+def _park(q: Queue, url: str, concurrency: int, parked: int) -> None:
+    q.enqueue_many([("parked", {"i": i}) for i in range(parked)])
     Worker(q, concurrency=concurrency, burst=True, handle_signals=False).run()
     counts = q.stats()["counts"]
-    if counts.get("waiting", 0) + counts.get("queued", 0) != PARKED:
-        raise RuntimeError(f"parking {PARKED} jobs left {counts}")
+    if counts.get("waiting", 0) + counts.get("queued", 0) != parked:
+        raise RuntimeError(f"parking {parked} jobs left {counts}")
     if url.startswith("postgresql"):
         import psycopg
 
@@ -45,7 +45,9 @@ def _park(q: Queue, url: str, concurrency: int) -> None:
             conn.execute("ANALYZE")
 
 
-def _run(url: str, jobs: int, concurrency: int, variant: str, durability: str) -> float:
+def _run(
+    url: str, jobs: int, concurrency: int, variant: str, durability: str, n_parked: int
+) -> float:
     """jobs/s of ``jobs`` jobs drained by one burst worker."""
     with Queue(url, durability=durability) as q:
 
@@ -66,7 +68,7 @@ def _run(url: str, jobs: int, concurrency: int, variant: str, durability: str) -
                 ctx.wait_for("never")
 
         if variant == "beside_parked":
-            _park(q, url, concurrency)
+            _park(q, url, concurrency, n_parked)
         task = "steps3" if variant == "three_steps" else "plain"
         q.enqueue_many([(task, {})] * jobs)
         start = time.perf_counter()
@@ -86,15 +88,15 @@ def measure_steps(
     concurrency: int,
     durability: str,
     directory: str | None,
+    parked: int = PARKED,
 ) -> dict[str, Any]:
     dbs = Databases(url, directory)
     figures: dict[str, list[float]] = {v: [] for v in VARIANTS}
     try:
         for r in range(rounds):
             for variant in VARIANTS:
-                per_s = _run(
-                    dbs.fresh(f"steps_{variant}_{r}"), jobs, concurrency, variant, durability
-                )
+                fresh = dbs.fresh(f"steps_{variant}_{r}")
+                per_s = _run(fresh, jobs, concurrency, variant, durability, parked)
                 figures[variant].append(per_s)
                 progress(f"steps round {r + 1}/{rounds} {variant}: {per_s:,.0f} jobs/s")
     finally:
@@ -103,7 +105,7 @@ def measure_steps(
     return {
         "backend": "postgresql" if dbs.postgres else "sqlite",
         "jobs": jobs,
-        "parked": PARKED,
+        "parked": parked,
         "concurrency": concurrency,
         "durability": durability,
         "rounds": figures,
