@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 
 import errands
+from errands.backends.base import ClaimedJob
 from errands.backends.step_group import StepGroup
 from errands.core.records import StepRecord
 from helpers.support import claim
@@ -52,7 +54,7 @@ def test_concurrent_records_each_get_their_answer_once_committed(queue: errands.
     start = threading.Barrier(n)
     answers: dict[int, bool] = {}
 
-    def record(job: errands.backends.base.ClaimedJob) -> None:
+    def record(job: ClaimedJob) -> None:
         stale = job.id % 3 == 0
         start.wait()
         rec = _record(job.id, job.attempt + (1 if stale else 0))
@@ -141,3 +143,47 @@ def test_a_writer_stopped_by_an_interrupt_leaves_no_one_waiting() -> None:
     with pytest.raises(KeyboardInterrupt):
         group.submit(1)
     assert group.submit(2) is True  # not stuck behind a writer that is gone
+
+
+def test_two_queues_in_one_process_record_each_in_its_own_database(tmp_path: Path) -> None:
+    """Each backend has its own group: a record is written through its own Queue's
+    connection, never through another Queue's that happened to be writing (job 1 exists in
+    both files, so a record written through the wrong one would land in the wrong file)."""
+    queues = [errands.Queue(str(tmp_path / f"{n}.db")) for n in ("a", "b")]
+    try:
+        held = []
+        for q in queues:
+
+            @q.task()
+            def work(ctx: errands.JobContext) -> None:
+                return None
+
+            work.enqueue()
+            (job,) = claim(q, ["work"])
+            held.append(job)
+        assert queues[0].backend._steps_group() is not queues[1].backend._steps_group()  # type: ignore[attr-defined]
+        start = threading.Barrier(2 * 8)
+        errors: list[BaseException] = []
+
+        def record(q: errands.Queue, job: ClaimedJob, seq: int) -> None:
+            start.wait()
+            try:
+                assert q.backend.record_step(_record(job.id, job.attempt, seq), q.clock())
+            except BaseException as exc:
+                errors.append(exc)
+
+        threads = [
+            threading.Thread(target=record, args=(q, job, seq))
+            for q, job in zip(queues, held, strict=True)
+            for seq in range(8)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        assert errors == []
+        for q, job in zip(queues, held, strict=True):
+            assert [s.seq for s in q.steps(job.id)] == list(range(8))
+    finally:
+        for q in queues:
+            q.close()
