@@ -187,3 +187,34 @@ def test_two_queues_in_one_process_record_each_in_its_own_database(tmp_path: Pat
     finally:
         for q in queues:
             q.close()
+
+
+def test_a_write_waits_for_a_steps_transaction_no_longer_than_the_busy_timeout(
+    tmp_path: Path,
+) -> None:
+    """SQLite: the process's writes queue on one lock, which a step's own transaction
+    (``connection=``) holds while its function runs; another write waits for it only as
+    long as the busy handler would have, then fails as busy (retried by its caller)."""
+    import sqlite3
+
+    path = tmp_path / "app.db"
+    with errands.Queue(str(path), busy_timeout=0.2) as q:
+        app = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        inside, release = threading.Event(), threading.Event()
+
+        def step_transaction() -> None:
+            with q.backend.own_transaction(app):
+                inside.set()
+                release.wait(30)
+
+        t = threading.Thread(target=step_transaction)
+        t.start()
+        try:
+            assert inside.wait(30)
+            with pytest.raises(errands.DatabaseBusyError):
+                q.enqueue("anything", {})
+        finally:
+            release.set()
+            t.join(30)
+            app.close()
+        assert q.enqueue("anything", {}) > 0  # the lock is free again

@@ -272,12 +272,17 @@ class SQLiteBackend(SQLiteOwnTx, SQLBackend):
         the busy handler polls in sleeps of 1, 2, 5… ms (a worker's outcomes meeting its
         handlers' step records)."""
         held = self._held()
+        writer = self._writer  # after _held(): a forked child's own
+        if not writer.acquire(timeout=self.settings.busy_timeout):
+            # As long as the busy handler would have waited: a step's own transaction
+            # (ctx.step(connection=…)) holds it while the step runs.
+            raise translate(sqlite3.OperationalError("database is locked"), self.path)
         wakes = self._wakes
         outer = getattr(wakes, "pending", None)
         pending: set[bytes] = set()
         wakes.pending = pending
         try:
-            with self._writer, held.lock:
+            with held.lock:
                 held.depth += 1
                 try:
                     conn = held.conn
@@ -298,6 +303,7 @@ class SQLiteBackend(SQLiteOwnTx, SQLBackend):
                 finally:
                     held.depth -= 1
         finally:
+            writer.release()
             wakes.pending = outer
         for signal in pending:
             self._notifier.send(signal)
