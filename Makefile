@@ -56,10 +56,12 @@ bench: $(STAMP)
 bench-record: $(STAMP)
 	$(PY) scripts/bench.py
 
-# The same workload against huey, litequeue, persist-queue, procrastinate, pgqueuer and RQ,
+# The same workload against huey, litequeue, persist-queue, procrastinate, pgqueuer and RQ
+# (then durable steps against DBOS Transact: bench/peers/steps.py),
 # each installed from PyPI into its own venv under bench/.venvs/; writes bench/results/.
 bench-peers: $(STAMP)
 	$(PY) bench/peers/run.py
+	$(PY) bench/peers/steps.py
 
 # The sdist and wheel (dist/errands-VERSION*) to install errands into your own project:
 # pip install 'dist/errands-VERSION-py3-none-any.whl[postgres]' (see README, "In your project").

@@ -318,3 +318,26 @@ def test_the_report_shows_best_spread_and_median_ratio_within_100_columns(
     assert threads.split()[3:] == ["14,000", "9,000-14,000", "5,000", "2,500-5,000", "2.80x"]
     assert "enqueue, 8 threads: p50 1.5 ms, p99 6.0 ms" in flat
     assert "enqueue, 8 threads / enqueue one by one: 4.00x jobs/s, 1.50x p99" in flat
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_bench_steps_measures_every_variant_and_completes_every_job(
+    backend: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from errands.cli.bench.steps import measure_steps, report_steps
+
+    url = None
+    if backend == "postgres":
+        url = os.environ.get("ERRANDS_TEST_POSTGRES_URL")
+        if not url:
+            pytest.skip("set ERRANDS_TEST_POSTGRES_URL")
+    r = measure_steps(
+        url=url, jobs=30, rounds=1, concurrency=4, durability="full", directory=None, parked=40
+    )
+    assert set(r["rounds"]) == {"plain", "three_steps", "beside_parked"}
+    assert all(len(v) == 1 and v[0] > 0 for v in r["rounds"].values())
+    assert r["parked"] == 40 and r["three_steps_vs_plain"] > 0 and r["beside_parked_vs_plain"] > 0
+    report_steps(r)
+    out = capsys.readouterr().out
+    assert "jobs recording three no-op steps" in out and "beside 40 parked ones" in out

@@ -46,3 +46,43 @@ def test_show_lists_steps_and_signal_wakes_the_job(
         assert "succeeded: a finished job takes no signal" in capsys.readouterr().err
         assert main(["--db", db_url, "signal", str(job_id), "s", "--payload", "NaN"]) == 2
         assert "not valid JSON" in capsys.readouterr().err
+
+
+def test_retry_reset_steps_starts_a_failed_job_over(
+    db_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``errands retry ID`` replays the recorded steps; ``--reset-steps`` forgets them, so
+    the job runs from its first step; with ``--status`` it is refused (a choice per job)."""
+    ran: list[int] = []
+    with errands.Queue(db_url) as q:
+
+        @q.task(max_attempts=1)
+        def charge(ctx: JobContext) -> int:
+            ctx.step("charge", _charge, ran)
+            if len(ran) < 2:
+                raise RuntimeError("the mail server is down")
+            return len(ran)
+
+        job_id = charge.enqueue()
+        q.run_worker(burst=True)
+        assert main(["--db", db_url, "retry", str(job_id)]) == 0
+        assert capsys.readouterr().out.strip() == f"job {job_id}: queued to run again"
+        q.run_worker(burst=True)
+        assert (q.get(job_id).status, ran) == ("failed", [1])  # type: ignore[union-attr]
+
+        argv = ["--db", db_url, "retry", "--status", "failed", "--reset-steps", "--yes"]
+        assert main(argv) == 2
+        assert "--reset-steps takes job ids" in capsys.readouterr().err
+        assert main(["--db", db_url, "retry", str(job_id), "--reset-steps"]) == 0
+        out = capsys.readouterr().out.strip()
+        assert out == f"job {job_id}: queued to run again from its first step"
+        q.run_worker(burst=True)
+        job = q.get(job_id)
+        assert job is not None and (job.status, job.result, ran) == ("succeeded", 2, [1, 1])
+        assert [(s.name, s.attempt) for s in q.steps(job_id)] == [("charge", 3)]
+
+
+def _charge(ran: list[int]) -> int:
+    """A step with an effect the test counts."""
+    ran.append(1)
+    return len(ran)

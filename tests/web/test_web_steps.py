@@ -42,3 +42,34 @@ def test_steps_are_listed_and_a_signal_wakes_the_job(queue: errands.Queue) -> No
     r = c.post(f"/api/admin/jobs/{job_id}/signal", content=body, headers=JSON)
     assert r.status_code == 400
     assert c.post("/api/admin/jobs/999999/signal", json={"name": "x"}).status_code == 404
+
+
+def test_retry_with_reset_steps_starts_the_job_over(queue: errands.Queue) -> None:
+    ran: list[int] = []
+
+    @queue.task(max_attempts=1)
+    def charge(ctx: JobContext) -> int:
+        ctx.step("charge", _charge, ran)
+        if len(ran) < 2:
+            raise RuntimeError("the mail server is down")
+        return len(ran)
+
+    job_id = charge.enqueue()
+    queue.run_worker(burst=True)
+    c = TestClient(create_app(queue))
+    r = c.post(f"/api/admin/jobs/{job_id}/retry", json={"reset_steps": "yes"})
+    assert r.status_code == 400 and "must be true or false" in r.json()["error"]
+    assert c.post(f"/api/admin/jobs/{job_id}/retry", json={"reset_steps": False}).is_success
+    queue.run_worker(burst=True)  # the recorded step replayed: it fails again
+    assert (queue.get(job_id).status, ran) == ("failed", [1])  # type: ignore[union-attr]
+    r = c.post(f"/api/admin/jobs/{job_id}/retry", json={"reset_steps": True})
+    assert r.json() == {"id": job_id, "result": "retried", "status": "queued"}
+    queue.run_worker(burst=True)
+    assert queue.get(job_id).result == 2  # type: ignore[union-attr]
+    assert ran == [1, 1]
+
+
+def _charge(ran: list[int]) -> int:
+    """A step with an effect the test counts."""
+    ran.append(1)
+    return len(ran)

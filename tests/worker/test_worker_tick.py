@@ -293,3 +293,27 @@ def test_a_supervised_worker_stops_gracefully_once_its_supervisor_is_gone(
         clock.advance(1.0)  # the parent is checked with the cancel checks, every second
         worker.tick(clock.now)
         assert worker.tick(clock.now) is None  # asked to stop gracefully
+
+
+def test_a_full_worker_sleeps_until_a_handler_finishes_instead_of_spinning(
+    make_queue: MakeQueue, clock: FixedClock
+) -> None:
+    """Holding all the jobs it may, a worker past its poll time has nothing to claim: its
+    step asks for a real sleep (a finishing handler wakes it), not zero — which spun the
+    loop, taking the GIL from the handlers it waited for."""
+    q = make_queue(clock=clock, poll_interval=1.0)
+    release = threading.Event()
+
+    @q.task
+    def hold() -> None:
+        release.wait(30)
+
+    for _ in range(5):
+        hold.enqueue()
+    with stepped(q, clock) as worker:
+        worker.tick(clock.now)
+        assert 0 < worker.summary.claimed < 5  # all it may hold; the rest wait
+        clock.advance(5.0)  # past the poll interval
+        pause = worker.tick(clock.now)
+        assert pause is not None and pause > 0
+        release.set()

@@ -179,6 +179,7 @@ class SQLiteBackend(SQLiteOwnTx, SQLBackend):
         self._lock = threading.Lock()
         self._generation = forks.generation  # see _after_fork
         self._notifier = sqlite_wakeup.Notifier(self.path)
+        self._writer = threading.RLock()  # see _write
         self._use_prefix(table_prefix)
 
     def _migrations_tables(self) -> list[str]:
@@ -265,8 +266,17 @@ class SQLiteBackend(SQLiteOwnTx, SQLBackend):
     @contextlib.contextmanager
     def _write(self, name: str) -> Iterator[sqlite3.Connection]:
         """One BEGIN IMMEDIATE … COMMIT; fault points just before and after the commit; the
-        wake-ups the write owes (``_woke``) are sent once it has committed."""
+        wake-ups the write owes (``_woke``) are sent once it has committed. The writes of
+        one process queue on ``_writer`` (re-entrant: a step may write inside a step's
+        transaction): the file has one writer anyway, and a lock hands it over at once where
+        the busy handler polls in sleeps of 1, 2, 5… ms (a worker's outcomes meeting its
+        handlers' step records)."""
         held = self._held()
+        writer = self._writer  # after _held(): a forked child's own
+        if not writer.acquire(timeout=self.settings.busy_timeout):
+            # As long as the busy handler would have waited: a step's own transaction
+            # (ctx.step(connection=…)) holds it while the step runs.
+            raise translate(sqlite3.OperationalError("database is locked"), self.path)
         wakes = self._wakes
         outer = getattr(wakes, "pending", None)
         pending: set[bytes] = set()
@@ -293,6 +303,7 @@ class SQLiteBackend(SQLiteOwnTx, SQLBackend):
                 finally:
                     held.depth -= 1
         finally:
+            writer.release()
             wakes.pending = outer
         for signal in pending:
             self._notifier.send(signal)
@@ -362,6 +373,7 @@ class SQLiteBackend(SQLiteOwnTx, SQLBackend):
             self._local = threading.local()
             self._generation = forks.generation
         self._notifier = sqlite_wakeup.Notifier(self.path)
+        self._writer = threading.RLock()  # a thread of the parent's may have held it
 
     # -- schema ----------------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ the job's row, locked by both (``lock_job``/the fenced update), so no wake-up is
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 from ..core.records import Step, StepRecord
 from ..core.states import State
 from ..errors import InvalidTransitionError, JobNotFoundError
+from . import forks
 from .base import Suspended
 from .host import (
     F_PARK,
@@ -31,6 +33,7 @@ from .host import (
     dumps,
     from_json,
 )
+from .step_group import StepGroup
 
 FINAL = (State.SUCCEEDED.value, State.FAILED.value, State.CANCELLED.value)
 RETRYABLE = {"failed": State.FAILED.value, "cancelled": State.CANCELLED.value}
@@ -45,16 +48,55 @@ def _params(r: StepRecord) -> dict[str, Any]:
     return asdict(r)  # the fields are the queries' parameters, by name
 
 
+def _row(r: StepRecord) -> list[Any]:  # record_steps' order
+    return [
+        r.job_id,
+        r.attempt,
+        r.seq,
+        r.kind,
+        r.name,
+        r.started_at,
+        r.finished_at,
+        r.result,
+        r.wake_at,
+        r.signal,
+        r.ordinal,
+    ]
+
+
+_GROUP_LOCK = threading.Lock()  # makes each backend's group once
+
+
 class SQLSteps(SQLHost):
     """Durable calls recorded per job, the suspensions they end a run with, and signals."""
 
     # -- the worker's side, fenced on the attempt --------------------------------------------
 
     def record_step(self, record: StepRecord, now: float) -> bool:
-        """Record a finished step (or a sleep that needs no suspension) in a write of its
-        own; False, having written nothing, if the attempt no longer holds its job."""
+        """Record a finished step (or a sleep that needs no suspension), committed before
+        this returns; False, having written nothing, if the attempt no longer holds its
+        job. Concurrent calls of one process share a write and its commit (step_group.py)."""
+        return self._steps_group().submit(record)
+
+    def _steps_group(self) -> StepGroup[StepRecord]:
+        group: StepGroup[StepRecord] | None = getattr(self, "_step_records", None)
+        if group is None or group.generation != forks.generation:
+            with _GROUP_LOCK:
+                group = getattr(self, "_step_records", None)
+                if group is None or group.generation != forks.generation:
+                    group = StepGroup(self._record_many)
+                    self._step_records = group
+        return group
+
+    def _record_many(self, records: Sequence[StepRecord]) -> list[bool]:
+        """Records in one write, each fenced on its own attempt: whether each was written."""
         with self._step_writer(), self._write("record_step") as conn:
-            return bool(self._record(conn, record))
+            if len(records) == 1:
+                return [bool(self._record(conn, records[0]))]
+            rows = dumps([_row(r) for r in records])
+            found = conn.execute(self.q["record_steps"], {"rows": rows, **RUNNING}).fetchall()
+        written = {(int(job_id), int(seq)) for job_id, seq in found}
+        return [(r.job_id, r.seq) in written for r in records]
 
     def record_step_in(self, connection: Any, record: StepRecord, now: float) -> bool:
         """The same, in the transaction ``own_transaction`` opened on the application's

@@ -197,6 +197,12 @@ def _register_tools(sub: Any) -> None:
         help="run only the fair-share phase: no-op jobs over 1,000 fair values, all due, "
         "against the same jobs without fair",
     )
+    p.add_argument(
+        "--steps",
+        action="store_true",
+        help="run only the durable-steps phase: no-op jobs against the same jobs recording "
+        "three steps, and against the same run beside 10,000 sleeping or signal-waiting jobs",
+    )
     add_churn_arguments(p)
     add_json(p)
     p.set_defaults(func=_cmd_bench)
@@ -257,6 +263,22 @@ def _cmd_bench(args: argparse.Namespace) -> int:
             output.emit_json(result)
         else:
             report_limits(result)
+        return EXIT_OK
+    if args.steps:
+        from .bench.steps import measure_steps, report_steps
+
+        steps = measure_steps(
+            url=url,
+            jobs=args.jobs,
+            rounds=args.rounds,
+            concurrency=args.concurrency,
+            durability=args.durability,
+            directory=args.dir,
+        )
+        if args.json:
+            output.emit_json(steps)
+        else:
+            report_steps(steps)
         return EXIT_OK
     return run_bench(
         url=url,

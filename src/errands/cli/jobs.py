@@ -293,12 +293,13 @@ def cmd_retry(args: argparse.Namespace) -> int:
     with open_queue(args, must_exist=True) as q:
         for job_id in args.ids:
             try:
-                q.retry(job_id, actor=ACTOR)
+                q.retry(job_id, actor=ACTOR, reset_steps=args.reset_steps)
             except (JobNotFoundError, InvalidTransitionError) as exc:
                 problems += 1
                 output.error(str(exc))
             else:
-                print(f"job {job_id}: queued to run again")
+                reset = " from its first step" if args.reset_steps else ""
+                print(f"job {job_id}: queued to run again{reset}")
     return 1 if problems else 0
 
 

@@ -26,7 +26,7 @@ from ..errors import ErrandsError, InvalidTransitionError, JobNotFoundError
 from ..queue import MAX_BATCH, Queue
 from ..reports import describe_all
 from . import actions, jobs
-from .common import add_db, duration, open_queue
+from .common import UsageError, add_db, duration, open_queue
 
 OK, ACT, USAGE = 0, 1, 2
 TOP = jobs.int_between(1, validate.INT32_MAX)
@@ -85,6 +85,12 @@ def register(subparsers: Any) -> None:
         subparsers, "retry", "retry jobs by id, or every failed/cancelled job matching", _retry
     )
     _add_bulk_selection(p, bulk.RETRYABLE)
+    p.add_argument(
+        "--reset-steps",
+        action="store_true",
+        help="forget the jobs' recorded durable steps first, so they start over (after a "
+        "STEP:MISMATCH); with job ids only",
+    )
 
     p = _add(
         subparsers, "cancel", "cancel jobs by id, or every queued/running job matching", _cancel
@@ -367,6 +373,11 @@ def _bulk(args: argparse.Namespace, verb: str, allowed: frozenset[str]) -> int:
 def _retry(args: argparse.Namespace) -> int:
     if args.ids and not args.status:
         return jobs.cmd_retry(args)  # one line per id
+    if args.reset_steps:
+        raise UsageError(
+            "--reset-steps takes job ids (errands retry ID… --reset-steps), not --status: "
+            "forgetting recorded steps is a decision per job"
+        )
     return _bulk(args, "Retry", bulk.RETRYABLE)
 
 

@@ -134,10 +134,15 @@ async def signal(request: Request, dash: Dashboard) -> Response:
 
 
 async def retry(request: Request, dash: Dashboard) -> Response:
+    """Retry a failed or cancelled job; body (optional) ``{"reset_steps": true}`` forgets
+    its recorded durable steps first, so it starts over (docs/durable-steps.md)."""
     job_id = params.job_id(request.path_params["job_id"])
     if job_id is None:
         raise not_found(request.path_params["job_id"])
-    await run_in_threadpool(dash.queue.retry, job_id, actor=ACTOR)
+    reset = (await json_body(request)).get("reset_steps", False)
+    if not isinstance(reset, bool):
+        raise params.BadParameter('"reset_steps" must be true or false')
+    await run_in_threadpool(partial(dash.queue.retry, job_id, actor=ACTOR, reset_steps=reset))
     return JSONResponse({"id": job_id, "result": "retried", "status": "queued"})
 
 

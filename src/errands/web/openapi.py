@@ -140,7 +140,13 @@ DOCS: Mapping[str, Doc] = {
         _obj("name", name=TEXT, payload={"description": "any JSON value (the payload rule)"}),
         errors=(404, 409),
     ),
-    "api_retry": Doc("Retry a failed or cancelled job", ONE_ANSWER, errors=(404, 409)),
+    "api_retry": Doc(
+        "Retry a failed or cancelled job (reset_steps: forget its recorded durable steps "
+        "first, so it starts over)",
+        ONE_ANSWER,
+        {"type": "object", "properties": {"reset_steps": {"type": "boolean"}}},
+        errors=(404, 409),
+    ),
     "api_cancel": Doc(
         "Cancel a queued job, or ask a running one to stop", ONE_ANSWER, errors=(404, 409)
     ),

@@ -288,7 +288,11 @@ class Worker(Attached, HandlerLeases):
         if want > 0 and self._more and self._target_held() > len(self._held):
             return AGAIN
         wake_at = min(
-            self._next_poll,
+            # Holding all it may (want 0), a poll would claim nothing: a finishing handler
+            # wakes the loop. Waking for a poll time left in the past would spin the loop,
+            # taking the GIL from the handlers (jobs that record steps: 150,000 steps for
+            # 2,000 jobs).
+            self._next_poll if want > 0 else float("inf"),
             self._next_beat,
             self._next_maintenance,
             self._next_cancel_check,

@@ -4,7 +4,8 @@
     python -m errands.cli.bench.app produce N GAP_MS # enqueue N jobs one at a time, print commits
 
 The Queue is built from the environment because ``errands worker`` imports the app by name.
-The handler does nothing: the bench measures errands, not the work. Its start time is stored by
+The handlers do nothing: the bench measures errands, not the work (``steps3`` records three
+no-op steps, ``parked`` sleeps or waits for a day). Its start time is stored by
 errands itself (``jobs.started_at`` is when the handler started), which is what pickup latency
 is measured to.
 """
@@ -17,6 +18,7 @@ import random
 import sys
 import time
 
+from ...context import JobContext
 from ...queue import Queue
 
 DB_ENV = "ERRANDS_BENCH_DB"
@@ -33,7 +35,25 @@ def build() -> Queue:
     def noop(i: int = 0) -> None:
         return None
 
+    @queue.task
+    def steps3(ctx: JobContext, i: int = 0) -> None:
+        """Three recorded no-op steps: what a durable step costs beside a job's own cost."""
+        for name in ("a", "b", "c"):
+            ctx.step(name, _nothing)
+
+    @queue.task
+    def parked(ctx: JobContext, i: int = 0) -> None:
+        """Parks for a day: asleep (odd i) or waiting for a signal nobody sends (even i)."""
+        if i % 2:
+            ctx.sleep(86400)
+        else:
+            ctx.wait_for("never")
+
     return queue
+
+
+def _nothing() -> None:
+    return None
 
 
 q = build() if os.environ.get(DB_ENV) else None

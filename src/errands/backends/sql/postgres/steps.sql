@@ -12,6 +12,27 @@ SELECT id, :seq, :kind, :name, attempts, to_timestamp(:started_at),
 FROM jobs WHERE id = :job_id AND attempts = :attempt AND status = :from_state
 FOR UPDATE;
 
+-- name: record_steps
+-- Fenced, many at once (the records of concurrent handlers sharing a commit: step_group.py):
+-- :rows is a JSON array of [job_id, attempt, seq, kind, name, started_at, finished_at, result,
+-- wake_at, signal, ordinal]. A record whose attempt no longer holds its job running writes
+-- nothing; returns the (job_id, seq) written. The jobs are locked in id order (a rescue
+-- committing meanwhile is seen, not raced; two batches never wait on each other crosswise);
+-- status || '' keeps each record one primary-key lookup.
+INSERT INTO job_steps (job_id, seq, kind, name, attempt, started_at, finished_at, result,
+                       wake_at, signal, ordinal)
+SELECT j.id, (r.e->>2)::integer, r.e->>3, r.e->>4, j.attempts,
+       to_timestamp((r.e->>5)::double precision),
+       to_timestamp((r.e->>6)::double precision), CAST(r.e->>7 AS jsonb),
+       to_timestamp((r.e->>8)::double precision), r.e->>9, (r.e->>10)::integer
+FROM (SELECT e FROM jsonb_array_elements(CAST(:rows AS jsonb)) AS e) AS r
+JOIN (SELECT id, attempts FROM jobs
+      WHERE id IN (SELECT (x->>0)::bigint FROM jsonb_array_elements(CAST(:rows AS jsonb)) AS x)
+        AND status || '' = :from_state
+      ORDER BY id FOR UPDATE) AS j
+  ON j.id = (r.e->>0)::bigint AND j.attempts = (r.e->>1)::integer
+RETURNING job_id, seq;
+
 -- name: insert_step
 -- Record a durable call inside a write that has fenced (and locked) its job; a call
 -- recorded already is left as it is.

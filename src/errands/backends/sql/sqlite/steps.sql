@@ -9,6 +9,24 @@ SELECT id, :seq, :kind, :name, attempts, :started_at, :finished_at, :result, :wa
        :signal, :ordinal
 FROM jobs WHERE id = :job_id AND attempts = :attempt AND status = :from_state;
 
+-- name: record_steps
+-- Fenced, many at once (the records of concurrent handlers sharing a commit: step_group.py):
+-- :rows is a JSON array of [job_id, attempt, seq, kind, name, started_at, finished_at, result,
+-- wake_at, signal, ordinal]. A record whose attempt no longer holds its job running writes
+-- nothing; returns the (job_id, seq) written. The unary + keeps the job lookup on the primary
+-- key, one probe per record.
+INSERT INTO job_steps (job_id, seq, kind, name, attempt, started_at, finished_at, result,
+                       wake_at, signal, ordinal)
+SELECT j.id, json_extract(r.value, '$[2]'), json_extract(r.value, '$[3]'),
+       json_extract(r.value, '$[4]'), j.attempts, json_extract(r.value, '$[5]'),
+       json_extract(r.value, '$[6]'), json_extract(r.value, '$[7]'),
+       json_extract(r.value, '$[8]'), json_extract(r.value, '$[9]'),
+       json_extract(r.value, '$[10]')
+FROM json_each(:rows) AS r
+JOIN jobs AS j ON j.id = json_extract(r.value, '$[0]')
+WHERE j.attempts = json_extract(r.value, '$[1]') AND +j.status = :from_state
+RETURNING job_id, seq;
+
 -- name: insert_step
 -- Record a durable call inside a write that has fenced (and, on PostgreSQL, locked) its job;
 -- a call recorded already is left as it is.
