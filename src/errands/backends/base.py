@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..core.records import Attempt, EventRecord, Job, Step, StepRecord
+from .activity import ActivityVerbs
 
 
 @dataclass(slots=True)  # hot path (one per enqueued job): see ClaimedJob
@@ -140,8 +141,7 @@ class Cancelled:
 
 @dataclass(frozen=True, slots=True)
 class Snoozed:
-    """The handler raised ``errands.Snooze``: the job is queued again at ``run_at`` with one
-    more attempt allowed."""
+    """The handler raised ``errands.Snooze``: queued again at ``run_at``, one more attempt."""
 
     job_id: int
     attempt: int
@@ -226,6 +226,7 @@ class PruneReport:
     interrupted: bool = False  # stopped by should_stop before finishing: rerun to continue
     more: bool = False  # stopped at the pass's max_batches with rows left: run again soon
     checkpointed: bool = False
+    activity: int = 0  # activity log rows past their retention deleted (not in ``total``)
 
     @property
     def total(self) -> int:
@@ -242,8 +243,7 @@ class PruneProgress:
 
 @dataclass(frozen=True, slots=True)
 class PeriodicRow:
-    """A ``periodic`` row; times are unix seconds. ``next_run_raw`` is the column as stored,
-    bound back unchanged into the compare-and-set."""
+    """A ``periodic`` row (unix seconds); ``next_run_raw``: as stored, for the compare-and-set."""
 
     name: str
     cron: str | None
@@ -282,8 +282,7 @@ class TaskTypeRow:
 
 @dataclass(frozen=True, slots=True)
 class Graduation:
-    """A SQLite file's mark after ``errands graduate``: where its queue went (password
-    redacted) and when."""
+    """A SQLite file's mark after ``errands graduate``: where it went (redacted), and when."""
 
     target: str
     at: float
@@ -588,6 +587,7 @@ class Backend(
     PeriodicVerbs,
     TaskTypeVerbs,
     RetentionVerbs,
+    ActivityVerbs,
     StatsVerbs,
     FlowVerbs,
     SchemaVerbs,
