@@ -12,7 +12,7 @@ nothing. JSON reads refuse query parameters they do not know (400), so a typo su
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -393,7 +393,7 @@ def build_routes(dash: Dashboard) -> list[BaseRoute]:
 def create_app(
     queue: Queue,
     *,
-    token: str | None = None,
+    token: str | Mapping[str, str] | None = None,
     read_only: bool = False,
     auth: AuthCallable | None = None,
     secret_key: str | None = None,
@@ -404,9 +404,12 @@ def create_app(
     with ``errands dashboard``). See docs/dashboard.md.
 
     - ``token``: every route but ``/healthz``, ``/login`` and ``/static`` needs it (login form
-      → session cookie, or ``Authorization: Bearer``).
+      → session cookie, or ``Authorization: Bearer``). Several, labelled: ``{"alice": "…",
+      "deploy-bot": "…"}``; the label of the token used is the actor of what it does (the
+      activity log, job events), else ``api``.
     - ``auth``: instead of a token, the host application's own check, ``auth(request) ->
-      bool`` (may be ``async``); False answers 401.
+      bool | str`` (may be ``async``); False answers 401, a string lets the request through
+      and names the user acting.
     - ``read_only``: every mutation answers 403 and writes nothing.
     - ``secret_key``: signs sessions when there is no token (default: random per process).
     - ``allowed_hosts``: Host header names accepted (DNS-rebinding protection); None: any.

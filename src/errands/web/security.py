@@ -91,7 +91,7 @@ class Guard:
     def __init__(
         self,
         *,
-        token: str | None,
+        token: str | Mapping[str, str] | None,
         auth: AuthCallable | None,
         secret_key: str | None,
         session_max_age: int = SESSION_MAX_AGE,
@@ -102,18 +102,19 @@ class Guard:
             raise ValueError("give token= or auth=, not both: auth replaces the token")
         # The tokens as one string: what the session key derives from, so changing any token
         # (or a label) ends every session.
-        self.token = (
-            "\n".join(f"{label or ''}\0{secret}" for secret, label in sorted(self.tokens.items()))
-            if self.tokens and not isinstance(token, str)
-            else token
+        self.token: str | None = (
+            token
+            if isinstance(token, str)
+            else "\n".join(f"{label}\0{secret}" for secret, label in sorted(self.tokens.items()))
+            or None
         )
         self.auth = auth
         self.session_max_age = session_max_age
         self.clock = clock
         self.throttle = Throttle()
         self._revoked: dict[str, float] = {}  # session id -> when it would have expired
-        if token is not None:
-            seed = b"errands-dashboard-session:" + token.encode()
+        if self.token is not None:
+            seed = b"errands-dashboard-session:" + self.token.encode()
             self._key = hashlib.sha256(seed).digest()
         elif secret_key:
             self._key = hashlib.sha256(b"errands-dashboard-key:" + secret_key.encode()).digest()
