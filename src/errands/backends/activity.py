@@ -17,6 +17,13 @@ from .host import SQLHost
 
 # The newest rows scanned for the page's actor and action choices: a bounded read at any size.
 CHOICES_SCAN = 5000
+# The query for each combination of filters given (actor, action): each one an index serves.
+BY = {
+    (False, False): "",
+    (True, False): "_by_actor",
+    (False, True): "_by_action",
+    (True, True): "_by_actor_action",
+}
 EPOCH = datetime.fromtimestamp(0, UTC)  # `at` is NOT NULL: never used but for the type
 
 
@@ -51,7 +58,8 @@ class SQLActivity(SQLHost):
         self, *, limit: int, before: int | None, actor: str | None, action: str | None
     ) -> list[ActivityEntry]:
         params = {"limit": limit, "before": before, "actor": actor, "action": action}
-        return [self._activity(r) for r in self._fetch("list_activity", params)]
+        name = "list_activity" + BY[(actor is not None, action is not None)]
+        return [self._activity(r) for r in self._fetch(name, params)]
 
     def activity_choices(self) -> tuple[list[str], list[str]]:
         """The actors and the actions among the newest rows, each sorted."""

@@ -9,11 +9,32 @@ VALUES (to_timestamp(:now), :actor, :action, :target, :count,
 RETURNING id;
 
 -- name: list_activity
--- Operator actions, newest first, optionally by actor and action, keyset-paginated by id.
+-- Operator actions, newest first, keyset-paginated by id. One query per filter given (not
+-- "(:actor IS NULL OR actor = :actor)", which no index can serve: a rare actor would be
+-- looked for through the whole table).
 SELECT id, at, actor, action, target, count, filter, detail FROM operator_actions
-WHERE (CAST(:actor AS text) IS NULL OR actor = :actor)
-  AND (CAST(:action AS text) IS NULL OR action = :action)
-  AND (CAST(:before AS bigint) IS NULL OR id < :before)
+WHERE (CAST(:before AS bigint) IS NULL OR id < :before)
+ORDER BY id DESC
+LIMIT :limit;
+
+-- name: list_activity_by_actor
+-- One actor's actions, newest first (index operator_actions_actor).
+SELECT id, at, actor, action, target, count, filter, detail FROM operator_actions
+WHERE actor = :actor AND (CAST(:before AS bigint) IS NULL OR id < :before)
+ORDER BY id DESC
+LIMIT :limit;
+
+-- name: list_activity_by_action
+-- One action's rows, newest first (index operator_actions_action).
+SELECT id, at, actor, action, target, count, filter, detail FROM operator_actions
+WHERE action = :action AND (CAST(:before AS bigint) IS NULL OR id < :before)
+ORDER BY id DESC
+LIMIT :limit;
+
+-- name: list_activity_by_actor_action
+-- One actor's rows of one action, newest first.
+SELECT id, at, actor, action, target, count, filter, detail FROM operator_actions
+WHERE actor = :actor AND action = :action AND (CAST(:before AS bigint) IS NULL OR id < :before)
 ORDER BY id DESC
 LIMIT :limit;
 
