@@ -147,3 +147,18 @@ def test_errands_activity_lists_filters_and_prints_json(
     with pytest.raises(SystemExit) as exc:
         main(["--db", db_url, "activity", "--limit", "0"])
     assert exc.value.code == 2
+
+
+def test_graduate_carries_the_activity_log(tmp_path: Any, pg_empty_url: str) -> None:
+    from errands.cli.graduate.copy import graduate
+
+    path = tmp_path / "app.db"
+    with errands.Queue(str(path)) as q:
+        q.pause("emails", reason="smtp down", actor="alice")
+        q.act("cancel", [q.enqueue("t", {})], actor="bob", selected_by={"status": "queued"})
+        before = [r.to_dict() for r in q.activity()]
+    assert graduate(str(path), pg_empty_url).ok
+    with errands.Queue(pg_empty_url) as q:
+        assert [r.to_dict() for r in q.activity()] == before
+        q.resume("emails", actor="carol")  # the identity goes on after the copied rows
+        assert [r.actor for r in q.activity()] == ["carol", "bob", "alice"]
