@@ -162,3 +162,26 @@ def test_graduate_carries_the_activity_log(tmp_path: Any, pg_empty_url: str) -> 
         assert [r.to_dict() for r in q.activity()] == before
         q.resume("emails", actor="carol")  # the identity goes on after the copied rows
         assert [r.actor for r in q.activity()] == ["carol", "bob", "alice"]
+
+
+def test_errands_dashboard_takes_labelled_tokens_from_the_environment(
+    db_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from starlette.testclient import TestClient
+
+    from errands.cli.dashboard import labelled_tokens
+    from errands.web.server import build
+
+    tokens = labelled_tokens("alice=tok-a1, deploy-bot=tok-b2\n")
+    assert tokens == {"alice": "tok-a1", "deploy-bot": "tok-b2"}
+    with errands.Queue(db_url) as q:
+        app = build(q, host="0.0.0.0", token=tokens, read_only=False)
+        with TestClient(app) as c:
+            headers = {"authorization": "Bearer tok-b2", "content-type": "application/json"}
+            assert c.post("/api/admin/queues/default/pause", json={}, headers=headers).is_success
+        assert q.activity()[0].actor == "deploy-bot"
+    # Malformed: bad usage (exit 2) before anything is served.
+    monkeypatch.delenv("ERRANDS_DASHBOARD_TOKEN", raising=False)
+    monkeypatch.setenv("ERRANDS_DASHBOARD_TOKENS", "alice:tok-a1")
+    assert main(["--db", db_url, "dashboard", "--host", "0.0.0.0"]) == 2
+    assert "LABEL=TOKEN" in capsys.readouterr().err
