@@ -34,6 +34,7 @@ from .errors import (
     UnknownTaskError,
     WaitTimeout,
 )
+from .fair import Fair, FairInfo
 from .limits import Limit, LimitInfo, QueueInfo
 from .middleware import Enqueuing, Execution, Middleware
 from .queue import Queue
@@ -56,6 +57,8 @@ __all__ = [
     "Event",
     "EventRecord",
     "Execution",
+    "Fair",
+    "FairInfo",
     "GraduatedError",
     "InvalidTransitionError",
     "Job",

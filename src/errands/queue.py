@@ -12,8 +12,10 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar, Unpack, overload
 
+from . import fair
 from .backends import forks, open_backend, redact
-from .backends.base import EnqueueCall, Graduation, Listener
+from .backends.base import EnqueueCall, Graduation
+from .backends.verbs import Listener, ReadVerbs
 from .client import pipelines, waiting
 from .client.admin import MAX_BATCH as MAX_BATCH  # re-exported: the CLI's --batch-size cap
 from .client.admin import Actions, Reads
@@ -37,7 +39,9 @@ from .errors import (
     ConfigurationError,
     GraduatedError,
 )
+from .fair import Fair, FairInfo, fair_of
 from .limits import Limit
+from .maintenance.expirer import Expirer
 from .maintenance.pruner import SERVICE_MAX_BATCHES, Pruner
 from .maintenance.rescuer import Rescuer
 from .maintenance.runner import Service
@@ -176,6 +180,13 @@ class Queue(Lifecycle, Reads, Actions, FlowControl, DurableSteps):
         return redact(self.url)
 
     @property
+    def reads(self) -> ReadVerbs:
+        """The database's read verbs (counts, searches, windows, the schedules, the workers)
+        for the CLI, the dashboard and reports of your own: nothing reached through it changes
+        a row. Every change is a Queue method (enqueue, retry, cancel, pause, …)."""
+        return self.backend
+
+    @property
     def table_prefix(self) -> str:
         """The prefix of errands' table names in this database ('' for none): the one
         named (``table_prefix=`` or ``?table_prefix=`` in the URL), else the one found."""
@@ -236,6 +247,8 @@ class Queue(Lifecycle, Reads, Actions, FlowControl, DurableSteps):
         discard_on: Sequence[type[BaseException]] = (),
         limit: Limit | None = None,
         max_snoozes: int = DEFAULT_MAX_SNOOZES,
+        expires_in: Duration | None = None,
+        fair: str | Fair | Callable[[Mapping[str, Any]], Any] | None = None,
     ) -> Callable[[F], Task[Any, Any]]: ...
 
     def task(
@@ -253,6 +266,8 @@ class Queue(Lifecycle, Reads, Actions, FlowControl, DurableSteps):
         discard_on: Sequence[type[BaseException]] = (),
         limit: Limit | None = None,
         max_snoozes: int = DEFAULT_MAX_SNOOZES,
+        expires_in: Duration | None = None,
+        fair: str | Fair | Callable[[Mapping[str, Any]], Any] | None = None,
     ) -> Task[Any, Any] | Callable[[F], Task[Any, Any]]:
         """Register a handler (sync or ``async def``). Its type is ``name`` or its
         ``__name__``. Use as ``@q.task`` or ``@q.task(queue=…, max_attempts=…)``."""
@@ -269,6 +284,8 @@ class Queue(Lifecycle, Reads, Actions, FlowControl, DurableSteps):
             discard_on=validate.exception_types(discard_on, "discard_on"),
             limit=limit,
             max_snoozes=max_snoozes,
+            expires_in=None if expires_in is None else seconds(expires_in, "expires_in"),
+            fair=fair_of(fair),
         )
 
         def register(f: F) -> Task[Any, Any]:
@@ -416,6 +433,12 @@ class Queue(Lifecycle, Reads, Actions, FlowControl, DurableSteps):
         """``enqueue_many`` for async code (see ``enqueue_async``)."""
         return await self._producer.store_async(self._producer.many(items), actor, connection)
 
+    def fairness(self, minutes: float = 5) -> list[FairInfo]:
+        """Fair share (docs/flow-control.md): per value of each fair key, its jobs due now,
+        queued, running, and attempts started in the last ``minutes``."""
+        keys = [k for t in self.tasks.values() if (k := t.options.fair_key()) is not None]
+        return fair.fairness(self.backend, keys, self.clock(), minutes)
+
     # -- pipelines (pipelines.py, docs/pipelines.md) -------------------------------------
 
     def chain(
@@ -504,10 +527,11 @@ class Queue(Lifecycle, Reads, Actions, FlowControl, DurableSteps):
 
     def services(self) -> list[Service]:
         """The maintenance services a worker's leader runs: rescue, deps (the dependency
-        sweeper), periodic, prune, the WAL — each given only what it uses."""
+        sweeper), expiry, periodic, prune, the WAL — each given only what it uses."""
         services: list[Service] = [
             Rescuer(self.backend, self.settings.lease_seconds),
             DepSweeper(self.backend),
+            Expirer(self.backend),
         ]
         if self.schedules:
             services.append(

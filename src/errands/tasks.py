@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from itertools import repeat
@@ -14,7 +15,9 @@ from .core import validate
 from .core.backoff import DEFAULT_BACKOFF, Backoff
 from .core.options import DEFAULT as DEFAULT_OPTIONS
 from .core.options import EnqueueKwargs, EnqueueOptions
+from .core.timerules import TimeRules
 from .errors import ConfigurationError, ErrandsError, PayloadError, at_item
+from .fair import Fair
 from .limits import Limit
 
 P = ParamSpec("P")
@@ -39,6 +42,8 @@ class TaskOptions:
     discard_on: tuple[type[BaseException], ...] = ()
     limit: Limit | None = None  # flow control (errands.Limit): its jobs carry its key/group
     max_snoozes: int = DEFAULT_MAX_SNOOZES
+    expires_in: float | None = None  # seconds (docs/flow-control.md "Time rules")
+    fair: Fair | None = None  # fair share (errands.Fair): its jobs' group is their value
 
     def __post_init__(self) -> None:
         validate.name(self.queue, "queue")
@@ -46,11 +51,20 @@ class TaskOptions:
             raise ConfigurationError(
                 f"limit must be an errands.Limit, got {type(self.limit).__name__}"
             )
+        if self.fair is not None and self.limit is not None and self.limit.group != self.fair.field:
+            # One group per job: the fair value is the limit's group (backends/fair.py).
+            raise ConfigurationError(
+                f"fair={self.fair.name!r} with Limit({self.limit.key!r}, group="
+                f"{self.limit.group!r}): a fair task's limit must be per the same field; "
+                f"give the Limit group={self.fair.name!r}"
+            )
         validate.integer(self.priority, "priority", *validate.PRIORITY_RANGE)
         validate.integer(self.max_attempts, "max_attempts", 1, validate.MAX_ATTEMPTS_MAX)
         validate.integer(self.max_snoozes, "max_snoozes", 0, validate.MAX_ATTEMPTS_MAX)
         if self.timeout is not None:
             validate.duration(self.timeout, "timeout")
+        if self.expires_in is not None:
+            validate.duration(self.expires_in, "expires_in")
         validate.callable_(self.backoff, "backoff", "a callable attempt -> seconds")
 
     # Every job is built by these two (an enqueue, an enqueue_many, a periodic tick), so an
@@ -69,8 +83,12 @@ class TaskOptions:
         encode fills it in)."""
         if o is DEFAULT_OPTIONS:
             job = NewJob(job_type, text, self.queue, self.priority, now, self.max_attempts)
+            if self.expires_in is not None:
+                job.rules = TimeRules(expires_in=self.expires_in)
         else:
-            if o.delay is not None:
+            if o.debounce is not None:  # seconds once checked; the first enqueue's run_at
+                when = now + min(cast(float, o.debounce), cast(float, o.max_wait or math.inf))
+            elif o.delay is not None:
                 when = validate.when(now, o.delay)
             elif o.run_at is not None:
                 when = cast(float, o.run_at)  # unix seconds once checked
@@ -85,13 +103,32 @@ class TaskOptions:
                 self.max_attempts if o.max_attempts is None else o.max_attempts,
                 o.unique_key,
             )
+            expires_in = self.expires_in if o.expires_in is None else o.expires_in
+            if o.unique_for is not None or o.debounce is not None or expires_in is not None:
+                job.rules = TimeRules(  # seconds once checked
+                    cast(float | None, o.unique_for),
+                    cast(float | None, o.debounce),
+                    cast(float | None, o.max_wait),
+                    cast(float | None, expires_in),
+                )
         limit = self.limit
         if limit is not None:  # its key and this payload's group, written with the row
             if not text:
                 payload_json.check(payload)  # the group is read from a checked payload
             job.limit_key = limit.key
             job.limit_group = limit.group_of(payload)
+        elif self.fair is not None:  # stored as a group of its own key (errands/fair.py)
+            if not text:
+                payload_json.check(payload)
+            job.limit_key = key = self.fair.key()
+            job.limit_group = self.fair.value_of(payload, key)
         return job
+
+    def fair_key(self) -> str | None:
+        """The limit key this task's fair turns are kept under (None: not fair)."""
+        if self.fair is None:
+            return None
+        return self.fair.key() if self.limit is None else self.limit.key
 
     def jobs(
         self, job_type: str, texts: list[str], payloads: list[Any], now: float
@@ -110,12 +147,24 @@ class TaskOptions:
                 repeat(self.max_attempts, many),
             )
         )
+        if self.expires_in is not None:
+            rules = TimeRules(expires_in=self.expires_in)
+            for job in jobs:
+                job.rules = rules
         limit = self.limit
         if limit is not None:
             for n, (job, payload) in enumerate(zip(jobs, payloads, strict=True)):
                 job.limit_key = limit.key
                 try:
                     job.limit_group = limit.group_of(payload)
+                except ErrandsError as exc:
+                    raise at_item(n, exc) from None
+        elif self.fair is not None:
+            fair, key = self.fair, self.fair.key()
+            for n, (job, payload) in enumerate(zip(jobs, payloads, strict=True)):
+                job.limit_key = key
+                try:
+                    job.limit_group = fair.value_of(payload, key)
                 except ErrandsError as exc:
                     raise at_item(n, exc) from None
         return jobs

@@ -21,6 +21,7 @@ from errands.backends.base import ClaimRequest
 from errands.cli.graduate import register
 from errands.cli.graduate.copy import TABLES, GraduateError, graduate
 from errands.core import faults
+from errands.testing import drain
 from helpers.ops import assert_figures_equal_a_recount
 from helpers.support import FixedClock, first_row
 
@@ -329,3 +330,28 @@ def test_pauses_limits_and_limited_jobs_graduate(tmp_path: Path, pg_url: str) ->
         assert (limit.key, limit.running, limit.source) == ("t", 4, "set")
         job = pg.get(job_id)
         assert job is not None and (job.limit_key, job.limit_group) == ("t", "acme")
+
+
+def test_time_rules_graduate_with_their_jobs(tmp_path: Path, pg_url: str) -> None:
+    """A dedup window, a debounced job and a start-by time carry over (docs/flow-control.md,
+    "Time rules"): the hold of a succeeded job holds on the new database too."""
+    path = str(tmp_path / "app.db")
+    with errands.Queue(path) as q:
+
+        @q.task
+        def sync() -> None: ...
+
+        @q.task
+        def other(n: int = 0) -> None: ...
+
+        held = q.enqueue("sync", {}, unique_key="sync:1", unique_for=3600)
+        drain(q)
+        debounced = q.enqueue("other", {"n": 1}, unique_key="d", debounce=600)
+        expiring = q.enqueue("other", {}, expires_in=600)
+    graduate(path, pg_url)
+    with errands.Queue(pg_url) as pg:
+        assert pg.enqueue("sync", {}, unique_key="sync:1") == held
+        assert pg.enqueue("other", {"n": 2}, unique_key="d", debounce=600) == debounced
+        assert pg.get(debounced).payload == {"n": 2}  # type: ignore[union-attr]
+        job = pg.get(expiring)
+        assert job is not None and job.expires_in == 600 and job.expires_at is not None

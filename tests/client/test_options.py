@@ -35,6 +35,16 @@ SAMPLE: dict[str, Any] = {
     "unique_key": "k-1",
     "after": None,  # needs a job: checked on its own below
     "on_upstream_failure": "run",
+    "unique_for": 60.0,
+    "debounce": 30.0,
+    "max_wait": 300.0,
+    "expires_in": 600.0,
+}
+# What an option needs beside it to be given alone.
+COMPANIONS: dict[str, dict[str, Any]] = {
+    "unique_for": {"unique_key": "k-2"},
+    "debounce": {"unique_key": "k-3"},
+    "max_wait": {"unique_key": "k-4", "debounce": 30.0},
 }
 
 
@@ -73,10 +83,10 @@ def test_queue_enqueue_takes_exactly_the_option_names(queue: errands.Queue) -> N
     up = queue.enqueue("t", {})
     for name, value in SAMPLE.items():
         value = {"after": [up], "delay": 5}.get(name, value)
-        one: Any = {name: value}
+        one: Any = {name: value, **COMPANIONS.get(name, {})}
         job_id = queue.enqueue("t", {"n": name}, **one)
         job = get_job(queue, job_id)
-        if name in {"queue", "priority", "max_attempts", "unique_key"}:
+        if name in {"queue", "priority", "max_attempts", "unique_key", "unique_for", "expires_in"}:
             assert getattr(job, name) == value
     with pytest.raises(errands.ConfigurationError, match=r"unknown option\(s\) dealy.*delay"):
         queue.enqueue("t", {}, dealy=5)  # type: ignore[call-arg]
@@ -104,7 +114,7 @@ def test_task_with_options_takes_the_names_and_connection(queue: errands.Queue) 
     assert (job.queue, job.priority) == ("vip", 2)
     for name, value in SAMPLE.items():
         if value is not None:
-            greet.with_options(**{name: value})
+            greet.with_options(**{name: value, **COMPANIONS.get(name, {})})
     with pytest.raises(errands.ConfigurationError, match=r"unknown option.*with_options"):
         greet.with_options(prio=1)
 
@@ -143,7 +153,8 @@ def test_post_api_admin_jobs_takes_the_option_names(queue: errands.Queue) -> Non
     up = queue.enqueue("t", {})
     for name, value in SAMPLE.items():
         value = {"after": [up], "delay": 5, "run_at": "2030-01-01T00:00:00Z"}.get(name, value)
-        r = c.post("/api/admin/jobs", json={"type": "t", "payload": {"n": 1}, name: value})
+        body = {"type": "t", "payload": {"n": 1}, name: value, **COMPANIONS.get(name, {})}
+        r = c.post("/api/admin/jobs", json=body)
         assert r.status_code == 201, (name, r.text)
         job = get_job(queue, r.json()["id"])
         assert job.payload == {"n": 1}

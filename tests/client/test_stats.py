@@ -384,8 +384,8 @@ OPERATOR_QUERIES: dict[str, dict[str, float | str | None]] = {
     "ids_matching_running": NO_FILTER,
     "ids_matching_waiting": NO_FILTER,
     "ids_matching_finished": {**NO_FILTER, "status": "failed"},
-    "prune_count": {"status": "succeeded", "cutoff": EPOCH - HOUR},
-    "prune_ids": {"status": "succeeded", "cutoff": EPOCH - HOUR, "limit": 500},
+    "prune_count": {"status": "succeeded", "cutoff": EPOCH - HOUR, "now": EPOCH},
+    "prune_ids": {"status": "succeeded", "cutoff": EPOCH - HOUR, "limit": 500, "now": EPOCH},
 }
 BOUNDED_READS: dict[str, dict[str, Any]] = {**STATS_QUERIES, **OPERATOR_QUERIES}
 

@@ -67,6 +67,32 @@ def test_a_sleep_ends_the_run_and_resumes_after_it(
     ]
 
 
+@pytest.mark.timeout(60)  # the bug this guards against made a burst worker loop for good
+def test_a_sleep_ends_at_its_wake_time_whatever_the_clocks_sub_microsecond_part(
+    clocked_queue: errands.Queue, clock: FixedClock
+) -> None:
+    """PostgreSQL rounds times to the microsecond: a clock at …0.4047718 made the stored
+    wake time …0.404772, so the claim found the job due while the handler, comparing the
+    exact floats, saw the sleep not yet over and re-parked it — forever with this clock."""
+    queue = clocked_queue
+    clock.now += 0.4047718
+    ran: list[str] = []
+
+    @queue.task()
+    def trial(ctx: JobContext) -> None:
+        ctx.sleep(3 * 86400)
+        ran.append("after")
+
+    job_id = trial.enqueue()
+    queue.run_worker(burst=True)
+    assert status(queue, job_id) == "queued"
+    clock.advance(3 * 86400)
+    queue.run_worker(burst=True)
+    assert status(queue, job_id) == "succeeded"
+    assert ran == ["after"]
+    assert events(queue, job_id) == ["ENQUEUED", "CLAIMED", "SLEEPING", "CLAIMED", "SUCCEEDED"]
+
+
 def test_sleep_refuses_absurd_durations(queue: errands.Queue) -> None:
     @queue.task(max_attempts=1)
     def flow(ctx: JobContext, value: Any) -> None:

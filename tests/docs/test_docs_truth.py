@@ -109,7 +109,7 @@ def test_docs_describe_leadership_per_service_as_the_code_elects(db_url: str) ->
         for name in names:
             assert q.backend.try_lead(name, "w1", 30, q.clock())
         # one lease per service: another worker can hold a different one
-        assert names == {"rescue", "deps", "periodic", "prune", "wal"}
+        assert names == {"rescue", "deps", "expiry", "periodic", "prune", "wal"}
 
 
 # -- runtime.md: its figures are dated measurements with the command that prints them ---------

@@ -27,7 +27,7 @@ def test_each_service_has_its_own_leader(
     b = Maintenance(q.backend, "b", q.services(), ttl=30)
     a.tick(clock.now)
     b.tick(clock.now)
-    assert set(a.leading) == {"rescue", "deps", "periodic", "prune", "wal"}
+    assert set(a.leading) == {"rescue", "deps", "expiry", "periodic", "prune", "wal"}
     assert all(a.leading.values()) and not any(b.leading.values())
 
     # The leader steps down cleanly: the other takes every role on its next renewal.
@@ -50,7 +50,8 @@ def test_a_worker_without_schedules_never_starves_them(
     first.tick(clock.now)
     second.tick(clock.now)
 
-    assert first.leading == {"rescue": True, "deps": True, "prune": True, "wal": True}
+    leads = {"rescue": True, "deps": True, "expiry": True, "prune": True, "wal": True}
+    assert first.leading == leads
     assert second.leading["periodic"] and not second.leading["rescue"]
     assert [j.type for j in scheduled.jobs(type="hourly_digest")] == ["hourly_digest"]
 

@@ -1,17 +1,15 @@
-"""The backend protocol: domain verbs of a job queue, each taking ``now``.
-
-Callers (Queue, Worker, CLI, maintenance) only ever speak these verbs; a dialect implements
-them with its own named queries. Times are float unix seconds; JSON columns travel as text.
+"""What the backend's verbs take and give: the rows and reports of a job queue (the verbs
+themselves: verbs.py). Times are float unix seconds; JSON columns travel as text.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
-from ..core.records import Attempt, EventRecord, Job, Step, StepRecord
-from .activity import ActivityVerbs
+from ..core.records import StepRecord
+from ..core.timerules import TimeRules
 
 
 @dataclass(slots=True)  # hot path (one per enqueued job): see ClaimedJob
@@ -26,6 +24,7 @@ class NewJob:
     headers: str | None = None  # JSON object text written by enqueue middleware, or None
     limit_key: str | None = None  # the task's errands.Limit key, fixed at enqueue
     limit_group: str | None = None  # its group for this payload ('' when the limit has none)
+    rules: TimeRules | None = None  # unique_for… (docs/flow-control.md); None: none given
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +65,9 @@ class ClaimRequest:
     # Whether any of ``types`` has a limit (errands.Limit): then the claim also takes limited
     # jobs, within their limits (backends/flow.py); otherwise it reads unlimited jobs only.
     limited: bool = False
+    # The fair keys among ``types`` (errands.Fair), each with its weights: the limited claim
+    # serves their values in turn (backends/fair.py).
+    fair: Mapping[str, FairWeights] = field(default_factory=dict)
 
 
 # Not frozen: a frozen dataclass's __init__ costs ~4x a plain one (object.__setattr__ per
@@ -141,7 +143,8 @@ class Cancelled:
 
 @dataclass(frozen=True, slots=True)
 class Snoozed:
-    """The handler raised ``errands.Snooze``: queued again at ``run_at``, one more attempt."""
+    """The handler raised ``errands.Snooze``: the job is queued again at ``run_at`` with one
+    more attempt allowed."""
 
     job_id: int
     attempt: int
@@ -243,7 +246,8 @@ class PruneProgress:
 
 @dataclass(frozen=True, slots=True)
 class PeriodicRow:
-    """A ``periodic`` row (unix seconds); ``next_run_raw``: as stored, for the compare-and-set."""
+    """A ``periodic`` row; times are unix seconds. ``next_run_raw`` is the column as stored,
+    bound back unchanged into the compare-and-set."""
 
     name: str
     cron: str | None
@@ -282,7 +286,8 @@ class TaskTypeRow:
 
 @dataclass(frozen=True, slots=True)
 class Graduation:
-    """A SQLite file's mark after ``errands graduate``: where it went (redacted), and when."""
+    """A SQLite file's mark after ``errands graduate``: where its queue went (password
+    redacted) and when."""
 
     target: str
     at: float
@@ -329,183 +334,16 @@ class TypeHour:
     run_max: float
 
 
-class Listener(Protocol):
-    def close(self) -> None: ...
+@dataclass(frozen=True, slots=True)
+class FairWeights:
+    """A fair key's weights: starts per turn of each value (``default`` for the others)."""
 
+    weights: Mapping[str, float] = field(default_factory=dict)
+    default: float = 1.0
 
-# -- the verbs, one protocol per noun (sqlbase.py: one mixin per noun implements each) ------
-
-
-class JobVerbs(Protocol):
-    """Jobs: in (enqueue), the worker's verbs on the attempts it holds, the wake-ups, the
-    operator's actions and the reads of whole jobs (backends/jobs.py, jobs_operator.py)."""
-
-    def enqueue(
-        self, jobs: Sequence[NewJob], now: float, *, actor: str, connection: Any = None
-    ) -> list[int]: ...
-
-    # Several calls, one commit. group_commit: True where sharing a commit is worth a
-    # writer queue in the client (SQLite: one writer, an fsync per commit); PostgreSQL
-    # commits concurrent connections together in the server already.
-    group_commit: bool
-
-    def enqueue_grouped(self, calls: Sequence[EnqueueCall]) -> list[list[int]]: ...
-    def claim(self, request: ClaimRequest, now: float) -> list[ClaimedJob]: ...
-    def finish(
-        self,
-        outcomes: Sequence[Outcome],
-        worker_id: str,
-        now: float,
-        held: Sequence[ClaimedJob] | None = None,
-    ) -> list[bool]: ...
-    def finish_and_claim(
-        self,
-        outcomes: Sequence[Outcome],
-        worker_id: str,
-        request: ClaimRequest,
-        now: float,
-        held: Sequence[ClaimedJob] | None = None,
-    ) -> tuple[list[bool], list[ClaimedJob]]: ...
-    def complete_in(
-        self, connection: Any, outcome: Succeeded, worker_id: str, now: float
-    ) -> bool: ...
-    def heartbeat(
-        self, worker_id: str, held: Sequence[tuple[int, int]], lease_seconds: float, now: float
-    ) -> list[bool]: ...
-    def cancel_requested(self, job_ids: Sequence[int]) -> list[int]: ...
-    def next_due(self, types: Sequence[str], queues: Sequence[str] | None) -> float | None: ...
-    # wake-ups: a dialect hook each (sqlite.py: datagrams; postgres.py: LISTEN/NOTIFY)
-    def listen(self, on_change: Callable[[], None], *, completions: bool = False) -> Listener: ...
-    def listen_finished(self, on_finish: Callable[[frozenset[int] | None], None]) -> Listener: ...
-    # operator actions
-    def retry(self, job_ids: Sequence[int], actor: str, now: float) -> list[int]: ...
-    def cancel(self, job_ids: Sequence[int], actor: str, now: float) -> CancelReport: ...
-    def match_ids(
-        self, status: str, *, type: str | None, queue: str | None, error_code: str | None
-    ) -> list[int]: ...
-    def delete_jobs(self, job_ids: Sequence[int], actor: str, now: float) -> ActionReport: ...
-    def run_now(self, job_ids: Sequence[int], actor: str, now: float) -> ActionReport: ...
-    def set_priority(
-        self, job_ids: Sequence[int], priority: int, actor: str, now: float
-    ) -> ActionReport: ...
-    # reads
-    def get_job(self, job_id: int) -> Job | None: ...
-    def list_jobs(self, flt: JobFilter) -> list[Job]: ...
-    def newest_job_id(self) -> int | None: ...
-    def search_jobs(self, flt: JobFilter, text: str, floor_id: int) -> list[Job]: ...
-    def attempts(self, job_id: int) -> list[Attempt]: ...
-    def events(self, job_id: int) -> list[EventRecord]: ...
-    def blob(self, ref: str) -> str | None: ...
-
-
-class DepVerbs(Protocol):
-    """Dependencies between jobs (backends/deps.py, docs/pipelines.md): jobs enqueued after others,
-    the graph around a job, and the sweeper's repair."""
-
-    def enqueue_after(
-        self,
-        jobs: Sequence[NewJob],
-        needs: Sequence[Needs | None],
-        now: float,
-        *,
-        actor: str,
-        connection: Any = None,
-    ) -> list[int]: ...
-    def upstream(self, job_id: int) -> list[tuple[Job, str]]: ...
-    def downstream(self, job_id: int) -> list[tuple[Job, str]]: ...
-    def upstream_counts(self, job_id: int) -> dict[str, int]: ...
-    def unreleased(self, limit: int) -> int: ...
-    def sweep_waiting(self, now: float, *, limit: int = 1000) -> SweepReport: ...
-
-
-class LeaderVerbs(Protocol):
-    """Maintenance roles and the recovery of lost attempts (backends/leader.py)."""
-
-    def try_lead(self, name: str, holder: str, ttl: float, now: float) -> bool: ...
-    def resign(self, name: str, holder: str) -> None: ...
-    def rescue(self, now: float, *, limit: int = 1000) -> RescueReport: ...
-    def recover_workers(self, worker_ids: Sequence[str], now: float) -> RescueReport: ...
-    def host_workers(self, hostname: str) -> list[tuple[str, int]]: ...
-
-
-class WorkerVerbs(Protocol):
-    """The registry of worker processes (backends/workers.py)."""
-
-    def register_worker(self, info: WorkerInfo, now: float) -> None: ...
-    def worker_seen(
-        self, worker_id: str, now: float, counters: Mapping[str, int] | None = None
-    ) -> None: ...
-    def worker_stopped(
-        self, worker_id: str, now: float, counters: Mapping[str, int] | None = None
-    ) -> None: ...
-    def worker_counters(self) -> dict[str, int]: ...
-    def live_workers(self, now: float, alive_seconds: float) -> list[dict[str, Any]]: ...
-    def live_counters(self, now: float, alive_seconds: float) -> list[dict[str, int]]: ...
-
-
-class PeriodicVerbs(Protocol):
-    """Periodic schedules (backends/periodic.py); what ``PeriodicScheduler`` takes."""
-
-    def upsert_periodic(self, row: PeriodicRow) -> None: ...
-    def list_periodic(self) -> list[PeriodicRow]: ...
-    def fire_periodic(
-        self, row: PeriodicRow, next_run_at: float, job: NewJob | None, now: float
-    ) -> tuple[bool, int | None]: ...
-    def record_periodic_success(self, name: str, succeeded_at: float) -> None: ...
-    def remove_periodic(self, name: str) -> bool: ...
-    def disable_periodic(self, name: str, actor: str, now: float) -> bool | None: ...
-    def enable_periodic(self, name: str, next_run_at: float, now: float) -> bool | None: ...
-    def run_periodic(self, name: str, job: NewJob, actor: str, now: float) -> int | None: ...
-
-
-class TaskTypeVerbs(Protocol):
-    """Declared task options and the database's own facts (backends/task_types.py)."""
-
-    def declare_task_types(self, rows: Sequence[TaskTypeRow], now: float) -> None: ...
-    def task_types(self) -> list[TaskTypeRow]: ...
-    def mark_graduated(self, target: str, now: float) -> None: ...
-    def graduation(self) -> Graduation | None: ...
-    def reopen(self) -> bool: ...
-
-
-class RetentionVerbs(Protocol):
-    """Retention and storage (backends/retention.py); the ``Pruner`` runs the loop."""
-
-    def prune_count(self, state: str, cutoff: float) -> int: ...
-    def prune_batch(self, state: str, cutoff: float, limit: int) -> int: ...
-    def tidy_figures(self, now: float) -> None: ...
-    def recount_figures(self, now: float) -> None: ...
-    def checkpoint(self, *, wait: bool = True) -> bool: ...
-    def vacuum(self) -> dict[str, int | None]: ...
-    def storage(self) -> dict[str, int | None]: ...
-
-
-class StatsVerbs(Protocol):
-    """Typed rows for errands.reports, the metrics and the dashboard (backends/stats.py)."""
-
-    def state_counts(self) -> list[StateCount]: ...
-    def window_rows(self, since: float) -> list[WindowRow]: ...
-    def hourly_outcomes(
-        self, since: float, queue: str | None = None
-    ) -> list[tuple[float, str, int]]: ...
-    def hourly_latency(
-        self, since: float, queue: str | None = None
-    ) -> list[tuple[float, str, int, int, float]]: ...
-    def hourly_of_type(self, since: float, jtype: str, queue: str | None) -> list[TypeHour]: ...
-    def rollup_totals(self) -> list[tuple[str, str, str, int]]: ...
-    def queued_types(self) -> list[tuple[str, str, int]]: ...
-    def retry_histogram(self, since: float, now: float | None = None) -> dict[str, int]: ...
-    def top_errors(
-        self, since: float, limit: int, now: float | None = None
-    ) -> list[dict[str, Any]]: ...
-    def running_past_lease(self, now: float, grace: float) -> int: ...
-    def snoozing_jobs(self, min_attempts: int, limit: int) -> list[dict[str, Any]]: ...
-    def oldest_due(self, now: float) -> dict[str, Any] | None: ...
-    def oldest_due_by_queue(self, now: float) -> dict[str, dict[str, Any]]: ...
-    def error_sample(self, error_code: str, jtype: str) -> dict[str, Any] | None: ...
-    def oldest_running(
-        self, now: float, alive_seconds: float, limit: int
-    ) -> list[dict[str, Any]]: ...
+    def of(self, value: str) -> float:
+        """The weight of ``value``."""
+        return self.weights.get(value, self.default)
 
 
 @dataclass(frozen=True, slots=True)
@@ -517,84 +355,3 @@ class LimitSpec:
     running: int | None = None
     rate_count: int | None = None
     rate_seconds: float | None = None
-
-
-class FlowVerbs(Protocol):
-    """Flow control (backends/flow.py): paused queues, limits, progress."""
-
-    def pause_queue(self, queue: str, reason: str | None, actor: str, now: float) -> None: ...
-    def resume_queue(self, queue: str) -> list[str]: ...
-    def paused_queues(self) -> list[dict[str, Any]]: ...
-    def active_queue_counts(self) -> list[dict[str, Any]]: ...
-    # alive_seconds > 0: refuse caps that differ from those a live worker declared (flow.py).
-    def register_limits(
-        self, limits: Sequence[LimitSpec], now: float, alive_seconds: float = 0.0
-    ) -> None: ...
-    def refresh_limits(self, limits: Sequence[LimitSpec], now: float) -> list[str]: ...
-    def set_limit(self, spec: LimitSpec, actor: str, now: float) -> None: ...
-    def clear_limit(self, key: str) -> bool: ...
-    def limit_caps(self) -> list[dict[str, Any]]: ...
-    def limit_usage(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]: ...
-    # When rate-limited handlers really started: (job_id, claimed_at, started_at) each; their
-    # outcomes write it too (flow.py).
-    def record_starts(self, starts: Sequence[tuple[int, float, float]]) -> None: ...
-    def record_progress(
-        self,
-        worker_id: str,
-        job_id: int,
-        attempt: int,
-        progress: float,
-        message: str | None,
-        now: float,
-    ) -> bool: ...
-
-
-class SchemaVerbs(Protocol):
-    """The schema and the connections (backends/schema.py and the dialect)."""
-
-    prefix: str  # the table prefix in use ('' for none; prefix.py)
-
-    def migrate(self) -> None: ...
-    def table(self, name: str) -> str: ...
-    def schema_version(self) -> int: ...
-    def close(self) -> None: ...
-    def check_identity(self) -> None: ...  # DatabaseReplacedError: the file was swapped
-
-
-class StepVerbs(Protocol):
-    """Durable steps, sleeps and signals (backends/steps.py, docs/durable-steps.md)."""
-
-    def record_step(self, record: StepRecord, now: float) -> bool: ...
-    def record_step_in(self, connection: Any, record: StepRecord, now: float) -> bool: ...
-    def own_transaction(self, connection: Any) -> Any: ...  # a context manager
-    def take_signal(self, record: StepRecord, now: float) -> tuple[bool, str | None]: ...
-    def steps(self, job_id: int) -> list[Step]: ...
-    def journal(self, job_id: int) -> list[dict[str, Any]]: ...  # as the worker replays it
-    def send_signal(  # target: a job id or a unique_key
-        self, target: int | str, name: str, payload: str | None, actor: str, now: float
-    ) -> int: ...
-    def wake_waits(self, now: float, *, limit: int = 1000) -> list[int]: ...
-    def reset_steps(self, job_ids: Sequence[int]) -> int: ...
-    def durable_counts(self, now: float, grace: float) -> dict[str, int]: ...
-
-
-class Backend(
-    JobVerbs,
-    StepVerbs,
-    DepVerbs,
-    LeaderVerbs,
-    WorkerVerbs,
-    PeriodicVerbs,
-    TaskTypeVerbs,
-    RetentionVerbs,
-    ActivityVerbs,
-    StatsVerbs,
-    FlowVerbs,
-    SchemaVerbs,
-    Protocol,
-):
-    """What every storage dialect implements: the verbs of every noun, each taking ``now``
-    where time matters. ``sqlbase.SQLBackend`` writes them once over named queries;
-    ``sqlite.py`` and ``postgres.py`` supply connections and the dialect hooks."""
-
-    dialect: str

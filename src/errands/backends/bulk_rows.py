@@ -15,6 +15,7 @@ from .base import NewJob
 LIMIT_KEY = attrgetter("limit_key")
 UNIQUE_KEY = attrgetter("unique_key")
 HEADERS = attrgetter("headers")
+RULES = attrgetter("rules")  # time rules: written per row
 _ALIKE = attrgetter(
     "queue", "type", "priority", "max_attempts", "run_at", "limit_key", "limit_group"
 )

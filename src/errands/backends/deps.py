@@ -60,6 +60,7 @@ from .host import (
     drive,
     dumps,
 )
+from .job_rows import insert_params
 
 FINAL = frozenset(s.value for s in TERMINAL)
 SUCCEEDED = State.SUCCEEDED.value
@@ -163,10 +164,9 @@ class SQLDeps(SQLHost):
             job, need = jobs[i], needs[i]
             assert need is not None
             row = yield Step(q["insert_job"], _job_params(job, now))
-            if row is None:  # an active job holds this unique_key: that job, no new edges
-                ids.append(
-                    (yield Step(q["active_job_by_unique_key"], {"unique_key": job.unique_key}))[0]
-                )
+            if row is None:  # a job holds this unique_key: that job, no new edges
+                held = {"unique_key": job.unique_key, "now": now}
+                ids.append((yield Step(q["active_job_by_unique_key"], held))[0])
             else:
                 ids.append(row[0])
                 fresh.add(row[0])
@@ -421,22 +421,9 @@ def _by(upstream: int | None, error_code: str | None = None) -> str | None:
 
 
 def _plain(job: NewJob) -> bool:
-    """A job the batched insert can write: no unique key to check, no headers."""
-    return job.unique_key is None and job.headers is None
+    """A job the batched insert can write: no unique key to check, no headers, no rules."""
+    return job.unique_key is None and job.headers is None and job.rules is None
 
 
 def _job_params(job: NewJob, now: float) -> dict[str, Any]:
-    return {
-        "queue": job.queue,
-        "type": job.type,
-        "payload": job.payload,
-        "to_state": T_ENQUEUE_WAITING.target.value,
-        "priority": job.priority,
-        "max_attempts": job.max_attempts,
-        "run_at": job.run_at,
-        "now": now,
-        "unique_key": job.unique_key,
-        "headers": job.headers,
-        "limit_key": job.limit_key,
-        "limit_group": job.limit_group,
-    }
+    return insert_params(job, now, T_ENQUEUE_WAITING.target.value)

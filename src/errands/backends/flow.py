@@ -35,7 +35,8 @@ from typing import Any
 from ..core.states import AttemptStatus
 from ..errors import ConfigurationError
 from .base import ClaimedJob, ClaimRequest, LimitSpec, Outcome, Released
-from .host import RUNNING, T_CLAIM, WORK, Conn, SQLHost, column_index, dumps, event_of
+from .fair import FairPlan, SQLFair
+from .host import IN_ORDER, RUNNING, T_CLAIM, WORK, Conn, SQLHost, column_index, dumps, event_of
 
 # Groups visited per claim: bounds a claim's work when many groups wait (each visit is a few
 # index probes). The skip scan takes them in key order; past this many, the next claim of
@@ -47,8 +48,9 @@ CLAIMED = event_of("claim")
 TRIM_MARGIN = 300.0  # seconds of starts kept beyond a rate's window: see _headroom
 
 
-class SQLFlow(SQLHost):
-    """Pauses, limits, progress; and the limited half of the claim."""
+class SQLFlow(SQLFair, SQLHost):
+    """Pauses, limits, progress; and the limited half of the claim (its fair turns:
+    fair.py)."""
 
     # Where the last claim's scan of waiting groups stopped, when it stopped short of the
     # end (MAX_GROUPS): this process's next claim resumes there. Per backend object, not
@@ -190,13 +192,23 @@ class SQLFlow(SQLHost):
         worker without limits: the groups' probe)."""
         q = self.q
         limit = request.limit
-        groups = self._limited_groups(conn)
-        headroom = self._headroom(conn, groups, now) if groups else {}
+        tops: dict[tuple[str, str], int] = {}  # each group's highest priority
+        groups = self._limited_groups(conn, tops)
+        headroom = self._fair_headroom(conn, groups, request.fair)
+        rest = [g for g in groups if g not in headroom]
+        headroom.update(self._headroom(conn, rest, now) if rest else {})
         base = {"now": now, "types": params["types"], "queues": params["queues"]}
         limited: list[tuple[int, int, Any]] = []
         rated: set[tuple[str, str]] = set()
+        fair = request.fair
+        fair_rooms: dict[str, dict[str, tuple[int, int]]] = {}
         for (key, grp), (room, has_rate) in headroom.items():
             if room <= 0:
+                continue  # a capped group is not eligible: the turn passes it by
+            if key in fair:
+                fair_rooms.setdefault(key, {})[grp] = (room, tops.get((key, grp), 0))
+                if has_rate:
+                    rated.add((key, grp))
                 continue
             due = conn.execute(
                 q["limited_due"], {**base, "key": key, "grp": grp, "n": min(room, limit)}
@@ -204,20 +216,27 @@ class SQLFlow(SQLHost):
             if due and has_rate:
                 rated.add((key, grp))
             limited.extend((r[0], r[1], r[2]) for r in due)
-        if not limited:  # nothing limited may start: the plain claim of unlimited jobs
-            return self._claim_rows(conn, params, now)
-        candidates = limited + [
-            (r[0], r[1], r[2])
-            for r in conn.execute(q["unlimited_due"], {**base, "n": limit}).fetchall()
-        ]
         ep = self._epoch
-        candidates.sort(key=lambda c: (-c[1], ep(c[2]) or 0.0, c[0]))
+        plans = [
+            self._fair_picks(conn, key, rooms, fair[key], base, limit)
+            for key, rooms in sorted(fair_rooms.items())
+        ]
+        ranked = [(-c[1], ep(c[2]) or 0.0, c[0], c[0]) for c in limited]
+        for plan in plans:
+            ranked.extend(_in_turn(plan, ep))
+        if not ranked:  # nothing limited may start: the plain claim of unlimited jobs
+            return self._claim_rows(conn, params, now)
+        ranked.extend(
+            (-r[1], ep(r[2]) or 0.0, r[0], r[0])
+            for r in conn.execute(q["unlimited_due"], {**base, "n": limit}).fetchall()
+        )
+        ranked.sort()
         claim = {
             "to_state": T_CLAIM.target.value,
             "worker_id": request.worker_id,
             "now": now,
             "lease_seconds": request.lease_seconds,
-            "job_ids": dumps([c[0] for c in candidates[:limit]]),
+            "job_ids": dumps([c[3] for c in ranked[:limit]]),
         }
         cur = conn.execute(q["claim_ids"], claim)
         rows: list[Any] = cur.fetchall()
@@ -225,6 +244,14 @@ class SQLFlow(SQLHost):
             return [], {}
         col = column_index(cur)
         i_id, i_key, i_grp = col["id"], col["limit_key"], col["limit_group"]
+        # In the order chosen (RETURNING's is the table's): the worker starts them in it.
+        place = {c[3]: n for n, c in enumerate(ranked[:limit])}
+        rows.sort(key=lambda r: place[r[i_id]])
+        col = {**col, IN_ORDER: -1}
+        if plans:
+            claimed = {r[i_id] for r in rows}
+            for plan in plans:
+                self._fair_served(conn, plan, claimed)
         ids = dumps([r[i_id] for r in rows])
         running = AttemptStatus.RUNNING.value
         conn.execute(q["open_attempts"], {"job_ids": ids, "now": now, "status": running})
@@ -241,20 +268,26 @@ class SQLFlow(SQLHost):
             col = {**col, "claimed_at": len(rows[0]) - 1}
         return rows, col
 
-    def _limited_groups(self, conn: Conn) -> list[tuple[str, str]]:
+    def _limited_groups(
+        self, conn: Conn, tops: dict[tuple[str, str], int]
+    ) -> list[tuple[str, str]]:
         """Up to MAX_GROUPS keys and groups with waiting jobs (on PostgreSQL, each locked),
-        from where this backend's previous scan stopped, wrapping round to the first."""
+        from where this backend's previous scan stopped, wrapping round to the first; each
+        one's highest priority into ``tops``."""
         query = self.q["limited_groups"]
         after = self._group_cursor
         key, grp = after or (None, None)
         params: dict[str, Any] = {"max_groups": MAX_GROUPS, "after_key": key, "after_grp": grp}
-        groups = [(r[0], r[1]) for r in conn.execute(query, params).fetchall()]
+        rows = conn.execute(query, params).fetchall()
+        groups = [(r[0], r[1]) for r in rows]
+        tops.update(((r[0], r[1]), r[2]) for r in rows)
         if after is not None and len(groups) < MAX_GROUPS:  # the end: wrap round
             seen = set(groups)
             params.update(max_groups=MAX_GROUPS - len(groups), after_key=None, after_grp=None)
             for r in conn.execute(query, params).fetchall():
                 if (r[0], r[1]) not in seen:
                     groups.append((r[0], r[1]))
+                    tops[(r[0], r[1])] = r[2]
         self._group_cursor = groups[-1] if len(groups) >= MAX_GROUPS else None
         return groups
 
@@ -307,6 +340,21 @@ class SQLFlow(SQLHost):
                 room = min(room, int(rate_count) - started.get((key, grp), 0))
             out[(key, grp)] = (room, has_rate)
         return out
+
+
+def _in_turn(plan: FairPlan, ep: Any) -> list[tuple[int, float, int, int]]:
+    """A fair key's picks ranked among the other candidates (priority, then due time) without
+    changing their order: each takes, per priority, the earliest due time of the picks from
+    it on — a sequence that never decreases, so a sort keeps the turns' order."""
+    out: list[tuple[int, float, int, int]] = []
+    earliest: dict[int, float] = {}
+    for seq in range(len(plan.picks) - 1, -1, -1):
+        job = plan.picks[seq].job
+        at = min(ep(job[2]) or 0.0, earliest.get(job[1], float("inf")))
+        earliest[job[1]] = at
+        out.append((-job[1], at, -(1 << 62) + seq, job[0]))
+    out.reverse()
+    return out
 
 
 def _differ(stored: tuple[Any, Any, Any], mine: tuple[Any, Any, Any]) -> bool:

@@ -353,6 +353,11 @@ def iso(epoch: float | None) -> str | None:
     return None if dt is None else dt.isoformat()
 
 
+# A claim's column map holding this name: its rows are in the order to start them (the
+# limited claim's fair turns, flow.py), not to be sorted again by priority and due time.
+IN_ORDER = "in_order"  # read as this literal by jobs.py (its line budget)
+
+
 def column_index(cur: Cursor) -> dict[str, int]:
     """Result column name → position, read once per statement (not per row)."""
     return {d[0]: i for i, d in enumerate(cur.description)}

@@ -29,7 +29,8 @@ from .base import (
     Succeeded,
     Suspended,
 )
-from .bulk_rows import HEADERS, UNIQUE_KEY, alike_runs, chunks
+from .bulk_rows import HEADERS, RULES, UNIQUE_KEY, alike_runs, chunks
+from .debounce import debounce_steps, debounced
 from .host import (
     ALL,
     DONE,
@@ -60,6 +61,7 @@ from .host import (
     event_of,
     event_row,
 )
+from .job_rows import insert_params
 
 ENQUEUED = event_of("enqueue")
 CLAIMED = event_of("claim")
@@ -71,7 +73,7 @@ ALIKE_RUN_MIN = 32  # alike jobs per statement, on average, for insert_jobs_alik
 class SQLJobs(SQLHost):
     """Jobs in (enqueue) and the worker's verbs on the jobs it holds."""
 
-    group_commit = False  # see base.JobVerbs; the SQLite backend turns it on
+    group_commit = False  # see verbs.JobVerbs; the SQLite backend turns it on
     # The driver reports an INSERT's last id and row count (Step mode LAST) and one
     # statement's new ids are consecutive: the bulk insert then needs no RETURNING (SQLite).
     counted_inserts = False
@@ -88,9 +90,8 @@ class SQLJobs(SQLHost):
             return self._insert(conn, jobs, now, actor)
 
     def enqueue_grouped(self, calls: Sequence[EnqueueCall]) -> list[list[int]]:
-        """Several enqueue calls in one transaction (one commit: one fsync shared), each
-        call's ids in a list of its own. Written in order, as if the calls ran one after
-        another: a later call's unique_key meets an earlier one's job."""
+        """Several enqueue calls in one transaction (one commit: one fsync shared), each call's
+        ids in a list of its own, written in order: a later call's unique_key meets an earlier's."""
         with self._write("enqueue") as conn:
             return [self._insert(conn, c.jobs, c.now, c.actor) for c in calls]
 
@@ -98,15 +99,12 @@ class SQLJobs(SQLHost):
         return drive(conn, self._enqueue_steps(jobs, now, actor))
 
     def _enqueue_steps(self, jobs: Sequence[NewJob], now: float, actor: str) -> Steps[list[int]]:
-        """The whole enqueue write: the jobs (``_insert_steps``, which a dialect may
-        override), each written with its limit key and group (flow control), so a limited
-        job is never claimable without its limit; and the wake-up (delayed jobs too: an idle
-        worker then recomputes when its next job falls due)."""
+        """The whole enqueue write: the jobs (``_insert_steps``, which a dialect may override),
+        each with its limit key and group, so a limited job is never claimable without its limit;
+        and the wake-up (delayed jobs too: an idle worker recomputes when its next is due)."""
         ids = yield from self._insert_steps(jobs, now, actor)
-        if not self.inserts_wake:
-            wake = self._woke_step(WORK)
-            if wake is not None:
-                yield wake
+        if not self.inserts_wake and (wake := self._woke_step(WORK)) is not None:
+            yield wake
         return ids
 
     def _insert_steps(self, jobs: Sequence[NewJob], now: float, actor: str) -> Steps[list[int]]:
@@ -116,6 +114,7 @@ class SQLJobs(SQLHost):
             len(jobs) > 1
             and list(map(UNIQUE_KEY, jobs)).count(None) == len(jobs)
             and list(map(HEADERS, jobs)).count(None) == len(jobs)
+            and list(map(RULES, jobs)).count(None) == len(jobs)
         ):
             # Many plain jobs: one statement per chunk (a per-row INSERT costs ~5x more in the
             # driver than the row costs in the database). Unique keys need the per-row check,
@@ -126,26 +125,13 @@ class SQLJobs(SQLHost):
         insert, existing = self.q["insert_job"], self.q["active_job_by_unique_key"]
         to_state = T_ENQUEUE.target.value
         for job in jobs:
-            row = yield Step(
-                insert,
-                {
-                    "queue": job.queue,
-                    "type": job.type,
-                    "payload": job.payload,
-                    "to_state": to_state,
-                    "priority": job.priority,
-                    "max_attempts": job.max_attempts,
-                    "run_at": job.run_at,
-                    "now": now,
-                    "unique_key": job.unique_key,
-                    "headers": job.headers,
-                    "limit_key": job.limit_key,
-                    "limit_group": job.limit_group,
-                },
-            )
+            if debounced(job):  # its own write (debounce.py)
+                ids.append((yield from debounce_steps(self.q, self._audit, job, now, actor)))
+                continue
+            row = yield Step(insert, insert_params(job, now, to_state))
             # Both statements return one column, id; a step's row carries no column names.
-            if row is None:  # an active job holds this unique_key
-                ids.append((yield Step(existing, {"unique_key": job.unique_key}))[0])
+            if row is None:  # an active job (or a succeeded one, unique_for) holds this key
+                ids.append((yield Step(existing, {"unique_key": job.unique_key, "now": now}))[0])
             else:
                 ids.append(row[0])
                 events.append(event_row(row[0], now, ENQUEUED, actor, None))
@@ -279,7 +265,7 @@ class SQLJobs(SQLHost):
         batch, so each row costs what a positional read does."""
         if not rows:
             return []
-        ep = self._epoch
+        ep, in_order = self._epoch, "in_order" in col  # kept as the limited claim chose
         i_id, i_queue, i_type, i_payload = col["id"], col["queue"], col["type"], col["payload"]
         i_prio, i_att, i_max = col["priority"], col["attempts"], col["max_attempts"]
         i_run, i_created, i_cancel = col["run_at"], col["created_at"], col["cancel_requested"]
@@ -303,9 +289,9 @@ class SQLJobs(SQLHost):
             )
             for r in rows
         ]
-        if len({j.priority for j in jobs}) > 1:
+        if len({j.priority for j in jobs}) > 1 and not in_order:
             jobs.sort(key=lambda j: (-j.priority, j.run_at, j.id))
-        else:  # the common case, one priority: a C key instead of a lambda per job
+        elif not in_order:  # the common case, one priority: a C key instead of a lambda per job
             jobs.sort(key=attrgetter("run_at", "id"))
         return jobs
 

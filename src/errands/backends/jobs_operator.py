@@ -236,4 +236,8 @@ class SQLJobOperator(SQLHost):
             progress=r.get("progress"),
             progress_message=r.get("progress_message"),
             progress_at=dt(r.get("progress_at")),
+            unique_for=r.get("unique_for"),
+            debounce_key=r.get("debounce_key"),
+            expires_in=r.get("expires_in"),
+            expires_at=dt(r.get("expires_at")),
         )

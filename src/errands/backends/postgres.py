@@ -29,7 +29,9 @@ from ..errors import ConfigurationError, DatabaseError
 from . import forks, sql
 from .base import Needs, NewJob
 from .bulk_rows import LIMIT_KEY
+from .debounce import debounced
 from .host import ALL, COPY, EXEC, T_ENQUEUE, WORK, Step, Steps, column_index, drive
+from .job_rows import insert_params
 from .jobs import CLAIMED, ENQUEUED
 from .pg_async import AsyncPool, close_async_pool, drive_async
 from .pg_connection import (
@@ -322,7 +324,7 @@ class PostgresBackend(PostgresOwnTx, SQLBackend):
         """The shared verb, but one plain job in a transaction of our own is one statement in
         one round trip (``_alone``): own.sql's insert_job_recorded writes the job, its ENQUEUED
         event and the wake-up together (a limited job's limit columns too)."""
-        if connection is None and len(jobs) == 1:
+        if connection is None and len(jobs) == 1 and not debounced(jobs[0]):
             with (
                 self.producers.one(jobs[0].run_at <= now) as notify,
                 self._alone("enqueue") as conn,
@@ -337,7 +339,7 @@ class PostgresBackend(PostgresOwnTx, SQLBackend):
     ) -> list[int]:
         """``enqueue`` on an asyncio connection: the same steps (``_insert_steps``) driven
         with ``await``, in a transaction of our own or in the application's."""
-        if connection is None and len(jobs) == 1:
+        if connection is None and len(jobs) == 1 and not debounced(jobs[0]):
             # One statement, its own transaction: one round trip (see enqueue).
             try:
                 with self.producers.one(jobs[0].run_at <= now) as notify:
@@ -438,10 +440,12 @@ class PostgresBackend(PostgresOwnTx, SQLBackend):
         conn.raw.execute(script.encode())  # no parameters: '%' is literal here
 
     def _insert_steps(self, jobs: Sequence[NewJob], now: float, actor: str) -> Steps[list[int]]:
-        if len(jobs) == 1:
+        if len(jobs) == 1 and not debounced(jobs[0]):
             due = jobs[0].run_at <= now
             return (yield from self._insert_one_steps(jobs[0], now, actor, due))
-        if len(jobs) >= COPY_THRESHOLD and all(j.unique_key is None for j in jobs):
+        if len(jobs) >= COPY_THRESHOLD and all(
+            j.unique_key is None and j.rules is None for j in jobs
+        ):
             ids = yield from self._copy_steps(jobs, now, actor)
         else:
             ids = yield from super()._insert_steps(jobs, now, actor)
@@ -458,18 +462,7 @@ class PostgresBackend(PostgresOwnTx, SQLBackend):
         (own.sql) instead of three, two round trips fewer. The shared steps' unique-key path
         stays: a key held by an active job returns that job's id (and still wakes workers)."""
         params = {
-            "queue": job.queue,
-            "type": job.type,
-            "payload": job.payload,
-            "to_state": T_ENQUEUE.target.value,
-            "priority": job.priority,
-            "max_attempts": job.max_attempts,
-            "run_at": job.run_at,
-            "now": now,
-            "unique_key": job.unique_key,
-            "headers": job.headers,
-            "limit_key": job.limit_key,
-            "limit_group": job.limit_group,
+            **insert_params(job, now, T_ENQUEUE.target.value),
             "event": ENQUEUED.value if ENQUEUED in self._audit else None,
             "actor": actor,
             "notify": notify,
@@ -478,7 +471,9 @@ class PostgresBackend(PostgresOwnTx, SQLBackend):
             row = yield Step(self.q["insert_job_recorded"], params)
             if row is not None:  # one column, id
                 return [row[0]]
-            held = yield Step(self.q["active_job_by_unique_key"], {"unique_key": job.unique_key})
+            held = yield Step(
+                self.q["active_job_by_unique_key"], {"unique_key": job.unique_key, "now": now}
+            )
             if held is not None:
                 if notify:
                     yield Step(self._fixed["notify"], None, EXEC)

@@ -19,16 +19,19 @@ from .host import SQLHost
 class SQLRetention(SQLHost):
     """Delete finished jobs in batches (rolled up first), tidy the figures, reclaim space."""
 
-    def prune_count(self, state: str, cutoff: float) -> int:
-        """How many jobs in ``state`` finished before ``cutoff`` (what a prune would delete)."""
-        return int(self._value("prune_count", {"status": state, "cutoff": cutoff}, "n"))
+    def prune_count(self, state: str, cutoff: float, *, now: float) -> int:
+        """How many jobs in ``state`` finished before ``cutoff`` (what a prune would delete);
+        a succeeded job whose ``unique_for`` still holds its key at ``now`` is kept."""
+        params = {"status": state, "cutoff": cutoff, "now": now}
+        return int(self._value("prune_count", params, "n"))
 
-    def prune_batch(self, state: str, cutoff: float, limit: int) -> int:
+    def prune_batch(self, state: str, cutoff: float, limit: int, *, now: float) -> int:
         """Delete up to ``limit`` jobs in ``state`` that finished before ``cutoff``, oldest
         first, rolling them up into ``job_stats_hourly`` in the same transaction (so a crash
         never leaves a batch half-counted); returns how many. The loop — batches, pacing,
-        interruption, checkpoints — is the caller's (errands.maintenance.Pruner)."""
-        params = {"status": state, "cutoff": cutoff, "limit": limit}
+        interruption, checkpoints — is the caller's (errands.maintenance.Pruner). A job
+        whose ``unique_for`` still holds its key at ``now`` stays: the hold outlives retention."""
+        params = {"status": state, "cutoff": cutoff, "limit": limit, "now": now}
         q = self.q
         with self._write("prune") as conn:
             ids = [r[0] for r in conn.execute(q["prune_ids"], params).fetchall()]

@@ -7,7 +7,7 @@ which rows go with which outcome, audit events — is shared; a dialect (``sqlit
 supplies only the hooks of ``host.SQLHost``: connections, transactions, list and time
 parameters, migrations' runner and its wake-ups (as Oban's Lite engine reuses the Postgres one).
 
-Each noun is a mixin on ``SQLHost`` in a module of its own, and a protocol in ``base.py``.
+Each noun is a mixin on ``SQLHost`` in a module of its own, and a protocol in ``verbs.py``.
 Mixins rather than composed objects, so every caller keeps speaking to one backend object
 (``q.backend.claim``) and the hot path makes no extra hop; each mixin reaches only the hooks
 ``SQLHost`` declares (and ``periodic`` the jobs noun's insert, through a typed protocol).
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from .activity import SQLActivity
 from .deps import SQLDeps
+from .expiry import SQLExpiry
 from .flow import SQLFlow
 from .jobs import SQLJobs
 from .jobs_actions import SQLJobActions
@@ -46,6 +47,7 @@ class SQLBackend(
     SQLFlow,
     SQLDeps,
     SQLSteps,
+    SQLExpiry,
 ):
     """The nouns together; a dialect subclasses this and fills in ``SQLHost``'s hooks.
 

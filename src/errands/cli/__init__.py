@@ -191,6 +191,12 @@ def _register_tools(sub: Any) -> None:
         help="run only the flow-control phase: unlimited jobs beside 10,000 waiting on a "
         "saturated limit, against the same run without them, and a capped key's rate",
     )
+    p.add_argument(
+        "--fairness",
+        action="store_true",
+        help="run only the fair-share phase: no-op jobs over 1,000 fair values, all due, "
+        "against the same jobs without fair",
+    )
     add_json(p)
     p.set_defaults(func=_cmd_bench)
 
@@ -217,6 +223,22 @@ def _cmd_bench(args: argparse.Namespace) -> int:
             f"--db {url!r} is not a postgresql:// URL; the SQLite bench uses fresh temporary "
             "files (choose where with --dir)"
         )
+    if args.fairness:
+        from .bench.fairness import measure_fairness, report_fairness
+
+        fair = measure_fairness(
+            url=url,
+            jobs=args.jobs,
+            rounds=args.rounds,
+            concurrency=args.concurrency,
+            durability=args.durability,
+            directory=args.dir,
+        )
+        if args.json:
+            output.emit_json(fair)
+        else:
+            report_fairness(fair)
+        return EXIT_OK
     if args.limits:
         from .bench.limits import measure_limits, report_limits
 

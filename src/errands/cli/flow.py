@@ -1,4 +1,5 @@
-"""Flow-control commands (docs/flow-control.md): pause, resume, queues, limits, limit set|clear."""
+"""Flow-control commands (docs/flow-control.md): pause, resume, queues, limits, fair, limit
+set|clear."""
 
 from __future__ import annotations
 
@@ -36,6 +37,15 @@ def register(subparsers: Any) -> None:
     p = _add(subparsers, "limits", "limits: caps in force, running and waiting per group", _limits)
     p.add_argument("--json", action="store_true", help="print a JSON array")
 
+    p = _add(subparsers, "fair", "fair share: per fair value, jobs due, running, served", _fair)
+    p.add_argument(
+        "--minutes",
+        type=_minutes,
+        default=5.0,
+        help="count the starts of the last MINUTES (default 5)",
+    )
+    p.add_argument("--json", action="store_true", help="print a JSON array")
+
     p = subparsers.add_parser(
         "limit",
         help="set or clear a stored limit (wins over the code's until cleared)",
@@ -68,7 +78,7 @@ def _rate(text: str) -> tuple[int, float]:
 def _pause(args: argparse.Namespace) -> int:
     with _open(args) as q:
         q.pause(args.queue, reason=args.reason, actor=cli_actor())
-        unused = unused_queues(q.backend, [args.queue], (), q.clock(), q.settings.lease_seconds)
+        unused = unused_queues(q.reads, [args.queue], (), q.clock(), q.settings.lease_seconds)
     what = "every queue" if args.queue == "*" else f"queue {args.queue!r}"
     print(f"paused {what}: workers stop claiming from it at their next claim")
     if unused:
@@ -120,6 +130,30 @@ def _limits(args: argparse.Namespace) -> int:
         for group, c in sorted(i.groups.items()) or [("", {"running": 0, "waiting": 0})]:
             rows.append((i.key, group or "-", c["running"], cap, c["waiting"], rate, i.source))
     output.table(["KEY", "GROUP", "RUNNING", "MAX", "WAITING", "RATE", "SOURCE"], rows)
+    return OK
+
+
+def _minutes(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value <= 1440:
+        raise argparse.ArgumentTypeError(
+            f"--minutes must be over 0 and at most 1440, got {text!r:.40}"
+        )
+    return value
+
+
+def _fair(args: argparse.Namespace) -> int:
+    with _open(args) as q:
+        infos = q.fairness(args.minutes)
+    if args.json:
+        output.emit_json([i.to_dict() for i in infos])
+        return OK
+    rows = [(i.key, i.value or "-", i.due, i.queued, i.running, i.served) for i in infos]
+    served = f"SERVED {args.minutes:g}M"
+    output.table(["KEY", "VALUE", "DUE", "QUEUED", "RUNNING", served], rows)
     return OK
 
 

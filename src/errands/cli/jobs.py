@@ -94,6 +94,31 @@ def register(sub: Any) -> None:
         "--unique-key", metavar="K", help="if a queued or running job holds K, print its id instead"
     )
     p.add_argument(
+        "--unique-for",
+        type=duration,
+        metavar="DURATION",
+        help="with --unique-key: K stays taken this long after its job succeeded (e.g. 1h)",
+    )
+    p.add_argument(
+        "--debounce",
+        type=duration,
+        metavar="DURATION",
+        help="with --unique-key: one queued job per key, this payload replacing its payload, run "
+        "this long after the latest enqueue",
+    )
+    p.add_argument(
+        "--max-wait",
+        type=duration,
+        metavar="DURATION",
+        help="with --debounce: but no later than this after the key's first enqueue",
+    )
+    p.add_argument(
+        "--expires-in",
+        type=duration,
+        metavar="DURATION",
+        help="not started this long after it is due: cancelled (EXPIRED:QUEUE) without running",
+    )
+    p.add_argument(
         "--after",
         type=id_list,
         metavar="ID[,ID…]",

@@ -134,7 +134,13 @@ def job_detail(job: Job, out: TextIO | None = None) -> None:
         ("priority", job.priority),
         ("attempts", f"{job.attempts} of {job.max_attempts}"),
         ("payload", json.dumps(job.payload)),
-        ("unique key", job.unique_key or "-"),
+        (
+            "unique key",
+            (job.unique_key or "-")
+            + (f" (held {job.unique_for:g}s after success)" if job.unique_for else ""),
+        ),
+        ("debounce key", job.debounce_key or "-"),
+        ("start by", when(job.expires_at)),
         ("created", when(job.created_at)),
         ("run at", when(job.run_at)),
         ("started", when(job.started_at)),

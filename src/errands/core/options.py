@@ -29,8 +29,13 @@ class EnqueueOptions:
     ``queue``, ``priority`` (higher first), ``run_at`` (an aware datetime or unix seconds) or
     ``delay`` (seconds or a timedelta, from the enqueue), ``max_attempts``, ``unique_key`` (an
     active job holding it is returned instead), ``after`` (job ids this one waits for) and
-    ``on_upstream_failure`` (``"cancel"`` or ``"run"``: docs/pipelines.md). Checked when
-    built: a mistake shows where the options are written, not at a later enqueue."""
+    ``on_upstream_failure`` (``"cancel"`` or ``"run"``: docs/pipelines.md). The time rules
+    (docs/flow-control.md): ``unique_for`` (seconds or a timedelta, with ``unique_key``: once
+    the job succeeded its key stays taken that long); ``debounce`` (seconds, with
+    ``unique_key``: one queued job per key, the last payload wins, run ``debounce`` after the
+    latest enqueue) and ``max_wait`` (but never later than this after the first);
+    ``expires_in`` (not started this long after it is due: cancelled). Checked when built: a
+    mistake shows where the options are written, not at a later enqueue."""
 
     queue: str | None = None
     priority: int | None = None
@@ -40,6 +45,10 @@ class EnqueueOptions:
     unique_key: str | None = None
     after: Sequence[int] | None = None
     on_upstream_failure: str = "cancel"
+    unique_for: float | timedelta | None = None
+    debounce: float | timedelta | None = None
+    max_wait: float | timedelta | None = None
+    expires_in: float | timedelta | None = None
 
     def __post_init__(self) -> None:
         # A fixed order (times, numbers, names, dependencies): the first problem found is
@@ -58,10 +67,42 @@ class EnqueueOptions:
             validate.text(self.unique_key, "unique_key", max_bytes=validate.MAX_KEY_BYTES)
         if self.queue is not None:
             validate.name(self.queue, "queue")
+        if self.unique_for is not None:
+            # Kept as float seconds: the stored window.
+            window = validate.duration(self.unique_for, "unique_for")
+            object.__setattr__(self, "unique_for", window)
+            if self.unique_key is None:
+                raise ConfigurationError(
+                    "unique_for needs unique_key: it says how long that key stays taken after "
+                    "its job succeeded; pass unique_key= too"
+                )
+        if self.debounce is not None or self.max_wait is not None:
+            self._check_debounce()
+        if self.expires_in is not None:
+            object.__setattr__(self, "expires_in", validate.duration(self.expires_in, "expires_in"))
         if self.after is not None or self.on_upstream_failure != "cancel":
             # Kept as the checked ids (duplicates dropped; an empty list waits for nothing).
             ids = validate.after(self.after, self.on_upstream_failure)
             object.__setattr__(self, "after", ids)
+
+    def _check_debounce(self) -> None:
+        if self.debounce is None:
+            raise ConfigurationError("max_wait bounds a debounce; pass debounce= too")
+        object.__setattr__(self, "debounce", validate.duration(self.debounce, "debounce"))
+        if self.max_wait is not None:
+            object.__setattr__(self, "max_wait", validate.duration(self.max_wait, "max_wait"))
+        if self.unique_key is None:
+            raise ConfigurationError(
+                "debounce needs unique_key: the key whose one queued job each enqueue "
+                "updates; pass unique_key= too"
+            )
+        names = ("run_at", "delay", "after", "unique_for")
+        clash = [n for n in names if getattr(self, n) is not None]
+        if clash:
+            raise ConfigurationError(
+                f"debounce sets when the job runs (debounce after the latest enqueue), so "
+                f"{clash[0]}= cannot be given with it; drop one of them"
+            )
 
     @classmethod
     def of(cls, options: Mapping[str, Any], where: str = "enqueue") -> EnqueueOptions:
@@ -110,6 +151,10 @@ class EnqueueKwargs(TypedDict, total=False):
     unique_key: str | None
     after: Sequence[int] | None
     on_upstream_failure: str
+    unique_for: float | timedelta | None
+    debounce: float | timedelta | None
+    max_wait: float | timedelta | None
+    expires_in: float | timedelta | None
 
 
 def parse_time(text: str, name: str) -> datetime | float:

@@ -62,6 +62,9 @@ class Event(StrEnum):
     SLEEPING = "SLEEPING"
     SIGNAL_WAIT = "SIGNAL_WAIT"
     SIGNALLED = "SIGNALLED"
+    # Time rules (docs/flow-control.md): an enqueue of a debounce key replaced the payload and
+    # run_at of its queued job instead of adding one (detail: the new run_at).
+    DEBOUNCED = "DEBOUNCED"
 
 
 # HEARTBEAT would write a row per running job per beat; STARTED is recorded with the outcome

@@ -5,10 +5,10 @@ retention (``Settings.retention``: succeeded 30 d, failed 90 d, cancelled 30 d b
 and the operator activity log's rows older than ``activity`` (365 d by default).
 The Pruner owns the loop; the backend offers two verbs and a hook:
 
-- ``prune_batch(state, cutoff, limit)`` deletes up to ``limit`` rows, oldest first, and rolls
+- ``prune_batch(state, cutoff, limit, now=)`` deletes up to ``limit`` rows, oldest first, and rolls
   them into ``job_stats_hourly`` in that same transaction (so a rerun after an interruption or
   crash never counts a row twice); attempts, events and blobs go by cascade;
-- ``prune_count(state, cutoff)`` counts for a dry run;
+- ``prune_count(state, cutoff, now=)`` counts for a dry run;
 - ``checkpoint()`` truncates SQLite's WAL (a no-op on PostgreSQL).
 
 Here it decides batching (``batch_size`` rows per transaction, so the write lock is held
@@ -25,7 +25,8 @@ from collections.abc import Callable
 from typing import Protocol
 
 from ..backends.activity import ActivityVerbs
-from ..backends.base import PruneProgress, PruneReport, RetentionVerbs
+from ..backends.base import PruneProgress, PruneReport
+from ..backends.verbs import RetentionVerbs
 from ..core.settings import Retention
 from ..core.states import State
 
@@ -89,11 +90,11 @@ class Pruner:
         report = PruneReport(dry_run=dry_run)
         if dry_run:
             for state, cutoff in self.cutoffs(now):
-                report.deleted[state] = self.backend.prune_count(state, cutoff)
+                report.deleted[state] = self.backend.prune_count(state, cutoff, now=now)
             return report
         for state, cutoff in self.cutoffs(now):
             report.deleted[state] = 0
-            if not self._drain(state, cutoff, report):
+            if not self._drain(state, cutoff, now, report):
                 break
         self.behind = report.interrupted or report.more
         if not self.behind:
@@ -117,7 +118,7 @@ class Pruner:
             if n < self.batch_size:
                 return deleted
 
-    def _drain(self, state: str, cutoff: float, report: PruneReport) -> bool:
+    def _drain(self, state: str, cutoff: float, now: float, report: PruneReport) -> bool:
         """Batches of one state until none is full; False if the pass must stop here."""
         while True:
             if self.should_stop is not None and self.should_stop():
@@ -126,7 +127,7 @@ class Pruner:
             if self.max_batches is not None and report.batches >= self.max_batches:
                 report.more = True
                 return False
-            n = self.backend.prune_batch(state, cutoff, self.batch_size)
+            n = self.backend.prune_batch(state, cutoff, self.batch_size, now=now)
             if n == 0:
                 return True
             report.batches += 1

@@ -18,7 +18,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from ..backends.base import Backend, ClaimedJob, Suspended
+from ..backends.base import ClaimedJob, Suspended
+from ..backends.verbs import Backend
 from ..core import payload as payload_json
 from ..core.records import StepRecord
 from ..core.steps import check_name
@@ -197,11 +198,13 @@ class Journal:
         now = self._clock()
         if rec is not None:
             wake = rec["wake_at"] if rec["wake_at"] is not None else now
-            if now >= wake:
+            if _reached(now, wake):
                 return
             raise Suspend(self._suspended(False, wake, None))
         record = self._record(seq, "sleep", full, now, finished_at=wake, wake_at=wake)
-        if wake <= now:  # nothing to wait for: recorded, so later runs agree on the numbering
+        if _reached(
+            now, wake
+        ):  # nothing to wait for: recorded, so later runs agree on the numbering
             if not self._db.call(self._backend.record_step, record, now):
                 raise self._stale()
             self._remember(seq, "sleep", full, None)
@@ -231,6 +234,19 @@ class Journal:
             raise Suspend(self._suspended(True, None, None))
         self._remember(seq, "wait", full, answer)
         return _answer(name, answer)
+
+
+# PostgreSQL keeps times to the microsecond and rounds both the stored wake time and the
+# claim's `now` to it, so a job the claim found due (run_at <= now there) can wake up to a
+# microsecond before `now` here. Taking that run for "not yet" re-parked it at once, and with
+# a clock that does not move (FrozenClock) a burst worker claimed and re-parked it forever.
+# A sleep may end this much early, never later than the database says it is due.
+RESOLUTION_SECONDS = 2e-6
+
+
+def _reached(now: float, wake: float) -> bool:
+    """Whether a sleep until ``wake`` is over at ``now``, at the database's resolution."""
+    return now + RESOLUTION_SECONDS >= wake
 
 
 def _decode(text: str | None) -> Any:

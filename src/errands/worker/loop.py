@@ -26,15 +26,8 @@ import uuid
 from collections.abc import Callable, Sequence
 
 from ..backends import forks
-from ..backends.base import (
-    ClaimedJob,
-    ClaimRequest,
-    Listener,
-    Retried,
-    Snoozed,
-    Suspended,
-    WorkerInfo,
-)
+from ..backends.base import ClaimedJob, ClaimRequest, Retried, Snoozed, Suspended, WorkerInfo
+from ..backends.verbs import Listener
 from ..context import JobContext
 from ..errors import (
     ConfigurationError,
@@ -42,6 +35,7 @@ from ..errors import (
     DatabaseReplacedError,
     QueueClosedError,
 )
+from ..fair import fair_specs
 from ..limits import limit_specs
 from ..maintenance.runner import Maintenance
 from ..tasks import declared_rows
@@ -168,7 +162,8 @@ class Worker(Attached, HandlerLeases):
         # Flow control: the code's limits (registered at start; tasks sharing a key must
         # agree), and whether claims must also take limited jobs (backends/flow.py).
         self._limits = limit_specs([t.options.limit for t in inputs.tasks.values()])
-        self._limited = bool(self._limits)
+        self._fair = fair_specs(t.options for t in inputs.tasks.values())  # backends/fair.py
+        self._limited = bool(self._limits) or bool(self._fair)
         self._stale_limits: set[str] = set()
 
     # -- public ----------------------------------------------------------------------------
@@ -314,10 +309,12 @@ class Worker(Attached, HandlerLeases):
             prefetch = int(self.concurrency * PREFETCH_HORIZON / self._avg_run)
         return self.concurrency + max(0, min(prefetch, self.max_prefetch))
 
+    def _request(self, want: int) -> ClaimRequest:
+        lease, limited = self.settings.lease_seconds, self._limited
+        return ClaimRequest(self.id, self.types, self.queues, want, lease, limited, self._fair)
+
     def _claim(self, want: int, now: float) -> list[ClaimedJob]:
-        request = ClaimRequest(
-            self.id, self.types, self.queues, want, self.settings.lease_seconds, self._limited
-        )
+        request = self._request(want)
         try:
             jobs = self.db.call(self.backend.claim, request, now)
         except DatabaseError as exc:
@@ -385,9 +382,7 @@ class Worker(Attached, HandlerLeases):
             and not self._quarantine.active
             and not self._stop.graceful
         ):
-            request = ClaimRequest(
-                self.id, self.types, self.queues, want, self.settings.lease_seconds, self._limited
-            )
+            request = self._request(want)
             self._dirty = False  # cleared before the claim looks, as in the loop: no lost wake-up
         rec = self.recorder.write(batch, outcomes, request, now)
         if request is not None and not rec.claimed:

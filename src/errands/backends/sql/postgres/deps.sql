@@ -52,8 +52,10 @@ ORDER BY w.id;
 
 -- name: release_waiting
 -- Queue waiting jobs whose upstreams are all final (fenced on the waiting state, so each is
--- released once); a run_at in the past becomes now, so its wait is counted from its release.
-UPDATE jobs SET status = :to_state, run_at = GREATEST(run_at, to_timestamp(:now))
+-- released once); a run_at in the past becomes now, so its wait is counted from its release,
+-- and so is its expires_in (expires_at).
+UPDATE jobs SET status = :to_state, run_at = GREATEST(run_at, to_timestamp(:now)),
+    expires_at = GREATEST(run_at, to_timestamp(:now)) + make_interval(secs => expires_in)
 WHERE id = ANY(CAST(:job_ids AS bigint[])) AND status = :from_state
 RETURNING id;
 

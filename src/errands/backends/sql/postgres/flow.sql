@@ -104,24 +104,25 @@ GROUP BY limit_key, limit_group;
 -- of jobs_limited_due (one index probe per group, however many jobs each holds), each with a
 -- transaction-level advisory lock: only those whose lock this claim gets (try-lock: a group
 -- another claim holds is passed over, never waited for, so claims cannot deadlock on these
--- locks).
-WITH RECURSIVE g (limit_key, limit_group) AS (
-    (SELECT limit_key, limit_group FROM jobs
+-- locks). With each, the highest priority it holds (its first index entry): the fair turns
+-- probe by it (backends/fair.py).
+WITH RECURSIVE g (limit_key, limit_group, priority) AS (
+    (SELECT limit_key, limit_group, priority FROM jobs
      WHERE status = 'queued' AND limit_key IS NOT NULL AND CAST(:after_key AS text) IS NULL
-     ORDER BY limit_key, limit_group LIMIT 1)
+     ORDER BY limit_key, limit_group, priority DESC LIMIT 1)
     UNION ALL
-    (SELECT limit_key, limit_group FROM jobs
+    (SELECT limit_key, limit_group, priority FROM jobs
      WHERE status = 'queued' AND limit_key IS NOT NULL
        AND (limit_key, limit_group) > (CAST(:after_key AS text), CAST(:after_grp AS text))
-     ORDER BY limit_key, limit_group LIMIT 1)
+     ORDER BY limit_key, limit_group, priority DESC LIMIT 1)
     UNION ALL
-    SELECT n.limit_key, n.limit_group FROM g, LATERAL (
-        SELECT limit_key, limit_group FROM jobs
+    SELECT n.limit_key, n.limit_group, n.priority FROM g, LATERAL (
+        SELECT limit_key, limit_group, priority FROM jobs
         WHERE status = 'queued' AND limit_key IS NOT NULL
           AND (limit_key, limit_group) > (g.limit_key, g.limit_group)
-        ORDER BY limit_key, limit_group LIMIT 1) AS n
+        ORDER BY limit_key, limit_group, priority DESC LIMIT 1) AS n
 )
-SELECT limit_key, limit_group FROM g
+SELECT limit_key, limit_group, priority FROM g
 WHERE pg_try_advisory_xact_lock(hashtextextended(limit_key || chr(31) || limit_group, 23))
 LIMIT :max_groups;
 
@@ -161,6 +162,7 @@ SELECT id, priority, run_at FROM jobs
 WHERE status = 'queued' AND limit_key IS NOT NULL
   AND limit_key = :key AND limit_group = :grp
   AND run_at <= to_timestamp(:now)
+  AND (expires_at IS NULL OR expires_at > to_timestamp(:now) OR started_at IS NOT NULL)
   AND type = ANY(CAST(:types AS text[]))
   AND (CAST(:queues AS text[]) IS NULL OR queue = ANY(CAST(:queues AS text[])))
   AND queue NOT IN (SELECT queue FROM queue_pauses)
@@ -174,6 +176,7 @@ FOR UPDATE SKIP LOCKED;
 SELECT id, priority, run_at FROM jobs
 WHERE status = 'queued' AND limit_key IS NULL
   AND run_at <= to_timestamp(:now)
+  AND (expires_at IS NULL OR expires_at > to_timestamp(:now) OR started_at IS NOT NULL)
   AND type = ANY(CAST(:types AS text[]))
   AND (CAST(:queues AS text[]) IS NULL OR queue = ANY(CAST(:queues AS text[])))
   AND queue NOT IN (SELECT queue FROM queue_pauses)

@@ -7,11 +7,18 @@
 
 -- name: insert_job
 -- Insert one job, its limit key and group with it (NULL: no limit); a unique_key already held
--- by an active job inserts nothing.
+-- by an active job, or by a job that succeeded within its unique_for, inserts nothing.
 INSERT INTO jobs (queue, type, payload, status, priority, max_attempts, run_at, created_at, unique_key,
-                  headers, limit_key, limit_group)
-VALUES (:queue, :type, :payload, :to_state, :priority, :max_attempts, to_timestamp(:run_at),
-        to_timestamp(:now), :unique_key, CAST(:headers AS jsonb), :limit_key, :limit_group)
+                  headers, limit_key, limit_group, unique_for, expires_in, expires_at)
+SELECT :queue, :type, CAST(:payload AS jsonb), :to_state, :priority, :max_attempts,
+       to_timestamp(:run_at), to_timestamp(:now), CAST(:unique_key AS text), CAST(:headers AS jsonb),
+       CAST(:limit_key AS text), CAST(:limit_group AS text), CAST(:unique_for AS double precision),
+       CAST(:expires_in AS double precision),
+       to_timestamp(CAST(:expires_at AS double precision))
+WHERE NOT EXISTS (SELECT 1 FROM jobs AS h
+                  WHERE h.unique_key = CAST(:unique_key AS text)
+                    AND h.status = 'succeeded' AND h.unique_for IS NOT NULL
+                    AND h.finished_at + make_interval(secs => h.unique_for) > to_timestamp(:now))
 ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND status IN ('queued', 'running')
 DO NOTHING
 RETURNING id;
@@ -63,8 +70,15 @@ SELECT e::bigint, to_timestamp(:now), :event, :actor, NULL
 FROM jsonb_array_elements_text(CAST(:job_ids AS jsonb)) AS e;
 
 -- name: active_job_by_unique_key
--- The active job holding a unique key.
-SELECT id FROM jobs WHERE unique_key = :unique_key AND status IN ('queued', 'running');
+-- The job holding a unique key: the active one, else one that succeeded within its unique_for.
+SELECT id FROM (
+    SELECT id, 0 AS rank FROM jobs WHERE unique_key = :unique_key AND status IN ('queued', 'running')
+    UNION ALL
+    SELECT id, 1 AS rank FROM jobs
+    WHERE unique_key = :unique_key AND status = 'succeeded' AND unique_for IS NOT NULL
+      AND finished_at + make_interval(secs => unique_for) > to_timestamp(:now)
+) AS holders
+ORDER BY rank, id DESC LIMIT 1;
 
 -- name: insert_event
 -- Append one audit event.
@@ -82,6 +96,7 @@ WITH due AS (
     SELECT id FROM jobs
     WHERE status = 'queued' AND limit_key IS NULL
       AND run_at <= to_timestamp(:now)
+      AND (expires_at IS NULL OR expires_at > to_timestamp(:now) OR started_at IS NOT NULL)
       AND type = ANY(CAST(:types AS text[]))
       AND (CAST(:queues AS text[]) IS NULL OR queue = ANY(CAST(:queues AS text[])))
       AND queue NOT IN (SELECT queue FROM queue_pauses)
@@ -250,10 +265,11 @@ WHERE id = :job_id AND status = ANY(CAST(:from_states AS text[]))
 FOR UPDATE;
 
 -- name: retry_job
--- Manual retry of a failed or cancelled job; it gets at least one more attempt.
+-- Manual retry of a failed or cancelled job; it gets at least one more attempt, and no
+-- start-by time (an operator's retry lifts expires_in).
 UPDATE jobs
 SET status = :to_state, run_at = to_timestamp(:now), finished_at = NULL, lease_expires_at = NULL,
-    cancel_requested = 0, max_attempts = GREATEST(max_attempts, attempts + 1)
+    cancel_requested = 0, max_attempts = GREATEST(max_attempts, attempts + 1), expires_at = NULL
 WHERE id = :job_id AND status = ANY(CAST(:from_states AS text[]))
 RETURNING id;
 

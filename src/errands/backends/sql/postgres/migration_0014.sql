@@ -1,3 +1,3 @@
--- errands schema version 14: a placeholder on the activity branch only, so that version 18
--- (the operator activity log) applies in order; another branch brings the real one.
+-- errands schema version 14 (postgres): a placeholder on the time-rules branch, standing for the
+-- migration another branch of issue #34 adds under this number; the merge takes that one.
 SELECT 1;

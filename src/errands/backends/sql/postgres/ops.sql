@@ -217,17 +217,22 @@ WHERE status = :status AND finished_at IS NOT NULL
 ORDER BY id;
 
 -- name: prune_count
--- How many jobs of one terminal state finished before :cutoff (dry run).
-SELECT COUNT(*) AS n FROM jobs WHERE status = :status AND finished_at < to_timestamp(:cutoff);
+-- How many jobs of one terminal state finished before :cutoff (dry run), but none whose
+-- unique_for still holds its key at :now.
+SELECT COUNT(*) AS n FROM jobs WHERE status = :status AND finished_at < to_timestamp(:cutoff)
+  AND NOT (unique_for IS NOT NULL
+           AND finished_at + make_interval(secs => unique_for) > to_timestamp(:now));
 
 -- name: prune_ids
 -- Up to :limit jobs of one terminal state that finished before :cutoff, oldest first, but
--- none a waiting job still depends on (its outcome decides the waiting job's: docs/pipelines.md), locked:
+-- none whose unique_for still holds its key at :now, none a waiting job still depends on (its outcome decides the waiting job's: docs/pipelines.md), locked:
 -- the batch prune_batch deletes once their figures are taken off (uncount_jobs). SKIP LOCKED:
 -- a row another transaction holds (a manual retry of a failed job, a second pruner) is left
 -- for the next run instead of blocking this one or being deleted under it.
 SELECT id FROM jobs
 WHERE status = :status AND finished_at < to_timestamp(:cutoff)
+  AND NOT (unique_for IS NOT NULL
+           AND finished_at + make_interval(secs => unique_for) > to_timestamp(:now))
   AND NOT EXISTS (SELECT 1 FROM job_deps AS d JOIN jobs AS w ON w.id = d.job_id
                   WHERE d.upstream_id = jobs.id AND w.status = 'waiting')
 ORDER BY finished_at, id

@@ -13,6 +13,7 @@ WITH due AS (
     SELECT id FROM jobs
     WHERE status = 'queued' AND limit_key IS NULL
       AND run_at <= to_timestamp(:now)
+      AND (expires_at IS NULL OR expires_at > to_timestamp(:now) OR started_at IS NOT NULL)
       AND type = ANY(CAST(:types AS text[]))
       AND (CAST(:queues AS text[]) IS NULL OR queue = ANY(CAST(:queues AS text[])))
       AND queue NOT IN (SELECT queue FROM queue_pauses)
@@ -51,13 +52,21 @@ FROM claimed;
 -- insert_job, its ENQUEUED event (when :event is not NULL: the audit records ENQUEUED; with
 -- insert_event's values) and — when :notify (the job is due) — the wake-up NOTIFY, in one
 -- statement: the one-by-one enqueue's whole write. Like insert_job, a unique_key already held
--- by an active job inserts nothing, records nothing, returns no row. Returns insert_job's
+-- by an active job (or within unique_for by a succeeded one) inserts nothing, records nothing, returns no row. Returns insert_job's
 -- columns (tests/backends/test_sql_columns.py). NOTIFY is delivered at commit, or never.
 WITH inserted AS (
     INSERT INTO jobs (queue, type, payload, status, priority, max_attempts, run_at, created_at,
-                      unique_key, headers, limit_key, limit_group)
-    VALUES (:queue, :type, :payload, :to_state, :priority, :max_attempts, to_timestamp(:run_at),
-            to_timestamp(:now), :unique_key, CAST(:headers AS jsonb), :limit_key, :limit_group)
+                      unique_key, headers, limit_key, limit_group, unique_for, expires_in,
+                      expires_at)
+    SELECT :queue, :type, CAST(:payload AS jsonb), :to_state, :priority, :max_attempts,
+           to_timestamp(:run_at), to_timestamp(:now), CAST(:unique_key AS text),
+           CAST(:headers AS jsonb), CAST(:limit_key AS text), CAST(:limit_group AS text),
+           CAST(:unique_for AS double precision), CAST(:expires_in AS double precision),
+           to_timestamp(CAST(:expires_at AS double precision))
+    WHERE NOT EXISTS (SELECT 1 FROM jobs AS h
+                      WHERE h.unique_key = CAST(:unique_key AS text)
+                        AND h.status = 'succeeded' AND h.unique_for IS NOT NULL
+                        AND h.finished_at + make_interval(secs => h.unique_for) > to_timestamp(:now))
     ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND status IN ('queued', 'running')
     DO NOTHING
     RETURNING id

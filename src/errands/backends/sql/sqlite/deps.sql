@@ -48,8 +48,10 @@ ORDER BY w.id;
 
 -- name: release_waiting
 -- Queue waiting jobs whose upstreams are all final (fenced on the waiting state, so each is
--- released once); a run_at in the past becomes now, so its wait is counted from its release.
-UPDATE jobs SET status = :to_state, run_at = MAX(run_at, :now)
+-- released once); a run_at in the past becomes now, so its wait is counted from its release,
+-- and so is its expires_in (expires_at).
+UPDATE jobs SET status = :to_state, run_at = MAX(run_at, :now),
+    expires_at = MAX(run_at, :now) + expires_in
 WHERE id IN (SELECT value FROM json_each(:job_ids)) AND status = :from_state
 RETURNING id;
 

@@ -98,35 +98,36 @@ GROUP BY limit_key, limit_group;
 -- rotates and every group is reached however many wait (backends/flow.py) — by a skip scan
 -- of jobs_limited_due: one index probe per group, however many jobs each holds (100,000
 -- behind one key cost one probe). SQLite returns them all: BEGIN IMMEDIATE already
--- serialises every claim of the database (the PostgreSQL query also locks each group).
-WITH RECURSIVE g (limit_key, limit_group) AS (
-    SELECT j.limit_key, j.limit_group FROM jobs AS j
+-- serialises every claim of the database (the PostgreSQL query also locks each group). With
+-- each, the highest priority it holds (its first index entry): the fair turns probe by it.
+WITH RECURSIVE g (limit_key, limit_group, priority) AS (
+    SELECT j.limit_key, j.limit_group, j.priority FROM jobs AS j
     WHERE j.id = COALESCE(
         (SELECT id FROM jobs INDEXED BY jobs_limited_due
          WHERE status = 'queued' AND limit_key IS NOT NULL AND :after_key IS NULL
-         ORDER BY limit_key, limit_group LIMIT 1),
+         ORDER BY limit_key, limit_group, priority DESC LIMIT 1),
         (SELECT id FROM jobs INDEXED BY jobs_limited_due
          WHERE status = 'queued' AND limit_key IS NOT NULL
            AND limit_key = :after_key AND limit_group > :after_grp
-         ORDER BY limit_key, limit_group LIMIT 1),
+         ORDER BY limit_key, limit_group, priority DESC LIMIT 1),
         (SELECT id FROM jobs INDEXED BY jobs_limited_due
          WHERE status = 'queued' AND limit_key IS NOT NULL AND limit_key > :after_key
-         ORDER BY limit_key, limit_group LIMIT 1))
+         ORDER BY limit_key, limit_group, priority DESC LIMIT 1))
     UNION ALL
     -- The next group: of the same key, else of the next key. Two index ranges, not a row
     -- value (limit_key, limit_group) > (…): SQLite ranges only on limit_key for that, and
     -- would read every waiting job of the key.
-    SELECT j.limit_key, j.limit_group FROM g, jobs AS j
+    SELECT j.limit_key, j.limit_group, j.priority FROM g, jobs AS j
     WHERE j.id = COALESCE(
         (SELECT id FROM jobs INDEXED BY jobs_limited_due
          WHERE status = 'queued' AND limit_key IS NOT NULL
            AND limit_key = g.limit_key AND limit_group > g.limit_group
-         ORDER BY limit_key, limit_group LIMIT 1),
+         ORDER BY limit_key, limit_group, priority DESC LIMIT 1),
         (SELECT id FROM jobs INDEXED BY jobs_limited_due
          WHERE status = 'queued' AND limit_key IS NOT NULL AND limit_key > g.limit_key
-         ORDER BY limit_key, limit_group LIMIT 1))
+         ORDER BY limit_key, limit_group, priority DESC LIMIT 1))
 )
-SELECT limit_key, limit_group FROM g LIMIT :max_groups;
+SELECT limit_key, limit_group, priority FROM g LIMIT :max_groups;
 
 -- name: limit_headroom
 -- Per locked group (:groups is a JSON array of [key, group]): its live holders (limited jobs
@@ -163,6 +164,7 @@ SELECT id, priority, run_at FROM jobs INDEXED BY jobs_limited_due
 WHERE status = 'queued' AND limit_key IS NOT NULL
   AND limit_key = :key AND limit_group = :grp
   AND run_at <= :now
+  AND (expires_at IS NULL OR expires_at > :now OR started_at IS NOT NULL)
   AND type IN (SELECT value FROM json_each(:types))
   AND (:queues IS NULL OR queue IN (SELECT value FROM json_each(:queues)))
   AND queue NOT IN (SELECT queue FROM queue_pauses)
@@ -175,6 +177,7 @@ LIMIT :n;
 SELECT id, priority, run_at FROM jobs INDEXED BY jobs_due
 WHERE status = 'queued' AND limit_key IS NULL
   AND run_at <= :now
+  AND (expires_at IS NULL OR expires_at > :now OR started_at IS NOT NULL)
   AND type IN (SELECT value FROM json_each(:types))
   AND (:queues IS NULL OR queue IN (SELECT value FROM json_each(:queues)))
   AND queue NOT IN (SELECT queue FROM queue_pauses)

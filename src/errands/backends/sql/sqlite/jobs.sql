@@ -5,11 +5,15 @@
 
 -- name: insert_job
 -- Insert one job, its limit key and group with it (NULL: no limit); a unique_key already held
--- by an active job inserts nothing.
+-- by an active job, or by a job that succeeded within its unique_for, inserts nothing.
 INSERT INTO jobs (queue, type, payload, status, priority, max_attempts, run_at, created_at, unique_key,
-                  headers, limit_key, limit_group)
-VALUES (:queue, :type, :payload, :to_state, :priority, :max_attempts, :run_at, :now, :unique_key,
-        :headers, :limit_key, :limit_group)
+                  headers, limit_key, limit_group, unique_for, expires_in, expires_at)
+SELECT :queue, :type, :payload, :to_state, :priority, :max_attempts, :run_at, :now, :unique_key,
+       :headers, :limit_key, :limit_group, :unique_for, :expires_in, :expires_at
+WHERE NOT EXISTS (SELECT 1 FROM jobs AS h
+                  WHERE :unique_key IS NOT NULL AND h.unique_key = :unique_key
+                    AND h.status = 'succeeded' AND h.unique_for IS NOT NULL
+                    AND h.finished_at + h.unique_for > :now)
 ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND status IN ('queued', 'running')
 DO NOTHING
 RETURNING id;
@@ -64,8 +68,15 @@ INSERT INTO job_events (job_id, ts, event, actor, detail)
 SELECT value, :now, :event, :actor, NULL FROM json_each(:job_ids);
 
 -- name: active_job_by_unique_key
--- The active job holding a unique key.
-SELECT id FROM jobs WHERE unique_key = :unique_key AND status IN ('queued', 'running');
+-- The job holding a unique key: the active one, else one that succeeded within its unique_for.
+SELECT id FROM (
+    SELECT id, 0 AS rank FROM jobs WHERE unique_key = :unique_key AND status IN ('queued', 'running')
+    UNION ALL
+    SELECT id, 1 AS rank FROM jobs
+    WHERE unique_key = :unique_key AND status = 'succeeded' AND unique_for IS NOT NULL
+      AND finished_at + unique_for > :now
+)
+ORDER BY rank, id DESC LIMIT 1;
 
 -- name: insert_event
 -- Append one audit event.
@@ -99,6 +110,7 @@ WHERE id IN (
     SELECT id FROM jobs INDEXED BY jobs_due
     WHERE status = 'queued' AND limit_key IS NULL
       AND run_at <= :now
+      AND (expires_at IS NULL OR expires_at > :now OR started_at IS NOT NULL)
       AND type IN (SELECT value FROM json_each(:types))
       AND (:queues IS NULL OR queue IN (SELECT value FROM json_each(:queues)))
       AND queue NOT IN (SELECT queue FROM queue_pauses)
@@ -239,10 +251,11 @@ SELECT queue, type, status, run_at, started_at, finished_at FROM jobs
 WHERE id = :job_id AND status IN (SELECT value FROM json_each(:from_states));
 
 -- name: retry_job
--- Manual retry of a failed or cancelled job; it gets at least one more attempt.
+-- Manual retry of a failed or cancelled job; it gets at least one more attempt, and no
+-- start-by time (an operator's retry lifts expires_in).
 UPDATE jobs
 SET status = :to_state, run_at = :now, finished_at = NULL, lease_expires_at = NULL,
-    cancel_requested = 0, max_attempts = MAX(max_attempts, attempts + 1)
+    cancel_requested = 0, max_attempts = MAX(max_attempts, attempts + 1), expires_at = NULL
 WHERE id = :job_id AND status IN (SELECT value FROM json_each(:from_states))
 RETURNING id;
 

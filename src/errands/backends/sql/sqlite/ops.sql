@@ -192,14 +192,17 @@ WHERE status = :status AND finished_at IS NOT NULL
 ORDER BY id;
 
 -- name: prune_count
--- How many jobs of one terminal state finished before :cutoff (dry run).
-SELECT COUNT(*) AS n FROM jobs WHERE status = :status AND finished_at < :cutoff;
+-- How many jobs of one terminal state finished before :cutoff (dry run), but none whose
+-- unique_for still holds its key at :now.
+SELECT COUNT(*) AS n FROM jobs WHERE status = :status AND finished_at < :cutoff
+  AND NOT (unique_for IS NOT NULL AND finished_at + unique_for > :now);
 
 -- name: prune_ids
 -- Up to :limit jobs of one terminal state that finished before :cutoff, oldest first, but
--- none a waiting job still depends on (its outcome decides the waiting job's: docs/pipelines.md): the
+-- none whose unique_for still holds its key at :now, none a waiting job still depends on (its outcome decides the waiting job's: docs/pipelines.md): the
 -- batch prune_batch deletes once their figures are taken off (uncount_jobs).
 SELECT id FROM jobs WHERE status = :status AND finished_at < :cutoff
+  AND NOT (unique_for IS NOT NULL AND finished_at + unique_for > :now)
   AND NOT EXISTS (SELECT 1 FROM job_deps AS d JOIN jobs AS w ON w.id = d.job_id
                   WHERE d.upstream_id = jobs.id AND w.status = 'waiting')
 ORDER BY finished_at LIMIT :limit;

@@ -1,0 +1,196 @@
+"""Fair share: the turns the limited claim takes among the values of a fair key
+(docs/flow-control.md, "Fair share").
+
+A fair task's jobs are limited jobs whose group is their fair value (errands/fair.py), so
+the claim's skip scan already finds every value with waiting jobs, and on PostgreSQL holds
+the lock of each one it will serve. Among them the claim runs start-time fair queuing with
+the state stored in ``fair_turns`` / ``fair_clocks`` (queries: ``fair.sql``):
+
+* each value has a start tag, the key has a virtual time V (the largest tag served);
+* an eligible value's tag counts as ``max(tag, V)`` — a value that was idle, capped,
+  rate-limited or paused comes back level with the others, never ahead by what it missed,
+  and a value newly due is served within one start of each competing value;
+* the next start goes to the value whose head job has the highest priority, then the
+  smallest tag (then its name); serving it raises its tag by 1/weight.
+
+Values are probed for due jobs by the highest priority they hold, then by tag, and the
+claim stops after as many values with due jobs as it wants jobs: a value further on could
+only be served after each of them. (The highest priority held counts jobs not due yet: a
+value whose best job is scheduled is probed early, so a claim may stop before a value whose
+due jobs rank higher than those it found; the next claims reach it.) Cost per claim: the
+groups' scan, one query for the tags and one for the clock, one probe per value served, one
+write each for tags and clock.
+Only values with jobs due count, and a capped group gets no probe, so the turn never waits
+on one: the work is conserved. On PostgreSQL a value's tag is written only by the claim
+holding its group's lock, and the clock only moves forward (``GREATEST``), so concurrent
+claims on other values compose.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .base import FairWeights
+from .host import Conn, SQLHost, dumps
+
+TRIM_EVERY = 64  # claims between two trims of a key's tags behind its clock
+
+Candidate = tuple[int, int, Any]  # (id, priority, run_at) as limited_due reads them
+
+
+@dataclass(slots=True)
+class Pick:
+    """One start the turns give: the job, its value, and the value's tag before and after."""
+
+    job: Candidate
+    value: str
+    start: float
+    finish: float
+
+
+@dataclass(slots=True)
+class Turn:
+    """A value competing for starts: its tag, its weight, its due jobs best first."""
+
+    value: str
+    tag: float
+    weight: float
+    jobs: list[Candidate] = field(default_factory=list)
+
+
+def take_turns(turns: Iterable[Turn], n: int) -> list[Pick]:
+    """Up to ``n`` starts, in the order the turns give them (highest head priority, then
+    smallest tag, then value)."""
+    heap: list[tuple[int, float, str, int, Turn]] = []
+    for t in turns:
+        if t.jobs:
+            heap.append((-t.jobs[0][1], t.tag, t.value, 0, t))
+    heapq.heapify(heap)
+    picks: list[Pick] = []
+    while heap and len(picks) < n:
+        _, tag, value, i, t = heapq.heappop(heap)
+        finish = tag + 1.0 / t.weight
+        picks.append(Pick(t.jobs[i], value, tag, finish))
+        if i + 1 < len(t.jobs):
+            heapq.heappush(heap, (-t.jobs[i + 1][1], finish, value, i + 1, t))
+    return picks
+
+
+@dataclass(slots=True)
+class FairPlan:
+    """A fair key's picks in one claim, and its clock when they were taken."""
+
+    key: str
+    picks: list[Pick]
+
+
+class SQLFair(SQLHost):
+    """The fair half of the limited claim (bound on SQLBackend through SQLFlow)."""
+
+    _fair_claims = 0
+
+    def fair_keys(self) -> list[str]:
+        """The fair keys whose turns are stored (served at least once)."""
+        return [r["key"] for r in self._fetch("fair_keys")]
+
+    def fair_usage(self, keys: Sequence[str], now: float, since: float) -> list[dict[str, Any]]:
+        """Per key and value of ``keys``: due, queued, running, and served since ``since``."""
+        if not keys:
+            return []
+        params = {"keys": dumps(sorted(set(keys))), "now": now, "since": since}
+        with self._read_rows() as conn:
+            counts = self._dicts(conn.execute(self.q["fair_counts"], params))
+            served = self._dicts(conn.execute(self.q["fair_served"], params))
+        out: dict[tuple[str, str], dict[str, Any]] = {}
+        zero = {"due": 0, "queued": 0, "running": 0, "served": 0}
+        for r in counts:
+            row = out.setdefault(
+                (r["key"], r["value"]), {"key": r["key"], "value": r["value"], **zero}
+            )
+            row.update(due=int(r["due"]), queued=int(r["queued"]), running=int(r["running"]))
+        for r in served:
+            row = out.setdefault(
+                (r["key"], r["value"]), {"key": r["key"], "value": r["value"], **zero}
+            )
+            row["served"] = int(r["served"])
+        return [out[k] for k in sorted(out)]
+
+    def _fair_picks(
+        self,
+        conn: Conn,
+        key: str,
+        rooms: Mapping[str, tuple[int, int]],
+        weights: FairWeights,
+        base: dict[str, Any],
+        limit: int,
+    ) -> FairPlan:
+        """The starts the turns give among ``rooms`` (value -> how many more may start, and
+        the highest priority it holds) of fair ``key``, up to ``limit``; their jobs are
+        locked (PostgreSQL: FOR UPDATE SKIP LOCKED) but not claimed."""
+        q = self.q
+        row = conn.execute(q["fair_clock"], {"key": key}).fetchone()
+        vtime = float(row[0]) if row else 0.0
+        values = sorted(rooms)
+        stored = {
+            r[0]: float(r[1])
+            for r in conn.execute(q["fair_tags"], {"key": key, "values": dumps(values)})
+        }
+        order = sorted(values, key=lambda v: (-rooms[v][1], max(stored.get(v, vtime), vtime), v))
+        turns: list[Turn] = []
+        at = 0
+        while at < len(order) and len(turns) < limit:
+            # Any value past the first ``limit`` with jobs due could start only after each of
+            # them: probe in batches of what is still wanted, one statement each.
+            batch = order[at : at + limit - len(turns)]
+            at += len(batch)
+            share = sum(weights.of(v) for v in batch)
+            # Each value's share of the starts wanted, and one more: enough for its turns.
+            wants = {
+                v: min(rooms[v][0], 1 + math.ceil(limit * weights.of(v) / share)) for v in batch
+            }
+            rows = dumps([[v, n] for v, n in wants.items()])
+            params = {**base, "key": key, "rows": rows, "n": max(wants.values())}
+            due: dict[str, list[Candidate]] = {}
+            for r in conn.execute(q["fair_due"], params):
+                jobs = due.setdefault(r[3], [])
+                if len(jobs) < wants[r[3]]:
+                    jobs.append((r[0], r[1], r[2]))
+            for value in batch:
+                if value in due:
+                    tag = max(stored.get(value, vtime), vtime)
+                    turns.append(Turn(value, tag, weights.of(value), due[value]))
+        return FairPlan(key, take_turns(turns, limit))
+
+    def _fair_headroom(
+        self, conn: Conn, groups: list[tuple[str, str]], fair: Mapping[str, FairWeights]
+    ) -> dict[tuple[str, str], tuple[int, bool]]:
+        """The groups of fair keys no limit caps (no stored limit of that key): no cap, no
+        rate, so the limited claim need not count their running jobs."""
+        keys = {k for k, _ in groups if k in fair}
+        if not keys:
+            return {}
+        capped = {r[0] for r in conn.execute(self.q["stored_limit_keys"], {})}
+        free = keys - capped
+        return {g: (1 << 30, False) for g in groups if g[0] in free}
+
+    def _fair_served(self, conn: Conn, plan: FairPlan, claimed: set[int]) -> None:
+        """After the claim: the tags of the values whose picks were claimed, and the clock."""
+        tags: dict[str, float] = {}
+        vtime: float | None = None
+        for p in plan.picks:
+            if p.job[0] in claimed:
+                tags[p.value] = max(tags.get(p.value, p.finish), p.finish)
+                vtime = p.start if vtime is None else max(vtime, p.start)
+        if vtime is None:
+            return
+        q, key = self.q, plan.key
+        rows = dumps([[v, t] for v, t in sorted(tags.items())])
+        conn.execute(q["save_fair_tags"], {"key": key, "rows": rows})
+        conn.execute(q["advance_fair_clock"], {"key": key, "vtime": vtime})
+        SQLFair._fair_claims += 1
+        if SQLFair._fair_claims % TRIM_EVERY == 0:
+            conn.execute(q["trim_fair_tags"], {"key": key, "vtime": vtime})

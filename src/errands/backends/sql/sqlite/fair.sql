@@ -1,0 +1,71 @@
+-- Fair share (docs/flow-control.md, backends/fair.py): the stored turns of fair keys. Same
+-- names as sql/postgres/fair.sql. Read and written inside the claim's write transaction.
+
+-- name: fair_clock
+-- A fair key's virtual time (no row: 0).
+SELECT vtime FROM fair_clocks WHERE key = :key;
+
+-- name: fair_keys
+-- The fair keys whose turns are stored (a key is served once before it has a clock).
+SELECT key FROM fair_clocks ORDER BY key;
+
+-- name: stored_limit_keys
+-- Every key with a stored limit (the code's or an operator's): a fair key among them is capped.
+SELECT key FROM flow_limits;
+
+-- name: fair_tags
+-- The stored start tags of some values of a fair key (:values is a JSON array of values).
+SELECT value, tag FROM fair_turns
+WHERE key = :key AND value IN (SELECT value FROM json_each(:values));
+
+-- name: save_fair_tags
+-- The new start tags of the values a claim served: :rows is a JSON array of [value, tag].
+INSERT INTO fair_turns (key, value, tag)
+SELECT :key, json_extract(e.value, '$[0]'), json_extract(e.value, '$[1]') FROM json_each(:rows) AS e
+WHERE true
+ON CONFLICT (key, value) DO UPDATE SET tag = max(fair_turns.tag, excluded.tag);
+
+-- name: advance_fair_clock
+-- Move a fair key's virtual time forward to :vtime (never back).
+INSERT INTO fair_clocks (key, vtime) VALUES (:key, :vtime)
+ON CONFLICT (key) DO UPDATE SET vtime = max(fair_clocks.vtime, excluded.vtime);
+
+-- name: trim_fair_tags
+-- Drop the tags at or behind the key's clock: a missing tag stands for the clock.
+DELETE FROM fair_turns WHERE key = :key AND tag <= :vtime;
+
+-- name: fair_counts
+-- Per fair key and value: queued jobs due now, queued in all, running (fair keys: :keys, a
+-- JSON array).
+SELECT limit_key AS key, limit_group AS value,
+       SUM(CASE WHEN status = 'queued' AND run_at <= :now THEN 1 ELSE 0 END) AS due,
+       SUM(CASE WHEN status = 'queued' THEN 1 ELSE 0 END) AS queued,
+       SUM(CASE WHEN status = 'running' THEN 1 ELSE 0 END) AS running
+FROM jobs
+WHERE status IN ('queued', 'running') AND limit_key IN (SELECT value FROM json_each(:keys))
+GROUP BY limit_key, limit_group;
+
+-- name: fair_served
+-- Per fair key and value: attempts started since :since (fair keys: :keys, a JSON array).
+SELECT j.limit_key AS key, j.limit_group AS value, COUNT(*) AS served
+FROM job_attempts AS a JOIN jobs AS j ON j.id = a.job_id
+WHERE a.started_at >= :since AND j.limit_key IN (SELECT value FROM json_each(:keys))
+GROUP BY j.limit_key, j.limit_group;
+
+-- name: fair_due
+-- The best due jobs of many values of a fair key in one statement (:rows is a JSON array of
+-- [value, n]): per value, limited_due's probe, up to :n (the largest n: a LIMIT cannot read
+-- the row; the caller keeps each value's n).
+SELECT j.id, j.priority, j.run_at, j.limit_group FROM json_each(:rows) AS v
+JOIN jobs AS j ON j.id IN (
+    SELECT id FROM jobs INDEXED BY jobs_limited_due
+    WHERE status = 'queued' AND limit_key IS NOT NULL
+      AND limit_key = :key AND limit_group = json_extract(v.value, '$[0]')
+      AND run_at <= :now
+      AND type IN (SELECT value FROM json_each(:types))
+      AND (:queues IS NULL OR queue IN (SELECT value FROM json_each(:queues)))
+      AND queue NOT IN (SELECT queue FROM queue_pauses)
+      AND NOT EXISTS (SELECT 1 FROM queue_pauses WHERE queue = '*')
+    ORDER BY priority DESC, run_at, id
+    LIMIT :n)
+ORDER BY v.key, j.priority DESC, j.run_at, j.id;
