@@ -70,6 +70,7 @@ READS = {
     "metrics",
     "check",
     "periodic",  # without a verb: the list (its verbs are above)
+    "fair",
 }
 # Commands that change no job, queue, limit or schedule an operator sees, or run the queue:
 # the worker, the dashboard (its own mutations are logged under their actor), a throwaway
