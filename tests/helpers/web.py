@@ -98,6 +98,7 @@ def served(db_url: str, token: str | None = None) -> Iterator[str]:
     port = free_port()
     env = dict(os.environ)
     env.pop("ERRANDS_DASHBOARD_TOKEN", None)
+    env.pop("ERRANDS_DASHBOARD_TOKENS", None)
     if token:
         env["ERRANDS_DASHBOARD_TOKEN"] = token
     proc = subprocess.Popen(

@@ -85,6 +85,9 @@ PROTECTED = {
     ("/periodic/enable", "POST"),
     # a signal for ctx.wait_for (docs/durable-steps.md)
     ("/api/admin/jobs/{job_id:int}/signal", "POST"),
+    # the operator activity log: who did what
+    ("/api/admin/activity", "GET"),
+    ("/activity", "GET"),
 }
 PUBLIC_MOUNTS = {"/static"}
 MUTATIONS = {(e.path, e.methods[0]) for e in ROUTES if e.kind == "mutation"}
@@ -370,6 +373,8 @@ GET_PARAMS = {
     "/api/admin/throughput": ["hours"],
     "/failures": ["window"],
     "/bulk/confirm": ["action", "status", "type", "queue", "error_code"],
+    "/api/admin/activity": ["actor", "action", "limit", "cursor"],
+    "/activity": ["actor", "action", "limit", "cursor"],
 }
 
 

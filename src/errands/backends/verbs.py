@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from ..core.records import Attempt, EventRecord, Job, Step, StepRecord
+from .activity import ActivityVerbs
 from .base import (
     ActionReport,
     CancelReport,
@@ -376,6 +377,7 @@ class Backend(
     TaskTypeVerbs,
     RetentionVerbs,
     VacuumVerbs,
+    ActivityVerbs,
     StatsVerbs,
     FlowVerbs,
     SchemaVerbs,

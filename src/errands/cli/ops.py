@@ -26,7 +26,7 @@ from ..errors import ErrandsError, InvalidTransitionError, JobNotFoundError
 from ..queue import MAX_BATCH, Queue
 from ..reports import describe_all
 from . import actions, jobs
-from .common import UsageError, add_db, duration, open_queue
+from .common import UsageError, add_db, cli_actor, duration, open_queue
 
 OK, ACT, USAGE = 0, 1, 2
 TOP = jobs.int_between(1, validate.INT32_MAX)
@@ -363,7 +363,10 @@ def _bulk(args: argparse.Namespace, verb: str, allowed: frozenset[str]) -> int:
                 return OK
             if not _confirm(verb, len(ids), args):
                 return ACT
-        report = q.act(verb.lower(), ids, actor="cli")
+        filters = None if args.ids else {"status": args.status, "type": args.type}
+        if filters is not None:
+            filters |= {"queue": args.queue, "error_code": args.error_code}
+        report = q.act(verb.lower(), ids, actor=cli_actor(), selected_by=filters)
     done = "retried" if verb == "Retry" else "cancelled"
     extra = f", {len(report.requested):,} running asked to stop" if report.requested else ""
     print(f"{len(report.changed):,} {done}{extra}, {report.skipped:,} skipped (state changed)")
@@ -396,7 +399,12 @@ def _prune(args: argparse.Namespace) -> int:
             print(f"… {p.total_deleted:,} deleted ({p.state}: {p.deleted:,})", file=sys.stderr)
 
     with _open(args) as q:
-        report = q.prune(dry_run=args.dry_run, batch_size=args.batch_size, progress=progress)
+        report = q.prune(
+            dry_run=args.dry_run,
+            batch_size=args.batch_size,
+            progress=progress,
+            actor=cli_actor(),
+        )
     if args.json:
         out = {
             "dry_run": report.dry_run,
@@ -462,7 +470,7 @@ def _periodic_remove(args: argparse.Namespace) -> int:
     name = validate.text(args.name, "schedule name")  # a NUL or lone surrogate, named
     with _open(args) as q:
         try:
-            q.remove_periodic(name, actor="cli")
+            q.remove_periodic(name, actor=cli_actor())
         except InvalidTransitionError as exc:
             print(f"errands: {exc}", file=sys.stderr)
             return ACT

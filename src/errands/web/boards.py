@@ -259,13 +259,13 @@ async def pause_queue(request: Request, dash: Dashboard) -> Response:
     fields = request.state.form
     name = _queue_name(fields)
     reason = params.text(fields, "reason")
-    await run_in_threadpool(partial(dash.queue.pause, name, reason=reason, actor=api.ACTOR))
+    await run_in_threadpool(partial(dash.queue.pause, name, reason=reason, actor=api.actor()))
     return RedirectResponse(request.url_for("queues"), status_code=303)
 
 
 async def resume_queue(request: Request, dash: Dashboard) -> Response:
     name = _queue_name(request.state.form)
-    await run_in_threadpool(dash.queue.resume, name)
+    await run_in_threadpool(partial(dash.queue.resume, name, actor=api.actor()))
     return RedirectResponse(request.url_for("queues"), status_code=303)
 
 

@@ -207,6 +207,14 @@ DOCS: Mapping[str, Doc] = {
     ),
     "api_resume_queue": Doc("Resume a paused queue", QUEUE_ANSWER),
     "api_limits": Doc("The limits in force", _obj("limits", limits={"type": "array"})),
+    "api_activity": Doc(
+        "The operator activity log, newest first: who did what, when, to how many",
+        _obj(
+            "activity",
+            activity={"type": "array", "items": ANY_OBJECT},
+            next_cursor={"type": ["string", "null"]},
+        ),
+    ),
 }
 
 # Query parameters whose values are not free text (the rest are strings).

@@ -127,7 +127,8 @@ async def login(request: Request, dash: Dashboard) -> Response:
         return RedirectResponse(request.url_for("overview"), status_code=303)
     target = safe_next(request, request.state.form.get("next"))
     submitted = request.state.form.get("token", "")
-    if not dash.guard.token_ok(submitted):
+    label = dash.guard.token_label(submitted)
+    if label is None:
         dash.guard.failed(request)
         return render(
             request,
@@ -137,7 +138,7 @@ async def login(request: Request, dash: Dashboard) -> Response:
             status_code=401,
             session=False,
         )
-    _, cookie = dash.guard.new_session()
+    _, cookie = dash.guard.new_session(label)
     response = RedirectResponse(target, status_code=303)
     _cookie(response, request, cookie, max_age=dash.guard.session_max_age)
     return response
@@ -415,13 +416,13 @@ async def traceback(request: Request, dash: Dashboard) -> Response:
 
 async def retry(request: Request, dash: Dashboard) -> Response:
     job_id = _job_id(request)
-    await run_in_threadpool(dash.queue.retry, job_id, actor=api.ACTOR)
+    await run_in_threadpool(dash.queue.retry, job_id, actor=api.actor())
     return RedirectResponse(request.url_for("job", job_id=job_id), status_code=303)
 
 
 async def cancel(request: Request, dash: Dashboard) -> Response:
     job_id = _job_id(request)
-    await run_in_threadpool(dash.queue.cancel, job_id, actor=api.ACTOR)
+    await run_in_threadpool(dash.queue.cancel, job_id, actor=api.actor())
     return RedirectResponse(request.url_for("job", job_id=job_id), status_code=303)
 
 
@@ -450,7 +451,7 @@ async def act_on_selected(request: Request, dash: Dashboard) -> Response:
     q = dash.queue
     priority = actions.priority_of(request.state.form) if action == "priority" else None
     report = await run_in_threadpool(
-        partial(q.act, action, ids, actor=api.ACTOR, priority=priority)
+        partial(q.act, action, ids, actor=api.actor(), priority=priority)
     )
     target = URL(safe_next(request, request.state.form.get("back"))).include_query_params(
         acted=action,
