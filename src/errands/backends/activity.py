@@ -27,14 +27,19 @@ BY = {
 EPOCH = datetime.fromtimestamp(0, UTC)  # `at` is NOT NULL: never used but for the type
 
 
-class ActivityVerbs(Protocol):
-    """The operator activity log's verbs (a part of ``base.Backend``)."""
+class ActivityReads(Protocol):
+    """The operator activity log's reads (a part of ``verbs.ReadVerbs``)."""
 
-    def record_activity(self, entry: ActivityEntry) -> int: ...
     def list_activity(
         self, *, limit: int, before: int | None, actor: str | None, action: str | None
     ) -> list[ActivityEntry]: ...
     def activity_choices(self) -> tuple[list[str], list[str]]: ...
+
+
+class ActivityVerbs(ActivityReads, Protocol):
+    """The operator activity log's verbs (a part of ``verbs.Backend``)."""
+
+    def record_activity(self, entry: ActivityEntry) -> int: ...
     def prune_activity(self, cutoff: float, limit: int) -> int: ...
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from ..core.records import Attempt, EventRecord, Job, Step, StepRecord
-from .activity import ActivityVerbs
+from .activity import ActivityReads, ActivityVerbs
 from .base import (
     ActionReport,
     CancelReport,
@@ -353,6 +353,7 @@ class ReadVerbs(
     TaskTypeReads,
     RetentionReads,
     VacuumReads,
+    ActivityReads,
     StatsVerbs,
     FlowReads,
     SchemaReads,

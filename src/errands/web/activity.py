@@ -52,7 +52,7 @@ async def api_activity(request: Request, dash: Dashboard) -> Response:
 async def page(request: Request, dash: Dashboard) -> Response:
     query = request.query_params
     found = await run_in_threadpool(find, dash, query)
-    actors, actions = await run_in_threadpool(dash.queue.backend.activity_choices)
+    actors, actions = await run_in_threadpool(dash.queue.reads.activity_choices)
     filters = {"actor": params.text(query, "actor"), "action": params.text(query, "action")}
     next_url = None
     if found.next_cursor is not None:
