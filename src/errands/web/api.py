@@ -162,13 +162,17 @@ def bulk_filters(query: Any, allowed: frozenset[str]) -> dict[str, Any]:
 
 
 def run_bulk(
-    dash: Dashboard, action: str, filters: dict[str, Any], dry_run: bool
+    dash: Dashboard,
+    action: str,
+    filters: dict[str, Any],
+    dry_run: bool,
+    priority: int | None = None,
 ) -> dict[str, Any]:
     q = dash.queue
     ids = q.select_jobs(action, filters["status"], **_rest(filters))
     if dry_run:
         return {"selected": len(ids), "changed": 0, "requested": 0, "skipped": 0, "dry_run": True}
-    report = q.act(action, ids, actor=ACTOR)
+    report = q.act(action, ids, actor=ACTOR, priority=priority)
     log.info("bulk %s by api: %d selected, %d changed", action, len(ids), len(report.changed))
     return {
         "selected": report.selected,

@@ -280,7 +280,16 @@ def _workers_data(dash: Dashboard) -> dict[str, Any]:
         held.setdefault(j.worker_id or "", []).append(j)
     live = {w["id"] for w in rows}
     orphans = [j for wid, js in held.items() if wid not in live for j in js]
-    return {"workers": rows, "held": held, "orphans": orphans}
+    # The overview's one "unhandled" line links here: each queued (queue, type) no live
+    # worker runs, from the kept counts (no pass over the queued jobs).
+    unhandled = [
+        {"queue": r.queue, "type": r.type, "queued": r.count}
+        for r in sorted(dash.queue.backend.state_counts(), key=lambda r: (r.queue, r.type))
+        if r.status == "queued"
+        and r.count
+        and not any(reports.handles(w, r.queue, r.type) for w in rows)
+    ]
+    return {"workers": rows, "held": held, "orphans": orphans, "unhandled": unhandled}
 
 
 async def workers(request: Request, dash: Dashboard) -> Response:

@@ -7,6 +7,8 @@ import math
 from datetime import UTC, datetime
 from typing import Any
 
+from . import fmt
+
 WIDTH, HEIGHT = 720, 180
 LEFT, RIGHT, TOP, BOTTOM = 44, 8, 10, 22
 OUTCOMES = ("succeeded", "failed", "cancelled")
@@ -52,7 +54,8 @@ TICK_TEXT = {
 
 def latency(series: list[dict[str, Any]], measure: str) -> dict[str, Any]:
     """p50 and p95 of ``measure`` (wait or run) per hour as two lines on a log scale (hours
-    with nothing finished have no point)."""
+    with nothing finished have no point). Each point is also a dot of its line's colour: an
+    hour alone (one point, so no line) still shows."""
     frame = _frame()
     plot_w = frame["x1"] - frame["x0"]
     plot_h = frame["y0"] - frame["y1"]
@@ -81,7 +84,14 @@ def latency(series: list[dict[str, Any]], measure: str) -> dict[str, Any]:
             v = h[f"{measure}_{p}"]
             if v is not None:
                 label = _hour_title(h["hour"])
-                lines[p].append({"x": x, "y": y(max(v, low)), "title": f"{label} UTC: {p} {v:g} s"})
+                lines[p].append(
+                    {
+                        "x": x,
+                        "y": y(max(v, low)),
+                        "p": p,
+                        "title": f"{label} UTC: {p} {fmt.duration(v) if v < 1 else f'{v:g} s'}",
+                    }
+                )
     ticks = [{"y": y(t), "text": TICK_TEXT[t]} for t in LOG_TICKS if low <= t <= high]
     labels = [
         {"x": round(frame["x0"] + i * slot + 1, 1), "text": _hour_label(h["hour"], days)}
@@ -97,6 +107,7 @@ def latency(series: list[dict[str, Any]], measure: str) -> dict[str, Any]:
         "points": lines["p50"] + lines["p95"],
         "measure": measure,
         "hours": len(series),
+        "lone": len(lines["p50"]) < 2,  # no line to see: larger dots
     }
 
 

@@ -181,20 +181,20 @@ async def jobs(request: Request, dash: Dashboard) -> Response:
     next_url = None
     if found.next_cursor is not None:
         next_url = here.include_query_params(**kept, limit=f.limit, cursor=found.next_cursor)
-    bulk_action = None
-    if f.text is None and f.view in (None, "running", "dead"):
-        if f.status in bulk.RETRYABLE:
-            bulk_action = "retry"
-        elif f.status in bulk.CANCELLABLE:
-            bulk_action = "cancel"
+    # Every verb the status allows, by filter: each link opens the count first (/bulk/confirm).
     exact = {k: v for k, v in kept.items() if k in ("status", "type", "queue", "error_code")}
-    bulk_url = (
-        request.url_for("bulk").include_query_params(
-            action=bulk_action, **{**exact, "status": f.status}
-        )
-        if bulk_action
-        else None
-    )
+    bulk_links: list[tuple[str, Any]] = []
+    if f.text is None and f.status is not None and f.view in (None, "running", "dead"):
+        bulk_links = [
+            (
+                action,
+                request.url_for("bulk").include_query_params(
+                    action=action, **{**exact, "status": f.status}
+                ),
+            )
+            for action in SELECTED_ACTIONS
+            if f.status in bulk.SELECTABLE[action]
+        ]
     return render(
         request,
         dash,
@@ -218,8 +218,8 @@ async def jobs(request: Request, dash: Dashboard) -> Response:
             "first_page": f.cursor is None,
             "first_url": here.include_query_params(**kept),
             "api_url": request.url_for("api_jobs").include_query_params(**kept, limit=f.limit),
-            "bulk_action": bulk_action,
-            "bulk_url": bulk_url,
+            "bulk_links": bulk_links,
+            "bulk_verbs": BULK_VERBS,
             "acted": _acted(request.query_params),
             "deleted": _deleted(request.query_params),
             "can_select": not dash.read_only,
@@ -310,6 +310,17 @@ def commands(job: Any, now: float) -> list[tuple[str, str]]:
     return out
 
 
+# What the job page's buttons did (``?done=``, after the redirect): fixed texts, so the address
+# cannot put words on the page.
+JOB_NOTICES = {
+    "retry": "Retried: the job is queued again with one more attempt.",
+    "cancel": "Cancelled.",
+    "cancel_requested": "Cancel requested: the running attempt is asked to stop.",
+    "run_now": "Made due now: the next free worker runs it.",
+    "priority": "Priority changed.",
+}
+
+
 def can_run_now(job: Any, now: float) -> bool:
     """A queued job whose run_at is still ahead (scheduled, or a retry's backoff)."""
     return (
@@ -355,6 +366,10 @@ async def job(request: Request, dash: Dashboard) -> Response:
                 for s in d["steps"]
             ],
             "commands": commands(j, now),
+            "notice": JOB_NOTICES.get(request.query_params.get("done", "")),
+            # A job queued again (a retry, a backoff, a snooze) keeps its last attempt's start,
+            # worker and progress: the page labels them as that attempt's, not as current.
+            "past_attempt": j.attempts if j.status in ("queued", "waiting") else None,
             "deps": {
                 **d["deps"],
                 # This job's own rule, the same on each of its upstream edges.
@@ -413,16 +428,22 @@ async def traceback(request: Request, dash: Dashboard) -> Response:
 # -- actions -------------------------------------------------------------------------------
 
 
+def job_done_url(request: Request, job_id: int, done: str) -> URL:
+    """The job's page after one of its buttons, saying what was done (``?done=``)."""
+    return request.url_for("job", job_id=job_id).include_query_params(done=done)
+
+
 async def retry(request: Request, dash: Dashboard) -> Response:
     job_id = _job_id(request)
     await run_in_threadpool(dash.queue.retry, job_id, actor=api.ACTOR)
-    return RedirectResponse(request.url_for("job", job_id=job_id), status_code=303)
+    return RedirectResponse(job_done_url(request, job_id, "retry"), status_code=303)
 
 
 async def cancel(request: Request, dash: Dashboard) -> Response:
     job_id = _job_id(request)
-    await run_in_threadpool(dash.queue.cancel, job_id, actor=api.ACTOR)
-    return RedirectResponse(request.url_for("job", job_id=job_id), status_code=303)
+    what = await run_in_threadpool(dash.queue.cancel, job_id, actor=api.ACTOR)
+    done = "cancel" if what == "cancelled" else "cancel_requested"
+    return RedirectResponse(job_done_url(request, job_id, done), status_code=303)
 
 
 MAX_SELECTED = 500  # ids one "act on the selected rows" may name (one page at most)
@@ -469,14 +490,24 @@ def _bulk_action(fields: Any, allowed: tuple[str, ...] = ("retry", "cancel")) ->
 
 
 DONE_FIELDS = ("changed", "requested", "skipped")
+# action -> (the button's verb, what the done line says of the changed jobs)
+BULK_VERBS = {
+    "retry": ("retry", "retried"),
+    "cancel": ("cancel", "cancelled"),
+    "delete": ("delete", "deleted, with their attempts and events"),
+    "run_now": ("run now", "made due now"),
+    "priority": ("reprioritize", "given the new priority"),
+}
 
 
 async def bulk_confirm(request: Request, dash: Dashboard) -> Response:
     """Step one of a bulk action: how many jobs match, and a form to confirm. After the action
     (``done=1``) the same address says what it did, without doing anything again."""
     query = request.query_params
-    action = _bulk_action(query)
+    action = _bulk_action(query, SELECTED_ACTIONS)
     filters = api.bulk_filters(query, bulk.SELECTABLE[action])
+    # The new priority may come with the link (a number to start from); it is checked on POST.
+    priority = actions.priority_of(query) if action == "priority" and "priority" in query else 0
     done = None
     if params.flag(query, "done"):
         done = {
@@ -490,16 +521,27 @@ async def bulk_confirm(request: Request, dash: Dashboard) -> Response:
         request,
         dash,
         "bulk.html",
-        {"page": "jobs", "action": action, "filters": filters, "count": count, "done": done},
+        {
+            "page": "jobs",
+            "action": action,
+            "filters": filters,
+            "count": count,
+            "done": done,
+            "priority": priority,
+            "verb": BULK_VERBS[action],
+        },
     )
 
 
 async def bulk_run(request: Request, dash: Dashboard) -> Response:
     fields = request.state.form
-    action = _bulk_action(fields)
+    action = _bulk_action(fields, SELECTED_ACTIONS)
     filters = api.bulk_filters(fields, bulk.SELECTABLE[action])
-    report = await run_in_threadpool(api.run_bulk, dash, action, filters, False)
-    kept = {k: v for k, v in filters.items() if v}
+    priority = actions.priority_of(fields) if action == "priority" else None
+    report = await run_in_threadpool(api.run_bulk, dash, action, filters, False, priority)
+    kept: dict[str, Any] = {k: v for k, v in filters.items() if v}
+    if priority is not None:
+        kept["priority"] = priority
     counts = {k: report[k] for k in DONE_FIELDS}
     target = request.url_for("bulk").include_query_params(action=action, **kept, done=1, **counts)
     return RedirectResponse(target, status_code=303)
