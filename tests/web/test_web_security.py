@@ -85,6 +85,11 @@ PROTECTED = {
     ("/periodic/enable", "POST"),
     # a signal for ctx.wait_for (docs/durable-steps.md)
     ("/api/admin/jobs/{job_id:int}/signal", "POST"),
+    # limits edited (issue #36)
+    ("/api/admin/limits/{key}", "POST"),
+    ("/api/admin/limits/{key}/clear", "POST"),
+    ("/queues/limit", "POST"),
+    ("/queues/limit/clear", "POST"),
 }
 PUBLIC_MOUNTS = {"/static"}
 MUTATIONS = {(e.path, e.methods[0]) for e in ROUTES if e.kind == "mutation"}
@@ -92,7 +97,7 @@ MUTATIONS = {(e.path, e.methods[0]) for e in ROUTES if e.kind == "mutation"}
 
 def concrete(path: str, ids: dict[str, Any]) -> str:
     path = path.replace("{job_id:int}", str(ids["failed"][0])).replace("{attempt:int}", "1")
-    return path.replace("{name}", "default")
+    return path.replace("{name}", "default").replace("{key}", "mail")
 
 
 def schema(url: str) -> list[Any]:

@@ -34,7 +34,7 @@ from ..errors import (
     JobNotFoundError,
     PayloadError,
 )
-from . import actions, api, boards, openapi, pages
+from . import actions, api, boards, limits, openapi, pages
 from .common import Dashboard
 from .middleware import MAX_BODY, BodyLimit, SecurityHeaders
 from .params import BadParameter, unknown_query
@@ -184,6 +184,9 @@ ROUTES: tuple[Endpoint, ...] = (
         True,
     ),
     _e("/api/admin/limits", api.limits, "GET", "api_limits", "protected", "read", True),
+    # Limits edited (issue #36): web/limits.py
+    _e("/api/admin/limits/{key}", limits.api_set, "POST", "api_set_limit", *MUTATE_API),
+    _e("/api/admin/limits/{key}/clear", limits.api_clear, "POST", "api_clear_limit", *MUTATE_API),
     # The document of the routes above (issue #38): any client can be generated from it
     _e("/api/openapi.json", openapi_json, "GET", "api_openapi", "protected", "read", True),
     # HTML pages
@@ -227,6 +230,8 @@ ROUTES: tuple[Endpoint, ...] = (
         "mutation",
         False,
     ),
+    _e("/queues/limit", limits.page_set, "POST", "limit_set", *MUTATE_PAGE),
+    _e("/queues/limit/clear", limits.page_clear, "POST", "limit_clear", *MUTATE_PAGE),
     _e("/periodic", boards.periodic, "GET", "periodic", "protected", "read", False),
     *(
         _e(f"/periodic/{verb}", handler, "POST", f"periodic_{verb}", *MUTATE_PAGE)

@@ -243,8 +243,27 @@ def _queues_data(dash: Dashboard) -> list[dict[str, Any]]:
 async def queues(request: Request, dash: Dashboard) -> Response:
     rows = await run_in_threadpool(_queues_data, dash)
     caps = await run_in_threadpool(dash.queue.limits)
-    context = {"page": "queues", "queues": rows, "limits": caps}
+    context = {
+        "page": "queues",
+        "queues": rows,
+        "limits": caps,
+        "limit_done": _limit_done(request.query_params),
+    }
     return pages.render(request, dash, "queues.html", context)
+
+
+# What a limit form did (``?limit=``, after the redirect): fixed words, the key shown as text.
+LIMIT_DONE = {
+    "set": "stored: it wins over the code's until cleared",
+    "cleared": "cleared: the code's limit applies again",
+    "not_set": "had no stored limit; nothing to clear",
+}
+
+
+def _limit_done(query: Any) -> dict[str, str] | None:
+    what = LIMIT_DONE.get(query.get("limit", ""))
+    key = params.text(query, "key")
+    return None if what is None or key is None else {"key": key, "what": what}
 
 
 def _queue_name(fields: Any) -> str:

@@ -201,12 +201,30 @@ DOCS: Mapping[str, Doc] = {
     ),
     "api_resume_queue": Doc("Resume a paused queue", QUEUE_ANSWER),
     "api_limits": Doc("The limits in force", _obj("limits", limits={"type": "array"})),
+    "api_set_limit": Doc(
+        "Store a key's running cap and/or rate; it wins over the code's until cleared",
+        _obj("key", "result", "limit", key=TEXT, result=TEXT, limit={"type": ["object", "null"]}),
+        _obj(
+            running={"type": "integer", "minimum": 0},
+            rate={
+                "type": "array",
+                "items": {"type": "number"},
+                "minItems": 2,
+                "maxItems": 2,
+                "description": "[n, seconds]: at most n starts in any window of seconds",
+            },
+        ),
+    ),
+    "api_clear_limit": Doc(
+        "Drop a key's stored limit: the code's applies again ('not_set' if none was stored)",
+        _obj("key", "result", key=TEXT, result=TEXT),
+    ),
 }
 
 # Query parameters whose values are not free text (the rest are strings).
 QUERY_SCHEMAS: Mapping[str, dict[str, Any]] = {
     "status": {"type": "string", "enum": STATES},
-    "view": {"type": "string", "enum": ["scheduled", "retrying", "running", "dead"]},
+    "view": {"type": "string", "enum": ["scheduled", "retrying", "snoozed", "running", "dead"]},
     "limit": {"type": "integer", "minimum": 1, "description": f"capped at {MAX_LIMIT}"},
     "top": {"type": "integer", "minimum": 1},
     "page": {"type": "integer", "minimum": 1},
