@@ -85,6 +85,11 @@ PROTECTED = {
     ("/periodic/enable", "POST"),
     # a signal for ctx.wait_for (docs/durable-steps.md)
     ("/api/admin/jobs/{job_id:int}/signal", "POST"),
+    # a batch's page, its JSON and "retry failed members" (issue #36)
+    ("/batches/{job_id:int}", "GET"),
+    ("/batches/{job_id:int}/retry", "POST"),
+    ("/api/admin/batches/{job_id:int}", "GET"),
+    ("/api/admin/batches/{job_id:int}/retry", "POST"),
     # limits edited (issue #36)
     ("/api/admin/limits/{key}", "POST"),
     ("/api/admin/limits/{key}/clear", "POST"),
@@ -159,7 +164,9 @@ def test_token_guards_every_protected_route(db_url: str, queue: errands.Queue, j
         if method == "GET":
             query = {"action": "retry", "status": "failed"} if path == "/bulk/confirm" else {}
             r = c.get(concrete(path, jobs), headers=bearer, params=query)
-            assert r.status_code == (303 if path == "/find" else 200), (path, r.status_code)
+            # (a failed job runs after nothing: it is no batch, 404 past the token)
+            expected = 303 if path == "/find" else 404 if "/batches/" in path else 200
+            assert r.status_code == expected, (path, r.status_code)
 
 
 def test_login_sets_a_strict_httponly_cookie(queue: errands.Queue, jobs: Any) -> None:

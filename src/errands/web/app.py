@@ -34,7 +34,7 @@ from ..errors import (
     JobNotFoundError,
     PayloadError,
 )
-from . import actions, api, boards, limits, openapi, pages
+from . import actions, api, batches, boards, limits, openapi, pages
 from .common import Dashboard
 from .middleware import MAX_BODY, BodyLimit, SecurityHeaders
 from .params import BadParameter, unknown_query
@@ -184,6 +184,23 @@ ROUTES: tuple[Endpoint, ...] = (
         True,
     ),
     _e("/api/admin/limits", api.limits, "GET", "api_limits", "protected", "read", True),
+    # A batch (docs/pipelines.md): its callback's id; web/batches.py
+    _e(
+        "/api/admin/batches/{job_id:int}",
+        batches.api_batch,
+        "GET",
+        "api_batch",
+        "protected",
+        "read",
+        True,
+    ),
+    _e(
+        "/api/admin/batches/{job_id:int}/retry",
+        batches.api_retry_failed,
+        "POST",
+        "api_batch_retry",
+        *MUTATE_API,
+    ),
     # Limits edited (issue #36): web/limits.py
     _e("/api/admin/limits/{key}", limits.api_set, "POST", "api_set_limit", *MUTATE_API),
     _e("/api/admin/limits/{key}/clear", limits.api_clear, "POST", "api_clear_limit", *MUTATE_API),
@@ -218,6 +235,14 @@ ROUTES: tuple[Endpoint, ...] = (
     _e("/jobs/act", pages.act_on_selected, "POST", "act", "protected", "mutation", False),
     _e("/bulk/confirm", pages.bulk_confirm, "GET", "bulk", "protected", "read", False),
     _e("/bulk", pages.bulk_run, "POST", "bulk_post", "protected", "mutation", False),
+    _e("/batches/{job_id:int}", batches.page, "GET", "batch", "protected", "read", False),
+    _e(
+        "/batches/{job_id:int}/retry",
+        batches.page_retry_failed,
+        "POST",
+        "batch_retry",
+        *MUTATE_PAGE,
+    ),
     _e("/failures", boards.failures, "GET", "failures", "protected", "read", False),
     _e("/queues", boards.queues, "GET", "queues", "protected", "read", False),
     _e("/queues/pause", boards.pause_queue, "POST", "queue_pause", "protected", "mutation", False),

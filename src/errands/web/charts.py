@@ -207,3 +207,45 @@ def counts(by_state: dict[str, int]) -> dict[str, Any]:
         for i, (state, n) in enumerate(by_state.items())
     ]
     return {"w": width, "h": row * len(bars), "label_w": label_w, "bars": bars}
+
+
+def progress(finished: list[float], total: int, start: float, now: float) -> dict[str, Any]:
+    """A batch's members finished over time: a step line from the first member's creation
+    to the last outcome (or now, while members are left), rising to ``total``. ``finished``:
+    the members' finish times, sorted."""
+    frame = _frame()
+    plot_w = frame["x1"] - frame["x0"]
+    plot_h = frame["y0"] - frame["y1"]
+    end = finished[-1] if finished and len(finished) == total else now
+    end = max(end, start + 1.0)
+    top = max(total, 1)
+
+    def x(t: float) -> float:
+        return round(float(frame["x0"] + plot_w * (t - start) / (end - start)), 1)
+
+    def y(n: int) -> float:
+        return round(float(frame["y0"] - plot_h * n / top), 1)
+
+    points = [(x(start), y(0))]
+    step = max(1, len(finished) // 400)  # a large batch: a step every so many members
+    for i, t in enumerate(finished, start=1):
+        if i % step and i != len(finished):
+            continue
+        points.append((x(t), points[-1][1]))  # flat until this one finished, then up
+        points.append((x(t), y(i)))
+    points.append((x(end), y(len(finished))))
+    fmt_time = "%H:%M:%S" if end - start < 86400 else "%a %d %H:%M"
+    labels = [
+        {"x": frame["x0"], "text": datetime.fromtimestamp(start, UTC).strftime(fmt_time)},
+        {"x": frame["x1"] - 48, "text": datetime.fromtimestamp(end, UTC).strftime(fmt_time)},
+    ]
+    last = points[-1]
+    return {
+        **frame,
+        "line": " ".join(f"{px},{py}" for px, py in points),
+        "top": total,
+        "done": len(finished),
+        "end_dot": {"x": last[0], "y": last[1]},
+        "labels": labels,
+        "span": end - start,
+    }

@@ -334,13 +334,7 @@ async def job(request: Request, dash: Dashboard) -> Response:
     now = dash.queue.clock()
     payload, payload_cut = preview(j.payload)
     result, result_cut = preview(j.result) if j.result is not None else ("", False)
-    events = [
-        {
-            "e": e,
-            "detail": "" if e.detail in (None, {}) else json.dumps(e.detail, ensure_ascii=False),
-        }
-        for e in d["events"]
-    ]
+    events = [{"e": e, "detail": event_detail(e.detail)} for e in d["events"]]
     return render(
         request,
         dash,
@@ -379,6 +373,23 @@ async def job(request: Request, dash: Dashboard) -> Response:
             },
         },
     )
+
+
+AFTER_SHOWN = 5  # upstream ids an event's detail lists before it says how many
+
+
+def event_detail(detail: Any) -> str:
+    """An event's detail as one line of JSON; a long ``after`` list (a batch's callback waits
+    for every member) is cut to its first ids and the count — the batch page lists them."""
+    if detail in (None, {}):
+        return ""
+    after = detail.get("after") if isinstance(detail, dict) else None
+    if isinstance(after, list) and len(after) > AFTER_SHOWN:
+        shown = ", ".join(str(i) for i in after[:AFTER_SHOWN])
+        rest = {k: v for k, v in detail.items() if k != "after"}
+        more = f" {json.dumps(rest, ensure_ascii=False)}" if rest else ""
+        return f"after {len(after):,} jobs: {shown}, … (the batch page lists them){more}"
+    return json.dumps(detail, ensure_ascii=False)
 
 
 def _download(value: Any, filename: str) -> Response:
