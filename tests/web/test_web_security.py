@@ -90,6 +90,8 @@ PROTECTED = {
     ("/batches/{job_id:int}/retry", "POST"),
     ("/api/admin/batches/{job_id:int}", "GET"),
     ("/api/admin/batches/{job_id:int}/retry", "POST"),
+    # the job page's "send signal" form (issue #36)
+    ("/jobs/{job_id:int}/signal", "POST"),
     # limits edited (issue #36)
     ("/api/admin/limits/{key}", "POST"),
     ("/api/admin/limits/{key}/clear", "POST"),

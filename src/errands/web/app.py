@@ -232,6 +232,7 @@ ROUTES: tuple[Endpoint, ...] = (
             ("priority", actions.page_priority),
         )
     ),
+    _e("/jobs/{job_id:int}/signal", pages.send_signal, "POST", "signal", *MUTATE_PAGE),
     _e("/jobs/act", pages.act_on_selected, "POST", "act", "protected", "mutation", False),
     _e("/bulk/confirm", pages.bulk_confirm, "GET", "bulk", "protected", "read", False),
     _e("/bulk", pages.bulk_run, "POST", "bulk_post", "protected", "mutation", False),

@@ -318,6 +318,7 @@ JOB_NOTICES = {
     "cancel_requested": "Cancel requested: the running attempt is asked to stop.",
     "run_now": "Made due now: the next free worker runs it.",
     "priority": "Priority changed.",
+    "signal": "Signal sent: a job waiting for it is queued to go on.",
 }
 
 
@@ -356,9 +357,14 @@ async def job(request: Request, dash: Dashboard) -> Response:
             "timeline": timeline(j, d["attempts"], now),
             # Durable steps (docs/durable-steps.md): name, attempt, duration, result preview.
             "steps": [
-                {"s": s, "shown": json.dumps(s.result, ensure_ascii=False)[:120]}
+                {
+                    "s": s,
+                    "shown": json.dumps(s.result, ensure_ascii=False)[:120],
+                    "took": step_took(s),
+                }
                 for s in d["steps"]
             ],
+            "pending": pending_step(d["steps"], j, now),
             "commands": commands(j, now),
             "notice": JOB_NOTICES.get(request.query_params.get("done", "")),
             # A job queued again (a retry, a backoff, a snooze) keeps its last attempt's start,
@@ -373,6 +379,27 @@ async def job(request: Request, dash: Dashboard) -> Response:
             },
         },
     )
+
+
+def step_took(step: Any) -> float | None:
+    """How long a durable call took (a step's run, a sleep, a wait until its signal or
+    timeout); None while it is not over."""
+    if step.started_at is None or step.finished_at is None:
+        return None
+    return float((step.finished_at - step.started_at).total_seconds())
+
+
+def pending_step(steps: list[Any], job: Any, now: float) -> dict[str, Any] | None:
+    """The sleep or wait a job is in now, if any: the latest call, still open (a wait with
+    no signal yet, or a sleep whose end is ahead) while the job is not final."""
+    if not steps or job.status in ("succeeded", "failed", "cancelled"):
+        return None
+    last = steps[-1]
+    if last.kind == "wait" and last.finished_at is None:
+        return {"kind": "wait", "name": last.name, "until": last.wake_at, "since": last.started_at}
+    if last.kind == "sleep" and last.wake_at is not None and last.wake_at.timestamp() > now:
+        return {"kind": "sleep", "name": last.name, "until": last.wake_at, "since": last.started_at}
+    return None
 
 
 AFTER_SHOWN = 5  # upstream ids an event's detail lists before it says how many
@@ -455,6 +482,26 @@ async def cancel(request: Request, dash: Dashboard) -> Response:
     what = await run_in_threadpool(dash.queue.cancel, job_id, actor=api.ACTOR)
     done = "cancel" if what == "cancelled" else "cancel_requested"
     return RedirectResponse(job_done_url(request, job_id, done), status_code=303)
+
+
+async def send_signal(request: Request, dash: Dashboard) -> Response:
+    """The job page's "send signal" form: a name and an optional JSON payload (blank: null),
+    for a job parked in ``ctx.wait_for`` (docs/durable-steps.md)."""
+    job_id = _job_id(request)
+    fields = request.state.form
+    name = (fields.get("name") or "").strip()
+    if not name:
+        raise params.BadParameter("name is required: the signal the job waits for")
+    raw = (fields.get("payload") or "").strip()
+    try:
+        value = json.loads(raw) if raw else None
+    except ValueError as exc:
+        raise params.BadParameter(f"payload must be JSON (or blank for null): {exc}") from None
+    try:
+        await run_in_threadpool(partial(dash.queue.signal, job_id, name, value, actor=api.ACTOR))
+    except ValueError as exc:  # a name or payload errands cannot store
+        raise params.BadParameter(str(exc)) from None
+    return RedirectResponse(job_done_url(request, job_id, "signal"), status_code=303)
 
 
 MAX_SELECTED = 500  # ids one "act on the selected rows" may name (one page at most)
