@@ -96,6 +96,7 @@ async def page(request: Request, dash: Dashboard) -> Response:
             "shown_all": len(d["members"]) <= MEMBERS_SHOWN,
             "retryable": len(d["retryable"]),
             "chart": charts.progress(d["finished_times"], info.total, d["started"], d["now"]),
+            "counts_chart": charts.counts(info.counts),
             "retried": retried,
             "since": datetime.fromtimestamp(d["started"], UTC),
         },

@@ -236,8 +236,16 @@ def progress(finished: list[float], total: int, start: float, now: float) -> dic
     points.append((x(end), y(len(finished))))
     fmt_time = "%H:%M:%S" if end - start < 86400 else "%a %d %H:%M"
     labels = [
-        {"x": frame["x0"], "text": datetime.fromtimestamp(start, UTC).strftime(fmt_time)},
-        {"x": frame["x1"] - 48, "text": datetime.fromtimestamp(end, UTC).strftime(fmt_time)},
+        {
+            "x": frame["x0"],
+            "text": datetime.fromtimestamp(start, UTC).strftime(fmt_time),
+            "anchor": "start",
+        },
+        {
+            "x": frame["x1"],
+            "text": datetime.fromtimestamp(end, UTC).strftime(fmt_time),
+            "anchor": "end",
+        },
     ]
     last = points[-1]
     return {
