@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import parse_qs, quote, urlsplit
+from urllib.parse import parse_qs, parse_qsl, quote, urlsplit
 
 import pytest
 from starlette.routing import Mount, Route
@@ -384,6 +384,9 @@ GET_PARAMS = {
     "/api/admin/throughput": ["hours"],
     "/failures": ["window"],
     "/bulk/confirm": ["action", "status", "type", "queue", "error_code"],
+    "/bulk/confirm?action=priority&status=queued": ["priority", "done", "changed"],
+    "/queues": ["limit", "key"],
+    "/jobs/1": ["done"],
 }
 
 
@@ -397,7 +400,9 @@ def test_injection_corpus_never_500_and_never_changes_the_schema(
         for name in names:
             for value in CORPUS:
                 extra = {"action": "retry", "status": "failed"} if path == "/bulk/confirm" else {}
-                r = c.get(path, params={**extra, name: value})
+                where, _, query = path.partition("?")  # its own query, then the value tried
+                extra.update(parse_qsl(query))
+                r = c.get(where, params={**extra, name: value})
                 codes.add(r.status_code)
                 assert r.status_code < 500, (path, name, value[:30], r.status_code)
     for value in CORPUS:
@@ -406,7 +411,20 @@ def test_injection_corpus_never_500_and_never_changes_the_schema(
                 body = {"status": "failed", key: value, "dry_run": True}
                 r = c.post(path, json=body)
                 assert r.status_code < 500, (path, key, value[:30], r.status_code)
-        for path in ("/api/admin/jobs/{}", "/jobs/{}", "/jobs/1/attempts/{}/traceback"):
+        for key in ("running", "rate"):  # limits (issue #36): 400 for anything not a cap
+            r = c.post("/api/admin/limits/mail", json={key: value})
+            assert r.status_code in (200, 400), (key, value[:30], r.status_code)
+            r = c.post("/api/admin/limits/mail", json={"rate": [value, value]})
+            assert r.status_code in (200, 400), (value[:30], r.status_code)
+        r = c.post(f"/api/admin/limits/{quote(value, safe='')}", json={"running": 1})
+        assert r.status_code in (200, 400, 404), (value[:30], r.status_code)
+        for path in (
+            "/api/admin/jobs/{}",
+            "/jobs/{}",
+            "/jobs/1/attempts/{}/traceback",
+            "/batches/{}",
+            "/api/admin/batches/{}",
+        ):
             r = c.get(path.format(quote(value, safe="")))
             assert r.status_code == 404, (path, value[:30], r.status_code)
     assert {200, 400} <= codes
