@@ -22,7 +22,7 @@ from starlette.responses import RedirectResponse, Response
 
 from ..client import bulk
 from ..errors import JobNotFoundError
-from . import actions, api, params, search
+from . import actions, api, jobview, params, search
 from .security import SESSION_COOKIE
 
 if TYPE_CHECKING:
@@ -267,75 +267,13 @@ def _job_id(request: Request) -> int:
     return job_id
 
 
-def timeline(job: Any, attempts: list[Any], now: float) -> list[dict[str, Any]]:
-    """The job's story, one step per attempt: the wait before it (from creation or from the
-    previous attempt's end), its start, how long it ran, its worker and how it ended; then,
-    for a job still queued, the wait so far or until it is due."""
-    steps: list[dict[str, Any]] = []
-    before = job.created_at
-    for a in attempts:
-        start, end = a.started_at, a.finished_at
-        waited = (start - before).total_seconds() if start and before else None
-        ran = ((end.timestamp() if end else now) - start.timestamp()) if start else None
-        steps.append(
-            {
-                "kind": "attempt",
-                "attempt": a,
-                "waited": waited,
-                "ran": ran,
-                "open": end is None,
-                "outcome": a.status,
-            }
-        )
-        before = end or before
-    if job.status == "queued" and job.run_at is not None:
-        due = job.run_at.timestamp()
-        steps.append({"kind": "next", "at": job.run_at, "in": due - now, "retry": bool(attempts)})
-    return steps
-
-
-def commands(job: Any, now: float) -> list[tuple[str, str]]:
-    """(what, command) for each thing an operator can do to this job from a shell."""
-    out = [("show", f"errands show {job.id}")]
-    if job.status in bulk.RETRYABLE:
-        out.append(("retry", f"errands retry {job.id}"))
-    if job.status in bulk.CANCELLABLE:
-        out.append(("cancel", f"errands cancel {job.id}"))
-    if can_run_now(job, now):
-        out.append(("run now", f"errands run-now {job.id}"))
-    if job.status in bulk.REPRIORITIZABLE:
-        out.append(("priority", f"errands priority {job.priority} {job.id}"))
-    if job.status in bulk.DELETABLE:
-        out.append(("delete", f"errands delete {job.id}"))
-    return out
-
-
-# What the job page's buttons did (``?done=``, after the redirect): fixed texts, so the address
-# cannot put words on the page.
-JOB_NOTICES = {
-    "retry": "Retried: the job is queued again with one more attempt.",
-    "cancel": "Cancelled.",
-    "cancel_requested": "Cancel requested: the running attempt is asked to stop.",
-    "run_now": "Made due now: the next free worker runs it.",
-    "priority": "Priority changed.",
-    "signal": "Signal sent: a job waiting for it is queued to go on.",
-}
-
-
-def can_run_now(job: Any, now: float) -> bool:
-    """A queued job whose run_at is still ahead (scheduled, or a retry's backoff)."""
-    return (
-        job.status in bulk.RUNNABLE_NOW and job.run_at is not None and job.run_at.timestamp() > now
-    )
-
-
 async def job(request: Request, dash: Dashboard) -> Response:
     d = await run_in_threadpool(api.job_detail, dash, _job_id(request))
     j = d["job"]
     now = dash.queue.clock()
     payload, payload_cut = preview(j.payload)
     result, result_cut = preview(j.result) if j.result is not None else ("", False)
-    events = [{"e": e, "detail": event_detail(e.detail)} for e in d["events"]]
+    events = [{"e": e, "detail": jobview.event_detail(e.detail)} for e in d["events"]]
     return render(
         request,
         dash,
@@ -351,22 +289,22 @@ async def job(request: Request, dash: Dashboard) -> Response:
             "result_cut": result_cut,
             "can_retry": j.status in bulk.RETRYABLE,
             "can_cancel": j.status in bulk.CANCELLABLE,
-            "can_run_now": can_run_now(j, now),
+            "can_run_now": jobview.can_run_now(j, now),
             "can_reprioritize": j.status in bulk.REPRIORITIZABLE,
             "can_delete": j.status in bulk.DELETABLE,
-            "timeline": timeline(j, d["attempts"], now),
+            "timeline": jobview.timeline(j, d["attempts"], now),
             # Durable steps (docs/durable-steps.md): name, attempt, duration, result preview.
             "steps": [
                 {
                     "s": s,
                     "shown": json.dumps(s.result, ensure_ascii=False)[:120],
-                    "took": step_took(s),
+                    "took": jobview.step_took(s),
                 }
                 for s in d["steps"]
             ],
-            "pending": pending_step(d["steps"], j, now),
-            "commands": commands(j, now),
-            "notice": JOB_NOTICES.get(request.query_params.get("done", "")),
+            "pending": jobview.pending_step(d["steps"], j, now),
+            "commands": jobview.commands(j, now),
+            "notice": jobview.JOB_NOTICES.get(request.query_params.get("done", "")),
             # A job queued again (a retry, a backoff, a snooze) keeps its last attempt's start,
             # worker and progress: the page labels them as that attempt's, not as current.
             "past_attempt": j.attempts if j.status in ("queued", "waiting") else None,
@@ -379,44 +317,6 @@ async def job(request: Request, dash: Dashboard) -> Response:
             },
         },
     )
-
-
-def step_took(step: Any) -> float | None:
-    """How long a durable call took (a step's run, a sleep, a wait until its signal or
-    timeout); None while it is not over."""
-    if step.started_at is None or step.finished_at is None:
-        return None
-    return float((step.finished_at - step.started_at).total_seconds())
-
-
-def pending_step(steps: list[Any], job: Any, now: float) -> dict[str, Any] | None:
-    """The sleep or wait a job is in now, if any: the latest call, still open (a wait with
-    no signal yet, or a sleep whose end is ahead) while the job is not final."""
-    if not steps or job.status in ("succeeded", "failed", "cancelled"):
-        return None
-    last = steps[-1]
-    if last.kind == "wait" and last.finished_at is None:
-        return {"kind": "wait", "name": last.name, "until": last.wake_at, "since": last.started_at}
-    if last.kind == "sleep" and last.wake_at is not None and last.wake_at.timestamp() > now:
-        return {"kind": "sleep", "name": last.name, "until": last.wake_at, "since": last.started_at}
-    return None
-
-
-AFTER_SHOWN = 5  # upstream ids an event's detail lists before it says how many
-
-
-def event_detail(detail: Any) -> str:
-    """An event's detail as one line of JSON; a long ``after`` list (a batch's callback waits
-    for every member) is cut to its first ids and the count — the batch page lists them."""
-    if detail in (None, {}):
-        return ""
-    after = detail.get("after") if isinstance(detail, dict) else None
-    if isinstance(after, list) and len(after) > AFTER_SHOWN:
-        shown = ", ".join(str(i) for i in after[:AFTER_SHOWN])
-        rest = {k: v for k, v in detail.items() if k != "after"}
-        more = f" {json.dumps(rest, ensure_ascii=False)}" if rest else ""
-        return f"after {len(after):,} jobs: {shown}, … (the batch page lists them){more}"
-    return json.dumps(detail, ensure_ascii=False)
 
 
 def _download(value: Any, filename: str) -> Response:
