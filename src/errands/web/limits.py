@@ -34,16 +34,17 @@ def _key(value: Any) -> str:
     return value
 
 
-def _whole(value: Any, what: str) -> int:
-    if isinstance(value, str) and re.fullmatch(r"\s*[0-9]{1,9}\s*", value):
+def _whole(value: Any, what: str, *, text: bool = True) -> int:
+    """A whole number: a JSON number, or a form's digits (``text``)."""
+    if text and isinstance(value, str) and re.fullmatch(r"\s*[0-9]{1,9}\s*", value):
         value = int(value)
     if not isinstance(value, int) or isinstance(value, bool):
         raise params.BadParameter(f"{what} must be a whole number, got {value!r:.40}")
     return value
 
 
-def _seconds(value: Any) -> float:
-    if isinstance(value, str) and NUMBER.fullmatch(value):
+def _seconds(value: Any, *, text: bool = True) -> float:
+    if text and isinstance(value, str) and NUMBER.fullmatch(value):
         value = float(value)
     if not isinstance(value, int | float) or isinstance(value, bool):
         raise params.BadParameter(f"rate seconds must be a number, got {value!r:.40}")
@@ -55,12 +56,14 @@ def from_json(body: dict[str, Any]) -> tuple[int | None, tuple[int, float] | Non
     extra = sorted(set(body) - {"running", "rate"})
     if extra:
         raise params.BadParameter(f"unknown field(s) {', '.join(extra)}: give running, rate")
-    running = None if body.get("running") is None else _whole(body["running"], "running")
+    running = body.get("running")
+    if running is not None:
+        running = _whole(running, "running", text=False)
     rate = body.get("rate")
     if rate is not None:
         if not isinstance(rate, list) or len(rate) != 2:
             raise params.BadParameter("rate must be [n, seconds], e.g. [10, 60]")
-        rate = (_whole(rate[0], "rate n"), _seconds(rate[1]))
+        rate = (_whole(rate[0], "rate n", text=False), _seconds(rate[1], text=False))
     return running, rate
 
 
