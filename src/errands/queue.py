@@ -13,7 +13,8 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar, Unpack, overload
 
 from .backends import forks, open_backend, redact
-from .backends.base import EnqueueCall, Graduation, Listener
+from .backends.base import EnqueueCall, Graduation
+from .backends.verbs import Listener, ReadVerbs
 from .client import pipelines, waiting
 from .client.admin import MAX_BATCH as MAX_BATCH  # re-exported: the CLI's --batch-size cap
 from .client.admin import Actions, Reads
@@ -174,6 +175,13 @@ class Queue(Lifecycle, Reads, Actions, FlowControl, DurableSteps):
     def display_url(self) -> str:
         """The database URL with any password hidden, for messages and logs."""
         return redact(self.url)
+
+    @property
+    def reads(self) -> ReadVerbs:
+        """The database's read verbs (counts, searches, windows, the schedules, the workers)
+        for the CLI, the dashboard and reports of your own: nothing reached through it changes
+        a row. Every change is a Queue method (enqueue, retry, cancel, pause, …)."""
+        return self.backend
 
     @property
     def table_prefix(self) -> str:

@@ -20,7 +20,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .backends.base import Backend, PeriodicRow, StateCount, WindowRow
+from .backends.base import PeriodicRow, StateCount, WindowRow
+from .backends.verbs import ReadVerbs
 from .core import rollup
 from .core.records import to_datetime
 from .core.schedule import iso, overdue_reason
@@ -100,7 +101,7 @@ def summarize(w: Window, seconds: float) -> dict[str, Any]:
     }
 
 
-def last_hour(backend: Backend, now: float) -> dict[str, Any]:
+def last_hour(backend: ReadVerbs, now: float) -> dict[str, Any]:
     total, _ = windows(backend.window_rows(now - rollup.HOUR))
     return summarize(total, rollup.HOUR)
 
@@ -114,7 +115,7 @@ def counts(rows: list[StateCount]) -> dict[str, int]:
 
 
 def collect(
-    backend: Backend,
+    backend: ReadVerbs,
     now: float,
     *,
     alive_seconds: float,
@@ -167,7 +168,7 @@ def collect(
     }
 
 
-def wal(backend: Backend, now: float, alive_seconds: float) -> dict[str, Any]:
+def wal(backend: ReadVerbs, now: float, alive_seconds: float) -> dict[str, Any]:
     """SQLite's WAL: its size, how many truncations in a row a live worker saw blocked, and a
     warning naming the cause and the remedy when it is large (None on PostgreSQL)."""
     size = backend.storage()["wal_bytes"]
@@ -214,7 +215,7 @@ def _empty_hours(first: float, hours: int) -> dict[float, dict[str, Any]]:
 
 
 def hourly_throughput(
-    backend: Backend, now: float, hours: int, queue: str | None = None
+    backend: ReadVerbs, now: float, hours: int, queue: str | None = None
 ) -> list[dict[str, Any]]:
     """Finished jobs per hour over the ``hours`` hours up to ``now``, oldest first, one entry
     per hour, zeros included (``Queue.throughput``); of every queue or of ``queue``."""
@@ -289,7 +290,7 @@ def describe(row: PeriodicRow, now: float, *, retired: bool = False) -> dict[str
 
 
 def hourly_latency(
-    backend: Backend, now: float, hours: int, queue: str | None = None
+    backend: ReadVerbs, now: float, hours: int, queue: str | None = None
 ) -> list[dict[str, Any]]:
     """Wait and run time p50/p95 per hour over the ``hours`` hours up to ``now``, oldest first,
     one entry per hour (None where nothing finished), from the kept minute figures (8 days),
@@ -306,7 +307,7 @@ def hourly_latency(
 
 
 def hourly_of_type(
-    backend: Backend, now: float, hours: int, jtype: str, queue: str | None = None
+    backend: ReadVerbs, now: float, hours: int, jtype: str, queue: str | None = None
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """``hourly_throughput`` and ``hourly_latency`` of one job type (and ``queue``): each
     finished job counted once — its outcome, its wait and the run of its last attempt — from

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .backends.base import Backend, Listener
+    from .backends.verbs import Backend, Listener
 
 KINDS = ("finished", "enqueued")
 READY_TIMEOUT = 5.0  # how long the first subscriber waits for the listener to be listening

@@ -5,8 +5,8 @@ from __future__ import annotations
 from ..core.settings import Settings
 from ..errors import ConfigurationError
 from . import prefix
-from .base import Backend
 from .urls import CONNINFO, redact, scrub, secrets
+from .verbs import Backend
 
 
 def open_backend(url: str, settings: Settings, table_prefix: str | None = None) -> Backend:

@@ -71,7 +71,7 @@ ALIKE_RUN_MIN = 32  # alike jobs per statement, on average, for insert_jobs_alik
 class SQLJobs(SQLHost):
     """Jobs in (enqueue) and the worker's verbs on the jobs it holds."""
 
-    group_commit = False  # see base.JobVerbs; the SQLite backend turns it on
+    group_commit = False  # see verbs.JobVerbs; the SQLite backend turns it on
     # The driver reports an INSERT's last id and row count (Step mode LAST) and one
     # statement's new ids are consecutive: the bulk insert then needs no RETURNING (SQLite).
     counted_inserts = False

@@ -7,7 +7,7 @@ which rows go with which outcome, audit events — is shared; a dialect (``sqlit
 supplies only the hooks of ``host.SQLHost``: connections, transactions, list and time
 parameters, migrations' runner and its wake-ups (as Oban's Lite engine reuses the Postgres one).
 
-Each noun is a mixin on ``SQLHost`` in a module of its own, and a protocol in ``base.py``.
+Each noun is a mixin on ``SQLHost`` in a module of its own, and a protocol in ``verbs.py``.
 Mixins rather than composed objects, so every caller keeps speaking to one backend object
 (``q.backend.claim``) and the hot path makes no extra hop; each mixin reaches only the hooks
 ``SQLHost`` declares (and ``periodic`` the jobs noun's insert, through a typed protocol).

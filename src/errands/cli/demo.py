@@ -186,9 +186,13 @@ def run_worker_until_done(q: Queue, out: TextIO) -> None:
     finally:
         # Retire the schedule before the worker stops: its scheduler could otherwise enqueue
         # one more tick that nobody runs, and the file would later look "overdue" to check.
-        retire_schedules(q)
+        retired = retire_schedules(q)
         worker.stop()
         thread.join()
+    # Then their rows, so nothing later reports them overdue (refused while a live worker
+    # declares one: this one has stopped, and the burst below declares none).
+    for name in retired:
+        q.remove_periodic(name, actor="demo")
     # A tick enqueued just before the schedule was retired still runs, so the summary adds up.
     Worker(q, concurrency=8, burst=True, handle_signals=False).run()
     left = _left(q)
@@ -203,19 +207,11 @@ def _left(q: Queue) -> int:
 
 
 def retire_schedules(q: Queue) -> list[str]:
-    """Remove the demo's periodic schedules (from the Queue and the file) once the demo is
-    done, so nothing later reports them overdue and no tick waits for a worker."""
+    """Stop firing the demo's periodic schedules once the demo is done (the scheduler only
+    fires schedules its Queue has), so no tick waits for a worker; their names."""
     names = sorted(q.schedules)
     for name in names:
-        q.schedules.pop(name)  # the scheduler only fires schedules its Queue has
-    path = getattr(q.backend, "path", None)
-    if names and path:
-        conn = sqlite3.connect(path)
-        try:
-            with conn:
-                conn.executemany("DELETE FROM periodic WHERE name = ?", [(n,) for n in names])
-        finally:
-            conn.close()
+        q.schedules.pop(name)
     return names
 
 

@@ -69,7 +69,7 @@ def _rate(text: str) -> tuple[int, float]:
 def _pause(args: argparse.Namespace) -> int:
     with _open(args) as q:
         q.pause(args.queue, reason=args.reason, actor=ACTOR)
-        unused = unused_queues(q.backend, [args.queue], (), q.clock(), q.settings.lease_seconds)
+        unused = unused_queues(q.reads, [args.queue], (), q.clock(), q.settings.lease_seconds)
     what = "every queue" if args.queue == "*" else f"queue {args.queue!r}"
     print(f"paused {what}: workers stop claiming from it at their next claim")
     if unused:

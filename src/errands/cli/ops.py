@@ -442,19 +442,19 @@ def _periodic_remove(args: argparse.Namespace) -> int:
 def check_warnings(q: Queue) -> list[str]:
     """What ``check`` reports without failing: queued jobs of types no process has declared
     (they took the defaults: queue, priority, max_attempts; errands.client.declared)."""
-    declared = {r.type for r in q.backend.task_types()}
+    declared = {r.type for r in q.reads.task_types()}
     return [
         f"{n:,} queued {queue}/{jtype} job(s) of a type no worker has declared: they took the "
         "default options (queue 'default', priority 0, 20 attempts); start a worker whose app "
         f"has @q.task for {jtype!r}, or pass the options when enqueueing"
-        for queue, jtype, n in q.backend.queued_types()
+        for queue, jtype, n in q.reads.queued_types()
         if jtype not in declared
     ]
 
 
 def check_problems(q: Queue, args: argparse.Namespace) -> list[str]:
     now = q.clock()
-    b = q.backend
+    b = q.reads
     graduated = b.graduation()
     if graduated is not None:
         # Its schedules and jobs live on there now: nothing here is overdue or stuck.

@@ -269,7 +269,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     try:
         queue.refuse_if_graduated()  # before any child starts: restarting it cannot help
         unused = unused_queues(
-            queue.backend,
+            queue.reads,
             queues or [],
             (t.options.queue for t in queue.tasks.values()),
             queue.clock(),

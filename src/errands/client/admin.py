@@ -178,7 +178,21 @@ class Reads(QueueParts):
 
 
 class Actions(QueueParts):
-    """Operator actions: cancel, retry, prune, recount, vacuum."""
+    """Operator actions: cancel, retry, prune, recount, vacuum, graduation's mark."""
+
+    def mark_graduated(self, target: str, *, now: float | None = None) -> None:
+        """Mark this database's queue as moved to ``target`` (a URL, password hidden): from
+        then on it takes no new work and names ``target`` (``errands graduate`` calls it once
+        every row is copied and checked)."""
+        if not isinstance(target, str) or not target.strip():
+            raise ConfigurationError(f"target must be the URL the queue moved to, got {target!r}")
+        now = self.clock() if now is None else validate.epoch(now, "now")
+        self.backend.mark_graduated(target, now)
+
+    def reopen(self) -> bool:
+        """Lift ``errands graduate``'s mark so this database takes work again (``errands
+        reopen``); False when it was not marked."""
+        return self.backend.reopen()
 
     def prune(
         self,

@@ -18,7 +18,8 @@ from itertools import repeat
 from operator import attrgetter, is_, itemgetter
 from typing import Any, NamedTuple, TypeVar
 
-from ..backends.base import Backend, Needs, NewJob
+from ..backends.base import Needs, NewJob
+from ..backends.verbs import Backend
 from ..core import payload as payload_json
 from ..core import validate
 from ..core.options import DEFAULT, EnqueueOptions

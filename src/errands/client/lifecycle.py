@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Self
 
 from ..backends import forks
-from ..backends.base import Backend
+from ..backends.verbs import Backend
 from ..core.settings import Settings
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..backends.base import Backend
+from ..backends.verbs import Backend
 from ..core.settings import Settings
 from .enqueueing import Producer
 

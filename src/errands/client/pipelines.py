@@ -21,7 +21,7 @@ from .enqueueing import Batch as Checked
 from .enqueueing import EnqueueItem, Producer, item_options
 
 if TYPE_CHECKING:
-    from ..backends.base import Backend
+    from ..backends.verbs import Backend
 
 
 def chain(

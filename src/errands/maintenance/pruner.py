@@ -22,7 +22,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..backends.base import PruneProgress, PruneReport, RetentionVerbs
+from ..backends.base import PruneProgress, PruneReport
+from ..backends.verbs import RetentionVerbs
 from ..core.settings import Retention
 from ..core.states import State
 

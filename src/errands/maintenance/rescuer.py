@@ -6,7 +6,8 @@ from __future__ import annotations
 import logging
 from typing import Protocol
 
-from ..backends.base import LeaderVerbs, RescueReport
+from ..backends.base import RescueReport
+from ..backends.verbs import LeaderVerbs
 
 log = logging.getLogger("errands.maintenance")
 

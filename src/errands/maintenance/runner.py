@@ -16,7 +16,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from ..backends.base import Backend
+from ..backends.verbs import Backend
 from ..errors import DatabaseError
 
 log = logging.getLogger("errands.maintenance")

@@ -15,7 +15,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..backends.base import NewJob, PeriodicRow, PeriodicVerbs
+from ..backends.base import NewJob, PeriodicRow
+from ..backends.verbs import PeriodicVerbs
 from ..core.options import EnqueueOptions
 from ..core.schedule import Schedule, next_tick
 from ..tasks import TaskOptions

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import logging
 
-from ..backends.base import DepVerbs, SweepReport
+from ..backends.base import SweepReport
+from ..backends.verbs import DepVerbs
 
 log = logging.getLogger("errands.maintenance")
 

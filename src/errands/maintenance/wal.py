@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 
-from ..backends.base import RetentionVerbs
+from ..backends.verbs import RetentionVerbs
 
 log = logging.getLogger("errands.maintenance")
 

@@ -124,7 +124,7 @@ def _samples(dash: Dashboard, groups: list[dict[str, Any]]) -> list[dict[str, An
     each: the page shows at most FAILURE_PAGE groups)."""
     out: list[dict[str, Any] | None] = []
     for g in groups:
-        found = dash.queue.backend.error_sample(g["error_code"], g["type"])
+        found = dash.queue.reads.error_sample(g["error_code"], g["type"])
         if found is not None and found["error_detail"]:
             found["error_detail"] = str(found["error_detail"])[:SAMPLE_CHARS]
         out.append(found)
@@ -213,7 +213,7 @@ def _queues_data(dash: Dashboard) -> list[dict[str, Any]]:
     throughput, failure rate and wait/run p95 (all from kept figures and index ranges)."""
     q = dash.queue
     now = q.clock()
-    backend = q.backend
+    backend = q.reads
     per: dict[str, dict[str, Any]] = {}
 
     def entry(name: str) -> dict[str, Any]:
@@ -362,10 +362,10 @@ def chart_series(
 
     def read() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         if f.type is not None:
-            return reports.hourly_of_type(q.backend, now, f.hours, f.type, f.queue)
+            return reports.hourly_of_type(q.reads, now, f.hours, f.type, f.queue)
         return (
-            reports.hourly_throughput(q.backend, now, f.hours, f.queue),
-            reports.hourly_latency(q.backend, now, f.hours, f.queue),
+            reports.hourly_throughput(q.reads, now, f.hours, f.queue),
+            reports.hourly_latency(q.reads, now, f.hours, f.queue),
         )
 
     if f.hours <= 24:

@@ -162,7 +162,7 @@ def total(dash: Dashboard, f: search.Filters) -> int | None:
         return None
     return sum(
         r.count
-        for r in dash.queue.backend.state_counts()
+        for r in dash.queue.reads.state_counts()
         if (f.status is None or r.status == f.status)
         and (f.type is None or r.type == f.type)
         and (f.queue is None or r.queue == f.queue)

@@ -117,7 +117,7 @@ def _in_view(job: Job, f: Filters, now: float, snoozed: frozenset[int] = frozens
 
 
 def _search(dash: Dashboard, f: Filters, text: str) -> Found:
-    backend = dash.queue.backend
+    backend = dash.queue.reads
     top = f.cursor
     if top is None:
         newest = backend.newest_job_id()
@@ -156,7 +156,7 @@ def running(
 ) -> tuple[list[Job], int | None]:
     """Running jobs, newest first, from the running jobs' own index (``ids_matching_running``)
     rather than a walk of the whole table looking for them; and the next page's cursor."""
-    backend = dash.queue.backend
+    backend = dash.queue.reads
     ids = backend.match_ids("running", type=type, queue=queue, error_code=error_code)
     ids = sorted((i for i in ids if before_id is None or i < before_id), reverse=True)
     jobs = [j for j in (backend.get_job(i) for i in ids[:limit]) if j is not None]

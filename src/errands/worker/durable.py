@@ -18,7 +18,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from ..backends.base import Backend, ClaimedJob, Suspended
+from ..backends.base import ClaimedJob, Suspended
+from ..backends.verbs import Backend
 from ..core import payload as payload_json
 from ..core.records import StepRecord
 from ..core.steps import check_name

@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..backends.base import Backend, Listener
+from ..backends.verbs import Backend, Listener
 from ..core.settings import Settings
 from ..maintenance.runner import Service
 from ..tasks import Task

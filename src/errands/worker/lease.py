@@ -10,7 +10,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..backends import forks
-from ..backends.base import Backend, ClaimedJob, Failed, Succeeded
+from ..backends.base import ClaimedJob, Failed, Succeeded
+from ..backends.verbs import Backend
 from ..core.records import Job
 from ..core.settings import Settings
 from ..errors import DatabaseError, InvalidTransitionError, JobError

@@ -26,15 +26,8 @@ import uuid
 from collections.abc import Callable, Sequence
 
 from ..backends import forks
-from ..backends.base import (
-    ClaimedJob,
-    ClaimRequest,
-    Listener,
-    Retried,
-    Snoozed,
-    Suspended,
-    WorkerInfo,
-)
+from ..backends.base import ClaimedJob, ClaimRequest, Retried, Snoozed, Suspended, WorkerInfo
+from ..backends.verbs import Listener
 from ..context import JobContext
 from ..errors import (
     ConfigurationError,

@@ -11,7 +11,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from ..backends.base import Backend, ClaimedJob, ClaimRequest, Outcome
+from ..backends.base import ClaimedJob, ClaimRequest, Outcome
+from ..backends.verbs import Backend
 from ..errors import DatabaseBusyError
 from . import execution
 from . import log as worker_log

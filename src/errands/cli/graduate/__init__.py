@@ -149,7 +149,7 @@ def run_reopen(args: argparse.Namespace) -> int:
     try:
         with Queue(source, allow_graduated=True) as q:
             was = q.graduation()
-            q.backend.reopen()
+            q.reopen()
     except ErrandsError as exc:
         output.error(scrub(str(exc), source))
         return 1

@@ -211,9 +211,9 @@ def graduate(
     pg_url, named_prefix = prefix.split_url(pg_url)
     with Queue(sqlite_url, allow_graduated=True) as src_q:
         names = Names(src_q.table_prefix, src_q.table_prefix)
-        src_version = src_q.backend.schema_version()
+        src_version = src_q.reads.schema_version()
         live = [] if ignore_live_workers else src_q.workers(now=time.time())
-        moved = src_q.backend.graduation()
+        moved = src_q.graduation()
     if moved is not None:
         # Run again after the cut-over, a copy would meet jobs run there since (docs/postgres.md).
         raise GraduateError(
@@ -226,7 +226,7 @@ def graduate(
     target_prefix = names.source_prefix if named_prefix is None else named_prefix
     with Queue(pg_url, table_prefix=target_prefix) as dst_q:
         names = Names(names.source_prefix, dst_q.table_prefix)
-        dst_version = dst_q.backend.schema_version()
+        dst_version = dst_q.reads.schema_version()
     if live:
         raise GraduateError(_live_workers_message(path, live))
     if src_version != dst_version:
@@ -293,7 +293,7 @@ def graduate(
     if report.ok:
         # The file now refuses new work, naming where its queue went (no password).
         with Queue(sqlite_url, allow_graduated=True) as src_q:
-            src_q.backend.mark_graduated(redact(pg_url), time.time())
+            src_q.mark_graduated(redact(pg_url), now=time.time())
     report.seconds = time.monotonic() - started
     return report
 
