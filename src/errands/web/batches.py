@@ -37,7 +37,7 @@ def batch_id(request: Request) -> int:
 
 def members(dash: Dashboard, callback_id: int) -> list[Job]:
     """The jobs a batch's callback runs after, in id order (raises for no batch)."""
-    found = [job for job, _rule in dash.queue.backend.upstream(callback_id)]
+    found = [job for job, _rule in dash.queue.reads.upstream(callback_id)]
     if not found:
         raise JobNotFoundError(
             f"job {callback_id} runs after no job, so it is no batch (a batch's id is its "

@@ -303,7 +303,7 @@ def _workers_data(dash: Dashboard) -> dict[str, Any]:
     # worker runs, from the kept counts (no pass over the queued jobs).
     unhandled = [
         {"queue": r.queue, "type": r.type, "queued": r.count}
-        for r in sorted(dash.queue.backend.state_counts(), key=lambda r: (r.queue, r.type))
+        for r in sorted(dash.queue.reads.state_counts(), key=lambda r: (r.queue, r.type))
         if r.status == "queued"
         and r.count
         and not any(reports.handles(w, r.queue, r.type) for w in rows)

@@ -103,7 +103,7 @@ def _snoozed(dash: Dashboard, f: Filters) -> frozenset[int]:
     of them, with their latest attempt row each), for the ``snoozed`` view's check."""
     if f.view != "snoozed":
         return frozenset()
-    return frozenset(r["id"] for r in dash.queue.backend.snoozing_jobs(1, SCAN_ROWS))
+    return frozenset(r["id"] for r in dash.queue.reads.snoozing_jobs(1, SCAN_ROWS))
 
 
 def _in_view(job: Job, f: Filters, now: float, snoozed: frozenset[int] = frozenset()) -> bool:
