@@ -58,13 +58,14 @@ def free_port() -> int:
 
 
 def snapshot(url: str) -> list[Any]:
-    """Every job's state and the size of the audit log: equal before and after means nothing
-    was written."""
+    """Every job's state, the size of the audit log, the pauses and the stored limits: equal
+    before and after means nothing was written."""
     return [
         sql_rows(url, "SELECT id, status, attempts, run_at FROM jobs ORDER BY id"),
         sql_rows(url, "SELECT COUNT(*) FROM job_events"),
         sql_rows(url, "SELECT COUNT(*) FROM job_attempts"),
         sql_rows(url, "SELECT queue, reason FROM queue_pauses ORDER BY queue"),
+        sql_rows(url, "SELECT * FROM flow_limits ORDER BY key"),
     ]
 
 

@@ -170,8 +170,8 @@ async def _page_one(request: Request, dash: Dashboard, action: str) -> Response:
     await run_in_threadpool(_one, dash, action, job_id, priority)
     if action == "delete":  # its page is gone: the list says what happened
         target = request.url_for("jobs").include_query_params(deleted=job_id)
-    else:
-        target = request.url_for("job", job_id=job_id)
+    else:  # the job's page, saying what was done
+        target = request.url_for("job", job_id=job_id).include_query_params(done=action)
     return RedirectResponse(target, status_code=303)
 
 

@@ -195,13 +195,17 @@ def bulk_filters(query: Any, allowed: frozenset[str]) -> dict[str, Any]:
 
 
 def run_bulk(
-    dash: Dashboard, action: str, filters: dict[str, Any], dry_run: bool
+    dash: Dashboard,
+    action: str,
+    filters: dict[str, Any],
+    dry_run: bool,
+    priority: int | None = None,
 ) -> dict[str, Any]:
     q = dash.queue
     ids = q.select_jobs(action, filters["status"], **_rest(filters))
     if dry_run:
         return {"selected": len(ids), "changed": 0, "requested": 0, "skipped": 0, "dry_run": True}
-    report = q.act(action, ids, actor=actor(), selected_by=filters)
+    report = q.act(action, ids, actor=actor(), priority=priority, selected_by=filters)
     log.info(
         "bulk %s by %s: %d selected, %d changed", action, actor(), len(ids), len(report.changed)
     )

@@ -34,7 +34,7 @@ from ..errors import (
     JobNotFoundError,
     PayloadError,
 )
-from . import actions, activity, api, boards, openapi, pages
+from . import actions, activity, api, batches, boards, limits, openapi, pages
 from .common import Dashboard
 from .middleware import MAX_BODY, BodyLimit, SecurityHeaders
 from .params import BadParameter, unknown_query
@@ -195,6 +195,26 @@ ROUTES: tuple[Endpoint, ...] = (
         "read",
         True,
     ),
+    # A batch (docs/pipelines.md): its callback's id; web/batches.py
+    _e(
+        "/api/admin/batches/{job_id:int}",
+        batches.api_batch,
+        "GET",
+        "api_batch",
+        "protected",
+        "read",
+        True,
+    ),
+    _e(
+        "/api/admin/batches/{job_id:int}/retry",
+        batches.api_retry_failed,
+        "POST",
+        "api_batch_retry",
+        *MUTATE_API,
+    ),
+    # Limits edited (issue #36): web/limits.py
+    _e("/api/admin/limits/{key}", limits.api_set, "POST", "api_set_limit", *MUTATE_API),
+    _e("/api/admin/limits/{key}/clear", limits.api_clear, "POST", "api_clear_limit", *MUTATE_API),
     # The document of the routes above (issue #38): any client can be generated from it
     _e("/api/openapi.json", openapi_json, "GET", "api_openapi", "protected", "read", True),
     # HTML pages
@@ -223,9 +243,18 @@ ROUTES: tuple[Endpoint, ...] = (
             ("priority", actions.page_priority),
         )
     ),
+    _e("/jobs/{job_id:int}/signal", pages.send_signal, "POST", "signal", *MUTATE_PAGE),
     _e("/jobs/act", pages.act_on_selected, "POST", "act", "protected", "mutation", False),
     _e("/bulk/confirm", pages.bulk_confirm, "GET", "bulk", "protected", "read", False),
     _e("/bulk", pages.bulk_run, "POST", "bulk_post", "protected", "mutation", False),
+    _e("/batches/{job_id:int}", batches.page, "GET", "batch", "protected", "read", False),
+    _e(
+        "/batches/{job_id:int}/retry",
+        batches.page_retry_failed,
+        "POST",
+        "batch_retry",
+        *MUTATE_PAGE,
+    ),
     _e("/failures", boards.failures, "GET", "failures", "protected", "read", False),
     _e("/queues", boards.queues, "GET", "queues", "protected", "read", False),
     _e("/queues/pause", boards.pause_queue, "POST", "queue_pause", "protected", "mutation", False),
@@ -238,6 +267,8 @@ ROUTES: tuple[Endpoint, ...] = (
         "mutation",
         False,
     ),
+    _e("/queues/limit", limits.page_set, "POST", "limit_set", *MUTATE_PAGE),
+    _e("/queues/limit/clear", limits.page_clear, "POST", "limit_clear", *MUTATE_PAGE),
     _e("/periodic", boards.periodic, "GET", "periodic", "protected", "read", False),
     *(
         _e(f"/periodic/{verb}", handler, "POST", f"periodic_{verb}", *MUTATE_PAGE)
