@@ -33,11 +33,15 @@ def world(q: errands.Queue) -> dict[str, Any]:
     later = q.enqueue("work", {"n": 1}, delay=HOUR)
     queued = work.enqueue(n=2)
     q.pause("paused", actor="setup")
-    return {"cancelled": cancelled, "later": later, "queued": queued}
+    with q.batch(on_complete=("work", {"n": 3})) as batch:
+        batch.enqueue("work", {"n": 4})
+    q.cancel(batch.ids[0], actor="setup")
+    return {"cancelled": cancelled, "later": later, "queued": queued, "batch": batch.id}
 
 
 def fill(path: str, w: dict[str, Any], job: str) -> str:
-    return path.replace("{job_id:int}", str(w[job])).replace("{name}", "hourly")
+    path = path.replace("{job_id:int}", str(w[job])).replace("{name}", "hourly")
+    return path.replace("{key}", "mail")
 
 
 # Each mutation route: (the job its {job_id} names, its JSON body or form fields, the action
@@ -65,6 +69,9 @@ API_CASES: dict[tuple[str, str], tuple[str, dict[str, Any], str]] = {
     ("/api/admin/prune", "POST"): ("queued", {}, "prune"),
     ("/api/admin/queues/{name}/pause", "POST"): ("queued", {"reason": "deploy"}, "pause"),
     ("/api/admin/queues/{name}/resume", "POST"): ("queued", {}, "resume"),
+    ("/api/admin/batches/{job_id:int}/retry", "POST"): ("batch", {}, "retry"),
+    ("/api/admin/limits/{key}", "POST"): ("queued", {"running": 2}, "set_limit"),
+    ("/api/admin/limits/{key}/clear", "POST"): ("queued", {}, "clear_limit"),
 }
 PAGE_CASES: dict[tuple[str, str], tuple[str, dict[str, Any], str]] = {
     ("/jobs/{job_id:int}/retry", "POST"): ("cancelled", {}, "retry"),
@@ -80,6 +87,10 @@ PAGE_CASES: dict[tuple[str, str], tuple[str, dict[str, Any], str]] = {
     ("/periodic/disable", "POST"): ("queued", {"name": "hourly"}, "periodic_disable"),
     ("/periodic/enable", "POST"): ("queued", {"name": "hourly"}, "periodic_enable"),
     ("/prune", "POST"): ("queued", {}, "prune"),
+    ("/batches/{job_id:int}/retry", "POST"): ("batch", {}, "retry"),
+    ("/jobs/{job_id:int}/signal", "POST"): ("queued", {"name": "go"}, "signal"),
+    ("/queues/limit", "POST"): ("queued", {"key": "mail", "running": "2"}, "set_limit"),
+    ("/queues/limit/clear", "POST"): ("queued", {"key": "mail"}, "clear_limit"),
 }
 MUTATIONS = {(e.path, e.methods[0]) for e in ROUTES if e.kind == "mutation"}
 

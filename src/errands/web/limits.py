@@ -92,7 +92,7 @@ def set_limit(
 
 
 def clear_limit(dash: Dashboard, key: str) -> dict[str, Any]:
-    cleared = dash.queue.clear_limit(key)
+    cleared = dash.queue.clear_limit(key, actor=api.actor())
     return {"key": key, "result": "cleared" if cleared else "not_set"}
 
 

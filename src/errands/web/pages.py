@@ -402,6 +402,17 @@ async def send_signal(request: Request, dash: Dashboard) -> Response:
         await run_in_threadpool(partial(dash.queue.signal, job_id, name, value, actor=api.actor()))
     except ValueError as exc:  # a name or payload errands cannot store
         raise params.BadParameter(str(exc)) from None
+    # Logged as the JSON API's signal is: an operator's, by hand (docs/operations.md).
+    await run_in_threadpool(
+        partial(
+            dash.queue.record_activity,
+            "signal",
+            actor=api.actor(),
+            target=f"job {job_id}",
+            count=1,
+            detail={"name": name},
+        )
+    )
     return RedirectResponse(job_done_url(request, job_id, "signal"), status_code=303)
 
 
