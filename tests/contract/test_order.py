@@ -1,7 +1,8 @@
 """Order per key in one process, both backends (docs/flow-control.md, "Order per key"): of
 each value only its head starts — the lowest-id job not finished — in id order whatever the
 priorities, a retry keeping its place, a failed head letting the next go or holding it
-("block"), a stuck value never delaying another.
+("block"), a stuck value never delaying another. The cross-process promise is
+tests/runtime/test_order_runtime.py.
 """
 
 from __future__ import annotations
