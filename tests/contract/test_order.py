@@ -13,7 +13,15 @@ from typing import Any
 import pytest
 
 import errands
-from errands.backends.base import ClaimedJob, ClaimRequest, Failed, Retried, Succeeded
+from errands.backends.base import (
+    ClaimedJob,
+    ClaimRequest,
+    Failed,
+    Retried,
+    Snoozed,
+    Succeeded,
+    Suspended,
+)
 from errands.order import order_specs
 from errands.tasks import TaskOptions
 from helpers.support import FixedClock
@@ -119,6 +127,45 @@ def test_a_retry_keeps_its_place_ahead_of_later_jobs(
     assert ns(again) == [0] and again[0].attempt == 2
     succeed(q, again)
     assert ns(claim(q)) == [1]
+
+
+def test_a_snoozed_sleeping_or_waiting_head_holds_its_value(
+    clocked_queue: errands.Queue, clock: FixedClock
+) -> None:
+    q = clocked_queue
+    app(q)
+    enqueue(q, "sync", "a", 2)
+    now = q.clock()
+    (head,) = claim(q)
+    q.backend.finish([Snoozed(head.id, head.attempt, now, now + 30, 30)], "w1", now, held=[head])
+    assert claim(q) == []  # snoozed: queued, not due
+    clock.advance(31)
+    (head,) = claim(q)
+    now = q.clock()
+    sleep = Suspended(head.id, head.attempt, now, False, now + 30)
+    q.backend.finish([sleep], "w1", now, held=[head])
+    assert claim(q) == []  # ctx.sleep: queued, not due
+    clock.advance(31)
+    (head,) = claim(q)
+    now = q.clock()
+    park = Suspended(head.id, head.attempt, now, True, now + 3600)
+    q.backend.finish([park], "w1", now, held=[head])
+    assert q.get(head.id).status == "waiting"
+    assert claim(q) == []  # ctx.wait_for: waiting
+
+
+def test_a_head_waiting_for_its_dependencies_holds_its_value(
+    clocked_queue: errands.Queue,
+) -> None:
+    q = clocked_queue
+    app(q)
+    (upstream,) = q.enqueue_many([("plain", {"n": 9})])
+    waiting = q.enqueue("sync", {"account": "a", "n": 0}, after=[upstream])
+    q.enqueue("sync", {"account": "a", "n": 1})
+    got = claim(q)
+    assert ns(got) == [9]  # the plain upstream only: n=1 waits behind the waiting head
+    succeed(q, got)
+    assert [j.id for j in claim(q)] == [waiting]
 
 
 def test_a_failed_head_lets_the_next_go_by_default(clocked_queue: errands.Queue) -> None:
