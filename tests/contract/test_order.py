@@ -150,7 +150,8 @@ def test_a_snoozed_sleeping_or_waiting_head_holds_its_value(
     now = q.clock()
     park = Suspended(head.id, head.attempt, now, True, now + 3600)
     q.backend.finish([park], "w1", now, held=[head])
-    assert q.get(head.id).status == "waiting"
+    parked = q.get(head.id)
+    assert parked is not None and parked.status == "waiting"
     assert claim(q) == []  # ctx.wait_for: waiting
 
 
