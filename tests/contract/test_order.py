@@ -255,6 +255,25 @@ def test_fair_and_ordered_take_turns_between_values_in_order_within(
     assert seen == {"A": [0, 1, 2, 3, 4], "B": [0, 1, 2, 3, 4]}
 
 
+def test_an_ordered_task_under_a_limit_of_the_same_field_keeps_one_at_a_time(
+    clocked_queue: errands.Queue,
+) -> None:
+    q = clocked_queue
+
+    @q.task(order="account", limit=errands.Limit("acct", running=5, group="account"))
+    def post(account: str = "", n: int = 0) -> None: ...
+
+    options = [t.options for t in q.tasks.values()]
+    assert order_specs(options) == {"acct": False}
+    q.backend.register_limits([errands.Limit("acct", running=5, group="account").spec()], 0.0)
+    q.enqueue_many([("post", {"account": "a", "n": i}) for i in range(3)])
+    request = ClaimRequest("w1", ["post"], None, 10, 60.0, True, {}, order_specs(options))
+    got = q.backend.claim(request, q.clock())
+    assert ns(got) == [0]  # the cap allows five: the order allows one
+    succeed(q, got)
+    assert ns(q.backend.claim(request, q.clock())) == [1]
+
+
 def test_unordered_jobs_are_claimed_beside_ordered_ones(clocked_queue: errands.Queue) -> None:
     q = clocked_queue
     app(q)
