@@ -19,6 +19,7 @@ from .core.timerules import TimeRules
 from .errors import ConfigurationError, ErrandsError, PayloadError, at_item
 from .fair import Fair
 from .limits import Limit
+from .order import Order
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -44,6 +45,7 @@ class TaskOptions:
     max_snoozes: int = DEFAULT_MAX_SNOOZES
     expires_in: float | None = None  # seconds (docs/flow-control.md "Time rules")
     fair: Fair | None = None  # fair share (errands.Fair): its jobs' group is their value
+    order: Order | None = None  # order per key: its jobs' group is their value
 
     def __post_init__(self) -> None:
         validate.name(self.queue, "queue")
@@ -58,6 +60,8 @@ class TaskOptions:
                 f"{self.limit.group!r}): a fair task's limit must be per the same field; "
                 f"give the Limit group={self.fair.name!r}"
             )
+        if self.order is not None:
+            self._check_order(self.order)
         validate.integer(self.priority, "priority", *validate.PRIORITY_RANGE)
         validate.integer(self.max_attempts, "max_attempts", 1, validate.MAX_ATTEMPTS_MAX)
         validate.integer(self.max_snoozes, "max_snoozes", 0, validate.MAX_ATTEMPTS_MAX)
@@ -66,6 +70,20 @@ class TaskOptions:
         if self.expires_in is not None:
             validate.duration(self.expires_in, "expires_in")
         validate.callable_(self.backoff, "backoff", "a callable attempt -> seconds")
+
+    def _check_order(self, order: Order) -> None:
+        # One group per job: the ordered value must be the limit's group and the fair value.
+        if self.limit is not None and self.limit.group != order.field:
+            raise ConfigurationError(
+                f"order={order.name!r} with Limit({self.limit.key!r}, group="
+                f"{self.limit.group!r}): one job has one group, so an ordered task's limit "
+                f"must be per the same field; give the Limit group={order.name!r}"
+            )
+        if self.fair is not None and self.fair.field != order.field:
+            raise ConfigurationError(
+                f"order={order.name!r} with fair={self.fair.name!r}: one job has one group, "
+                "so order and fair share must name the same field"
+            )
 
     # Every job is built by these two (an enqueue, an enqueue_many, a periodic tick), so an
     # option or a limit column is resolved in one place.
@@ -122,6 +140,11 @@ class TaskOptions:
                 payload_json.check(payload)
             job.limit_key = key = self.fair.key()
             job.limit_group = self.fair.value_of(payload, key)
+        elif self.order is not None:  # stored as a group of its own key (errands/order.py)
+            if not text:
+                payload_json.check(payload)
+            job.limit_key = key = self.order.key()
+            job.limit_group = self.order.value_of(payload, key)
         return job
 
     def fair_key(self) -> str | None:
@@ -129,6 +152,14 @@ class TaskOptions:
         if self.fair is None:
             return None
         return self.fair.key() if self.limit is None else self.limit.key
+
+    def order_key(self) -> str | None:
+        """The limit key this task's jobs keep their order under (None: not ordered)."""
+        if self.order is None:
+            return None
+        if self.limit is not None:
+            return self.limit.key
+        return self.order.key() if self.fair is None else self.fair.key()
 
     def jobs(
         self, job_type: str, texts: list[str], payloads: list[Any], now: float
@@ -165,6 +196,14 @@ class TaskOptions:
                 job.limit_key = key
                 try:
                     job.limit_group = fair.value_of(payload, key)
+                except ErrandsError as exc:
+                    raise at_item(n, exc) from None
+        elif self.order is not None:
+            order, key = self.order, self.order.key()
+            for n, (job, payload) in enumerate(zip(jobs, payloads, strict=True)):
+                job.limit_key = key
+                try:
+                    job.limit_group = order.value_of(payload, key)
                 except ErrandsError as exc:
                     raise at_item(n, exc) from None
         return jobs
@@ -325,7 +364,16 @@ def declared_rows(tasks: Mapping[str, Task[Any, Any]], worker_id: str) -> list[T
             priority=t.options.priority,
             max_attempts=t.options.max_attempts,
             timeout_seconds=t.options.timeout,
+            options=_declared_options(t.options),
             declared_by=worker_id,
         )
         for name, t in sorted(tasks.items())
     ]
+
+
+def _declared_options(options: TaskOptions) -> dict[str, Any]:
+    # What `errands check` reads back without the app: which keys a failed head blocks.
+    key = options.order_key()
+    if key is None or options.order is None:
+        return {}
+    return {"order_key": key, "order_on_failure": options.order.on_failure}

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -127,10 +127,12 @@ class SQLFair(SQLHost):
         weights: FairWeights,
         base: dict[str, Any],
         limit: int,
+        heads: Mapping[str, Candidate] | None = None,
     ) -> FairPlan:
         """The starts the turns give among ``rooms`` (value -> how many more may start, and
         the highest priority it holds) of fair ``key``, up to ``limit``; their jobs are
-        locked (PostgreSQL: FOR UPDATE SKIP LOCKED) but not claimed."""
+        locked (PostgreSQL: FOR UPDATE SKIP LOCKED) but not claimed. With ``heads`` (an
+        ordered key: each value's head, backends/order.py) a value's only job is its head."""
         q = self.q
         row = conn.execute(q["fair_clock"], {"key": key}).fetchone()
         vtime = float(row[0]) if row else 0.0
@@ -152,13 +154,16 @@ class SQLFair(SQLHost):
             wants = {
                 v: min(rooms[v][0], 1 + math.ceil(limit * weights.of(v) / share)) for v in batch
             }
-            rows = dumps([[v, n] for v, n in wants.items()])
-            params = {**base, "key": key, "rows": rows, "n": max(wants.values())}
             due: dict[str, list[Candidate]] = {}
-            for r in conn.execute(q["fair_due"], params):
-                jobs = due.setdefault(r[3], [])
-                if len(jobs) < wants[r[3]]:
-                    jobs.append((r[0], r[1], r[2]))
+            if heads is not None:
+                due = {v: [heads[v]] for v in batch if v in heads}
+            else:
+                rows = dumps([[v, n] for v, n in wants.items()])
+                params = {**base, "key": key, "rows": rows, "n": max(wants.values())}
+                for r in conn.execute(q["fair_due"], params):
+                    jobs = due.setdefault(r[3], [])
+                    if len(jobs) < wants[r[3]]:
+                        jobs.append((r[0], r[1], r[2]))
             for value in batch:
                 if value in due:
                     tag = max(stored.get(value, vtime), vtime)
@@ -166,10 +171,10 @@ class SQLFair(SQLHost):
         return FairPlan(key, take_turns(turns, limit))
 
     def _fair_headroom(
-        self, conn: Conn, groups: list[tuple[str, str]], fair: Mapping[str, FairWeights]
+        self, conn: Conn, groups: list[tuple[str, str]], fair: Collection[str]
     ) -> dict[tuple[str, str], tuple[int, bool]]:
-        """The groups of fair keys no limit caps (no stored limit of that key): no cap, no
-        rate, so the limited claim need not count their running jobs."""
+        """The groups of ``fair`` keys (fair or ordered) no limit caps (no stored limit of
+        that key): no cap, no rate, so the limited claim need not count their running jobs."""
         keys = {k for k, _ in groups if k in fair}
         if not keys:
             return {}

@@ -277,6 +277,9 @@ class FlowReads(Protocol):
     # jobs due, queued and running, and the attempts started since ``since``.
     def fair_keys(self) -> list[str]: ...
     def fair_usage(self, keys: Sequence[str], now: float, since: float) -> list[dict[str, Any]]: ...
+    # Order per key (backends/order.py): the values of blocking ordered keys a failed head
+    # holds back, each with its head's id.
+    def order_blocked(self, keys: Sequence[str], now: float) -> list[dict[str, Any]]: ...
 
 
 class FlowVerbs(FlowReads, Protocol):

@@ -8,7 +8,7 @@ import argparse
 import json
 import sys
 
-from .. import horizon
+from .. import horizon, order
 from .. import reports as stats
 from ..core import validate
 from ..core.steps import WAIT_GRACE
@@ -128,6 +128,7 @@ def check_problems(q: Queue, args: argparse.Namespace) -> list[str]:
                 + (f": {info.reason}" if info.reason else "")
                 + "; `errands resume` it when its reason is gone"
             )
+    problems.extend(order.blocked(b, now))
     limits = horizon.Limits(args.max_dead_tuples, args.max_horizon_age, args.max_horizon_xids)
     problems.extend(horizon.problems(horizon.collect(b, now), limits))
     return problems
