@@ -237,8 +237,10 @@ WHERE id = :job_id AND attempts = :attempt AND status = :from_state AND worker_i
 
 -- name: expired_leases
 -- Running jobs whose lease has expired, oldest first.
+-- :after is where the scan starts (backends/lease_sweep.py); SQLite's sweep passes 0, the
+-- front: its index drops a finished job's entry with the change itself.
 SELECT id, attempts, max_attempts, worker_id FROM jobs INDEXED BY jobs_running
-WHERE status = 'running' AND lease_expires_at < :now
+WHERE status = 'running' AND lease_expires_at < :now AND lease_expires_at >= :after
 ORDER BY lease_expires_at LIMIT :limit;
 
 -- name: recover_job
