@@ -21,7 +21,7 @@ def test_the_first_sweep_starts_at_the_front_and_the_next_past_what_it_saw() -> 
     assert sweep.start(T + 1) == T - SLACK
 
 
-def test_a_sweep_that_stopped_at_its_limit_leaves_the_position() -> None:
+def test_a_sweep_that_stopped_at_its_limit_or_skipped_a_row_leaves_the_position() -> None:
     sweep = LeaseSweep()
     sweep.start(T)
     sweep.swept(T, found=1000, limit=1000)  # more may lie behind: not moved
@@ -30,6 +30,8 @@ def test_a_sweep_that_stopped_at_its_limit_leaves_the_position() -> None:
     sweep.start(T + 2)
     sweep.swept(T + 2, found=1000, limit=1000)
     assert sweep.start(T + 3) == T + 1 - SLACK
+    sweep.swept(T + 3, found=1, limit=1000, skipped=True)  # a locked row may stay expired
+    assert sweep.start(T + 4) == T + 1 - SLACK
 
 
 def test_the_sweep_starts_at_the_front_again_after_a_period_or_when_the_clock_went_back() -> None:

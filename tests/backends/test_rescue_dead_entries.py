@@ -68,3 +68,22 @@ def test_the_resumed_sweep_does_not_read_the_entries_a_held_snapshot_keeps(pg_ur
         assert from_the_front > 5 * resumed_reads, (from_the_front, resumed_reads)
         assert q.backend.rescue(clock()).recovered == [lost]  # resumed, and it found the lease
         holder.rollback()
+
+
+def test_a_lease_skipped_while_locked_is_recovered_by_the_next_sweep(pg_url: str) -> None:
+    """SKIP LOCKED passes over a row another transaction holds (a worker's heartbeat or
+    outcome about to commit); if that transaction rolls back (its worker was killed) the lease
+    is still expired, and the next sweep, not the next front sweep, recovers it."""
+    clock = FixedClock()
+    with errands.Queue(pg_url, clock=clock) as q, psycopg.connect(pg_url) as other:
+        assert q.backend.rescue(clock()).recovered == []  # the first sweep: from the front
+        lost = q.enqueue("t", {})
+        (job,) = q.backend.claim(ClaimRequest("gone", ["t"], None, 1, 5.0), clock())
+        clock.advance(6.0)
+        other.execute("SELECT id FROM jobs WHERE id = %s FOR UPDATE", (lost,)).fetchone()
+        assert q.backend.rescue(clock()).recovered == []  # skipped: locked
+        clock.advance(SLACK + 2)
+        assert q.backend.rescue(clock()).recovered == []  # still locked, its lease long past
+        other.rollback()  # its holder died without writing
+        clock.advance(1.0)
+        assert q.backend.rescue(clock()).recovered == [job.id]

@@ -62,6 +62,10 @@ class SQLLeader(SQLHost):
         with self._write("rescue") as conn:
             params = {"now": now, "limit": limit, "after": after}
             rows = self._dicts(conn.execute(self.q["expired_leases"], params))
+            # Seen before recovering: a row skipped as locked is still running in the range.
+            seen = len(rows)
+            if self.sweep_resumes and len(rows) < limit:
+                seen = int(conn.execute(self.q["expired_leases_seen"], params).fetchone()[0])
             report = self._recover(conn, rows, "lease_expired", now)
             if report.recovered:
                 self._woke(conn, WORK)  # queued again: an idle worker runs them now
@@ -70,7 +74,7 @@ class SQLLeader(SQLHost):
                 self._count_exhausted(conn, report.exhausted)
                 self._release(conn, report.exhausted, now, "system")
         if self.sweep_resumes:
-            self.lease_sweep.swept(now, len(rows), limit)
+            self.lease_sweep.swept(now, max(seen, len(rows)), limit, skipped=seen > len(rows))
         return report
 
     def recover_workers(self, worker_ids: Sequence[str], now: float) -> RescueReport:

@@ -15,9 +15,11 @@ The position is a hint, never a promise that nothing is behind it:
 - it stays SLACK seconds behind the sweep's clock, so a lease written by a transaction that
   committed just after the sweep read (its expiry computed from a clock a little earlier) is
   not passed;
-- a lease can still lie behind it (a host whose clock runs far behind, a row the sweep skipped
-  because another transaction held its lock): so every FRONT_SWEEP_SECONDS a sweep starts at
-  the front again, and such a job waits at most that much longer than its lease.
+- a sweep that skipped a row another transaction held locked (its holder may roll back and
+  leave the lease expired) does not move the position;
+- a lease can still lie behind it (a host whose clock runs far behind): so every
+  FRONT_SWEEP_SECONDS a sweep starts at the front again, and such a job waits at most that
+  much longer than its lease.
 
 The cost left is the entries within SLACK of the clock, which does not grow while the horizon
 is held, and one full sweep per FRONT_SWEEP_SECONDS.
@@ -55,10 +57,11 @@ class LeaseSweep:
                 return FROM_THE_FRONT
             return after
 
-    def swept(self, now: float, found: int, limit: int) -> None:
+    def swept(self, now: float, found: int, limit: int, *, skipped: bool = False) -> None:
         """Move to SLACK before ``now`` when the sweep found fewer than its limit (it saw every
-        lease expired by then); a full sweep leaves the position where it was."""
-        if found >= limit:
+        lease expired by then); a full sweep, or one that skipped a row another transaction
+        had locked, leaves the position where it was."""
+        if found >= limit or skipped:
             return
         with self._lock:
             self._after = max(self._after or FROM_THE_FRONT, now - SLACK)

@@ -289,6 +289,14 @@ WHERE status = 'running' AND lease_expires_at < to_timestamp(:now)
 ORDER BY lease_expires_at LIMIT :limit
 FOR UPDATE SKIP LOCKED;
 
+-- name: expired_leases_seen
+-- How many running jobs in the sweep's range have an expired lease, locked rows included:
+-- more than expired_leases returned means it skipped a locked row (whose holder may roll
+-- back), so the sweep's position must not pass it.
+SELECT COUNT(*) AS n FROM jobs
+WHERE status = 'running' AND lease_expires_at < to_timestamp(:now)
+  AND lease_expires_at >= to_timestamp(:after);
+
 -- name: recover_job
 -- Fenced: a lost attempt goes back to queued (attempts left) or to failed (exhausted).
 UPDATE jobs
