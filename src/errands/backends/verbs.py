@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from ..core.records import Attempt, EventRecord, Job, Step, StepRecord
+from .activity import ActivityReads, ActivityVerbs
 from .base import (
     ActionReport,
     CancelReport,
@@ -352,6 +353,7 @@ class ReadVerbs(
     TaskTypeReads,
     RetentionReads,
     VacuumReads,
+    ActivityReads,
     StatsVerbs,
     FlowReads,
     SchemaReads,
@@ -376,6 +378,7 @@ class Backend(
     TaskTypeVerbs,
     RetentionVerbs,
     VacuumVerbs,
+    ActivityVerbs,
     StatsVerbs,
     FlowVerbs,
     SchemaVerbs,
