@@ -280,10 +280,22 @@ WHERE id = :job_id AND attempts = :attempt AND status = :from_state AND worker_i
 -- name: expired_leases
 -- Running jobs whose lease has expired, oldest first. SKIP LOCKED: two rescuers never wait on
 -- (or double-recover) the same row; the fenced recover_job below is the real guard.
+-- The scan of jobs_running starts at :after (backends/lease_sweep.py: where the last sweep
+-- saw every lease expired), past the entries finished jobs leave there until VACUUM; 0 reads
+-- it from the front.
 SELECT id, attempts, max_attempts, worker_id FROM jobs
 WHERE status = 'running' AND lease_expires_at < to_timestamp(:now)
+  AND lease_expires_at >= to_timestamp(:after)
 ORDER BY lease_expires_at LIMIT :limit
 FOR UPDATE SKIP LOCKED;
+
+-- name: expired_leases_seen
+-- How many running jobs in the sweep's range have an expired lease, locked rows included:
+-- more than expired_leases returned means it skipped a locked row (whose holder may roll
+-- back), so the sweep's position must not pass it.
+SELECT COUNT(*) AS n FROM jobs
+WHERE status = 'running' AND lease_expires_at < to_timestamp(:now)
+  AND lease_expires_at >= to_timestamp(:after);
 
 -- name: recover_job
 -- Fenced: a lost attempt goes back to queued (attempts left) or to failed (exhausted).
@@ -325,8 +337,10 @@ RETURNING id;
 
 -- name: cancel_requested
 -- Which of these held jobs have a cancel request.
+-- status || '': one primary-key lookup per id, never a walk of jobs_running (whose
+-- statistics may say "a few rows", and which holds every finished job's entry until VACUUM).
 SELECT id FROM jobs
-WHERE id = ANY(CAST(:job_ids AS bigint[])) AND cancel_requested = 1 AND status = 'running';
+WHERE id = ANY(CAST(:job_ids AS bigint[])) AND cancel_requested = 1 AND status || '' = 'running';
 
 -- name: next_due
 -- When the next queued job this worker could run falls due (a paused queue has none), of those

@@ -237,9 +237,17 @@ WHERE id = :job_id AND attempts = :attempt AND status = :from_state AND worker_i
 
 -- name: expired_leases
 -- Running jobs whose lease has expired, oldest first.
+-- :after is where the scan starts (backends/lease_sweep.py); SQLite's sweep passes 0, the
+-- front: its index drops a finished job's entry with the change itself.
 SELECT id, attempts, max_attempts, worker_id FROM jobs INDEXED BY jobs_running
-WHERE status = 'running' AND lease_expires_at < :now
+WHERE status = 'running' AND lease_expires_at < :now AND lease_expires_at >= :after
 ORDER BY lease_expires_at LIMIT :limit;
+
+-- name: expired_leases_seen
+-- How many running jobs in the sweep's range have an expired lease (PostgreSQL's sweep
+-- compares it with what SKIP LOCKED returned; SQLite's never skips).
+SELECT COUNT(*) AS n FROM jobs INDEXED BY jobs_running
+WHERE status = 'running' AND lease_expires_at < :now AND lease_expires_at >= :after;
 
 -- name: recover_job
 -- Fenced: a lost attempt goes back to queued (attempts left) or to failed (exhausted).
