@@ -16,6 +16,7 @@ import pytest
 from starlette.testclient import TestClient
 
 import errands
+from errands.backends import sql
 from errands.backends.base import Retried, Succeeded
 from errands.context import JobContext
 from errands.maintenance.expirer import Expirer
@@ -134,29 +135,76 @@ def test_a_running_attempt_is_never_interrupted(
     assert get_job(q, job_id).status == "succeeded"
 
 
-def test_the_limited_claim_and_a_resumed_scan_pass_over_it(
+def test_every_range_of_a_resumed_claim_passes_over_it(
     clocked_queue: errands.Queue, clock: FixedClock
 ) -> None:
-    """The limited claim reads its own queries; PostgreSQL's claim resumes past the last job
-    it claimed (backends/claim_position.py), and each range must pass over a job past its
-    deadline just as a scan from the front does."""
+    """PostgreSQL's claim resumes past the last job it claimed (backends/claim_position.py):
+    higher priorities from the front, that priority past the position, lower ones from their
+    front. Each range must pass over a job past its deadline as a scan from the front does."""
     q = clocked_queue
-
-    @q.task(limit=errands.Limit("capped", running=5))
-    def capped() -> None: ...
-
-    @q.task
-    def send() -> None: ...
-
-    limited = capped.with_options(deadline=1).enqueue()
     first = q.enqueue("send", {})
     assert [j.id for j in claim(q, ["send"])] == [first]  # the position is now past it
     clock.advance(1)
-    same = q.enqueue("send", {}, deadline=1)  # same priority, after the position
-    lower = q.enqueue("send", {}, deadline=1, priority=-1)  # a lower priority's range
+    late = [
+        q.enqueue("send", {}, deadline=1, priority=p)  # above, at and below the position
+        for p in (1, 0, -1)
+    ]
+    clock.advance(2)  # all past their deadline; within the position's front-scan period
+    assert claim(q, ["send"], limit=10) == []
+    assert {get_job(q, j).status for j in late} == {"queued"}
+
+
+def test_the_limited_and_fair_claims_pass_over_it(
+    clocked_queue: errands.Queue, clock: FixedClock
+) -> None:
+    """A worker with limited types claims through its own queries: each limited group's
+    (limited_due), the fair values' (fair_due), and the unlimited jobs weighed with them
+    (unlimited_due, read once some limited job may start)."""
+    q = clocked_queue
+    ran: list[str] = []
+
+    @q.task(limit=errands.Limit("capped", running=5))
+    def capped(n: int) -> None:
+        ran.append(f"capped{n}")
+
+    @q.task(fair="tenant")
+    def shared(tenant: str) -> None:
+        ran.append(f"shared:{tenant}")
+
+    @q.task
+    def free() -> None:
+        ran.append("free")
+
+    late = [
+        capped.with_options(deadline=1).enqueue(n=1),
+        shared.with_options(deadline=1).enqueue(tenant="a"),
+        free.with_options(deadline=1).enqueue(),
+    ]
+    capped.enqueue(n=2)  # limited jobs that may start: unlimited_due is read too
+    shared.enqueue(tenant="b")
     clock.advance(2)
-    assert claim(q, ["send", "capped"], limit=10) == []
-    assert {get_job(q, j).status for j in (same, lower, limited)} == {"queued"}
+    # Another holds the expiry service's lease: only the claim stands between them and a run.
+    assert q.backend.try_lead("expiry", "elsewhere", 3600, clock.now)
+    q.run_worker(burst=True)
+    assert sorted(ran) == ["capped2", "shared:b"]
+    assert {get_job(q, j).status for j in late} == {"queued"}
+
+
+def test_each_claim_range_has_the_predicate() -> None:
+    """Every range a claim reads (the three of PostgreSQL's resumed scan in claim and
+    claim_recorded, the limited and fair claims') carries the deadline predicate: the paths a
+    worker does not take on this dialect are held to it too."""
+    for dialect in ("sqlite", "postgres"):
+        queries = sql.queries(dialect)
+        for name in ("claim", "limited_due", "unlimited_due", "fair_due", "claim_recorded"):
+            if name == "claim_recorded" and name not in sql.own_queries(dialect):
+                continue
+            text = queries[name]
+            ranges = text.count("WHERE status = 'queued'")
+            assert ranges and text.count("deadline_at IS NULL OR deadline_at >") == ranges, (
+                dialect,
+                name,
+            )
 
 
 def test_it_is_checked_and_the_cli_and_json_api_take_and_show_it(
