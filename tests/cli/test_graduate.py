@@ -334,7 +334,8 @@ def test_pauses_limits_and_limited_jobs_graduate(tmp_path: Path, pg_url: str) ->
 
 def test_time_rules_graduate_with_their_jobs(tmp_path: Path, pg_url: str) -> None:
     """A dedup window, a debounced job, a start-by time and a deadline carry over
-    (docs/flow-control.md, "Time rules"): the hold of a succeeded job holds on the new database too."""
+    (docs/flow-control.md, "Time rules"): the hold of a succeeded job holds on the new
+    database too."""
     path = str(tmp_path / "app.db")
     with errands.Queue(path) as q:
 
