@@ -229,6 +229,7 @@ class PruneReport:
     interrupted: bool = False  # stopped by should_stop before finishing: rerun to continue
     more: bool = False  # stopped at the pass's max_batches with rows left: run again soon
     checkpointed: bool = False
+    activity: int = 0  # activity log rows past their retention deleted (not in ``total``)
 
     @property
     def total(self) -> int:

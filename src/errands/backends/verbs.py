@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from ..core.records import Attempt, EventRecord, Job, Step, StepRecord
+from .activity import ActivityReads, ActivityVerbs
 from .base import (
     ActionReport,
     CancelReport,
@@ -353,6 +354,7 @@ class ReadVerbs(
     TaskTypeReads,
     RetentionReads,
     VacuumReads,
+    ActivityReads,
     StatsVerbs,
     FlowReads,
     SchemaReads,
@@ -377,6 +379,7 @@ class Backend(
     TaskTypeVerbs,
     RetentionVerbs,
     VacuumVerbs,
+    ActivityVerbs,
     StatsVerbs,
     FlowVerbs,
     SchemaVerbs,

@@ -1,4 +1,4 @@
-"""Read models: what ``Queue.get``, ``attempts`` and ``events`` return.
+"""Read models: what ``Queue.get``, ``attempts``, ``events`` and ``activity`` return.
 
 Attributes mirror the public table columns one to one. Timestamps are timezone-aware UTC
 datetimes on every backend; payloads, results and event details are decoded JSON.
@@ -154,3 +154,23 @@ class StepRecord:
     wake_at: float | None = None  # a sleep's end, a wait's timeout
     signal: str | None = None  # a wait's signal name, and which of them it takes (1, 2…):
     ordinal: int | None = None  # see migration_0012.sql
+
+
+@dataclass(frozen=True, slots=True)
+class ActivityEntry:
+    """One operator action (``operator_actions``): who, what, on what, how many, when; the
+    filter that chose the jobs and a short ``detail``, both JSON-ready. ``id`` is 0 until
+    stored."""
+
+    at: datetime
+    actor: str
+    action: str
+    target: str | None = None
+    count: int = 0
+    filter: dict[str, Any] | None = None
+    detail: dict[str, Any] | None = None
+    id: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every column as a JSON-ready value (``at`` as ISO 8601 UTC)."""
+        return {k: _jsonable(v) for k, v in asdict(self).items()}
