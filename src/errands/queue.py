@@ -247,6 +247,7 @@ class Queue(Lifecycle, Reads, Actions, FlowControl, DurableSteps):
         limit: Limit | None = None,
         max_snoozes: int = DEFAULT_MAX_SNOOZES,
         expires_in: Duration | None = None,
+        deadline: Duration | None = None,
         fair: str | Fair | Callable[[Mapping[str, Any]], Any] | None = None,
         order: str | Callable[[Mapping[str, Any]], Any] | None = None,
         order_on_failure: str = "continue",
@@ -268,6 +269,7 @@ class Queue(Lifecycle, Reads, Actions, FlowControl, DurableSteps):
         limit: Limit | None = None,
         max_snoozes: int = DEFAULT_MAX_SNOOZES,
         expires_in: Duration | None = None,
+        deadline: Duration | None = None,
         fair: str | Fair | Callable[[Mapping[str, Any]], Any] | None = None,
         order: str | Callable[[Mapping[str, Any]], Any] | None = None,
         order_on_failure: str = "continue",
@@ -288,6 +290,7 @@ class Queue(Lifecycle, Reads, Actions, FlowControl, DurableSteps):
             limit=limit,
             max_snoozes=max_snoozes,
             expires_in=None if expires_in is None else seconds(expires_in, "expires_in"),
+            deadline=None if deadline is None else seconds(deadline, "deadline"),
             fair=fair_of(fair),
             order=order_of(order, order_on_failure),
         )

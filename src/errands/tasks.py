@@ -44,6 +44,7 @@ class TaskOptions:
     limit: Limit | None = None  # flow control (errands.Limit): its jobs carry its key/group
     max_snoozes: int = DEFAULT_MAX_SNOOZES
     expires_in: float | None = None  # seconds (docs/flow-control.md "Time rules")
+    deadline: float | None = None  # seconds from creation (the same section)
     fair: Fair | None = None  # fair share (errands.Fair): its jobs' group is their value
     order: Order | None = None  # order per key: its jobs' group is their value
 
@@ -69,6 +70,8 @@ class TaskOptions:
             validate.duration(self.timeout, "timeout")
         if self.expires_in is not None:
             validate.duration(self.expires_in, "expires_in")
+        if self.deadline is not None:
+            validate.duration(self.deadline, "deadline")
         validate.callable_(self.backoff, "backoff", "a callable attempt -> seconds")
 
     def _check_order(self, order: Order) -> None:
@@ -101,8 +104,7 @@ class TaskOptions:
         encode fills it in)."""
         if o is DEFAULT_OPTIONS:
             job = NewJob(job_type, text, self.queue, self.priority, now, self.max_attempts)
-            if self.expires_in is not None:
-                job.rules = TimeRules(expires_in=self.expires_in)
+            job.rules = self._rules
         else:
             if o.debounce is not None:  # seconds once checked; the first enqueue's run_at
                 when = now + min(cast(float, o.debounce), cast(float, o.max_wait or math.inf))
@@ -122,12 +124,19 @@ class TaskOptions:
                 o.unique_key,
             )
             expires_in = self.expires_in if o.expires_in is None else o.expires_in
-            if o.unique_for is not None or o.debounce is not None or expires_in is not None:
+            deadline = self.deadline if o.deadline is None else o.deadline
+            if (
+                o.unique_for is not None
+                or o.debounce is not None
+                or expires_in is not None
+                or deadline is not None
+            ):
                 job.rules = TimeRules(  # seconds once checked
                     cast(float | None, o.unique_for),
                     cast(float | None, o.debounce),
                     cast(float | None, o.max_wait),
                     cast(float | None, expires_in),
+                    cast(float | None, deadline),
                 )
         limit = self.limit
         if limit is not None:  # its key and this payload's group, written with the row
@@ -146,6 +155,13 @@ class TaskOptions:
             job.limit_key = key = self.order.key()
             job.limit_group = self.order.value_of(payload, key)
         return job
+
+    @property
+    def _rules(self) -> TimeRules | None:
+        """The time rules of this task's jobs enqueued without options (None: none)."""
+        if self.expires_in is None and self.deadline is None:
+            return None
+        return TimeRules(expires_in=self.expires_in, deadline=self.deadline)
 
     def fair_key(self) -> str | None:
         """The limit key this task's fair turns are kept under (None: not fair)."""
@@ -178,8 +194,8 @@ class TaskOptions:
                 repeat(self.max_attempts, many),
             )
         )
-        if self.expires_in is not None:
-            rules = TimeRules(expires_in=self.expires_in)
+        rules = self._rules
+        if rules is not None:
             for job in jobs:
                 job.rules = rules
         limit = self.limit

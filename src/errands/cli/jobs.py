@@ -119,6 +119,12 @@ def register(sub: Any) -> None:
         help="not started this long after it is due: cancelled (EXPIRED:QUEUE) without running",
     )
     p.add_argument(
+        "--deadline",
+        type=duration,
+        metavar="DURATION",
+        help="no attempt starts this long after the enqueue: failed (DEADLINE:EXCEEDED)",
+    )
+    p.add_argument(
         "--after",
         type=id_list,
         metavar="ID[,ID…]",

@@ -141,6 +141,7 @@ def job_detail(job: Job, out: TextIO | None = None) -> None:
         ),
         ("debounce key", job.debounce_key or "-"),
         ("start by", when(job.expires_at)),
+        ("deadline", when(job.deadline_at)),
         ("created", when(job.created_at)),
         ("run at", when(job.run_at)),
         ("started", when(job.started_at)),

@@ -72,11 +72,13 @@ class Job:
     progress_at: datetime | None = None
     # Time rules (docs/flow-control.md): seconds the unique_key stays taken after success;
     # the key of a debounced job (kept apart from unique_key: see migration 16); how long
-    # after it is due the job may still start, and that start-by time (None once lifted).
+    # after it is due the job may still start, and that start-by time (None once lifted);
+    # the time after which no attempt starts (created_at + deadline; None once lifted).
     unique_for: float | None = None
     debounce_key: str | None = None
     expires_in: float | None = None
     expires_at: datetime | None = None
+    deadline_at: datetime | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Every column as a JSON-ready value (datetimes as ISO 8601 UTC)."""
