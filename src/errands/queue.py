@@ -12,7 +12,6 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar, Unpack, overload
 
-from . import fair
 from .backends import forks, open_backend, redact
 from .backends.base import EnqueueCall, Graduation
 from .backends.verbs import Listener, ReadVerbs
@@ -36,7 +35,7 @@ from .core.schedule import Schedule
 from .core.settings import Duration, Retention, Settings, seconds
 from .core.states import Event
 from .errors import ConfigurationError, GraduatedError
-from .fair import Fair, FairInfo, fair_of
+from .fair import Fair, fair_of
 from .limits import Limit
 from .maintenance.expirer import Expirer
 from .maintenance.pruner import SERVICE_MAX_BATCHES, Pruner
@@ -439,12 +438,6 @@ class Queue(Lifecycle, Reads, Actions, FlowControl, DurableSteps):
     ) -> list[int]:
         """``enqueue_many`` for async code (see ``enqueue_async``)."""
         return await self._producer.store_async(self._producer.many(items), actor, connection)
-
-    def fairness(self, minutes: float = 5) -> list[FairInfo]:
-        """Fair share (docs/flow-control.md): per value of each fair key, its jobs due now,
-        queued, running, and attempts started in the last ``minutes``."""
-        keys = [k for t in self.tasks.values() if (k := t.options.fair_key()) is not None]
-        return fair.fairness(self.backend, keys, self.clock(), minutes)
 
     # -- pipelines (pipelines.py, docs/pipelines.md) -------------------------------------
 

@@ -95,7 +95,7 @@ def test_flow_control_guide_runs(db_url: str, is_sqlite: bool) -> None:
         jobs = q.jobs(limit=1000)
         assert [j.type for j in jobs if j.error_code == "SNOOZE:LIMIT"] == ["wait_for_export"]
         assert [j.type for j in jobs if j.error_code == "EXPIRED:QUEUE"] == ["notify"]
-        assert [j.type for j in jobs if j.error_code == "DEADLINE:EXCEEDED"] == ["charge"]
+        assert [j.type for j in jobs if j.error_code == "DEADLINE:EXCEEDED"] == ["settle"]
         ended = {"SNOOZE:LIMIT", "EXPIRED:QUEUE", "DEADLINE:EXCEEDED"}
         # The failed head the guide shows the next job going on after ("Order per key").
         failed = [j for j in jobs if j.status == "failed" and j.error_code not in ended]

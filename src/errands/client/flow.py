@@ -4,8 +4,9 @@ pause and resume queues, store and clear limits, and read both back. The promise
 
 from __future__ import annotations
 
-from .. import limits
+from .. import fair, limits
 from ..core import validate
+from ..fair import FairInfo
 from ..limits import Limit, LimitInfo, QueueInfo
 from .activity import ActivityLog
 
@@ -72,6 +73,12 @@ class FlowControl(ActivityLog):
     def limits(self) -> list[LimitInfo]:
         """Every limit: its caps in force and where from, and per group running/waiting."""
         return limits.limits(self.backend)
+
+    def fairness(self, minutes: float = 5) -> list[FairInfo]:
+        """Fair share (docs/flow-control.md): per value of each fair key, its jobs due now,
+        queued, running, and attempts started in the last ``minutes``."""
+        keys = [k for t in self.tasks.values() if (k := t.options.fair_key()) is not None]
+        return fair.fairness(self.backend, keys, self.clock(), minutes)
 
 
 def _queue_name(queue: str) -> None:

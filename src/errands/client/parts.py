@@ -8,9 +8,11 @@ sets, so a mixin type-checks on its own and the list of what they share stands i
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from ..backends.verbs import Backend
 from ..core.settings import Settings
+from ..tasks import Task
 from .enqueueing import Producer
 
 
@@ -21,3 +23,4 @@ class QueueParts:
     settings: Settings
     clock: Callable[[], float]
     _producer: Producer
+    tasks: dict[str, Task[Any, Any]]
