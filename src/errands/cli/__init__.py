@@ -231,56 +231,11 @@ def _cmd_bench(args: argparse.Namespace) -> int:
             f"--db {url!r} is not a postgresql:// URL; the SQLite bench uses fresh temporary "
             "files (choose where with --dir)"
         )
-    if args.fairness:
-        from .bench.fairness import measure_fairness, report_fairness
-
-        fair = measure_fairness(
-            url=url,
-            jobs=args.jobs,
-            rounds=args.rounds,
-            concurrency=args.concurrency,
-            durability=args.durability,
-            directory=args.dir,
-        )
-        if args.json:
-            output.emit_json(fair)
-        else:
-            report_fairness(fair)
-        return EXIT_OK
     if args.long_transaction:
         return run_churn(args, url)
-    if args.limits:
-        from .bench.limits import measure_limits, report_limits
-
-        result = measure_limits(
-            url=url,
-            jobs=args.jobs,
-            rounds=args.rounds,
-            concurrency=args.concurrency,
-            durability=args.durability,
-            directory=args.dir,
-        )
-        if args.json:
-            output.emit_json(result)
-        else:
-            report_limits(result)
-        return EXIT_OK
-    if args.steps:
-        from .bench.steps import measure_steps, report_steps
-
-        steps = measure_steps(
-            url=url,
-            jobs=args.jobs,
-            rounds=args.rounds,
-            concurrency=args.concurrency,
-            durability=args.durability,
-            directory=args.dir,
-        )
-        if args.json:
-            output.emit_json(steps)
-        else:
-            report_steps(steps)
-        return EXIT_OK
+    phase = next((p for p in ("fairness", "limits", "steps") if getattr(args, p)), None)
+    if phase is not None:
+        return _bench_phase(phase, args, url)
     return run_bench(
         url=url,
         jobs=args.jobs,
@@ -293,6 +248,33 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         directory=args.dir,
         as_json=args.json,
     )
+
+
+def _bench_phase(phase: str, args: argparse.Namespace, url: str | None) -> int:
+    """One of the bench's phases alone, measured over the same options (imported here: the
+    other commands never load the bench)."""
+    if phase == "fairness":
+        from .bench.fairness import measure_fairness as measure
+        from .bench.fairness import report_fairness as report
+    elif phase == "limits":
+        from .bench.limits import measure_limits as measure
+        from .bench.limits import report_limits as report
+    else:
+        from .bench.steps import measure_steps as measure
+        from .bench.steps import report_steps as report
+    result = measure(
+        url=url,
+        jobs=args.jobs,
+        rounds=args.rounds,
+        concurrency=args.concurrency,
+        durability=args.durability,
+        directory=args.dir,
+    )
+    if args.json:
+        output.emit_json(result)
+    else:
+        report(result)
+    return EXIT_OK
 
 
 def main(argv: Sequence[str] | None = None) -> int:
