@@ -343,10 +343,12 @@ RETURNING id;
 
 -- name: cancel_requested
 -- Which of these held jobs have a cancel request.
--- status || '': one primary-key lookup per id, never a walk of jobs_running (whose
--- statistics may say "a few rows", and which holds every finished job's entry until VACUUM).
+-- (status = 'running') IS TRUE: a test no partial index's predicate matches, so this is one
+-- primary-key lookup per id, never a walk of jobs_running (whose statistics may say "a few
+-- rows", and which holds every finished job's entry until VACUUM).
 SELECT id FROM jobs
-WHERE id = ANY(CAST(:job_ids AS bigint[])) AND cancel_requested = 1 AND status || '' = 'running';
+WHERE id = ANY(CAST(:job_ids AS bigint[])) AND cancel_requested = 1
+  AND (status = 'running') IS TRUE;
 
 -- name: next_due
 -- When the next queued job this worker could run falls due (a paused queue has none), of those
