@@ -132,13 +132,13 @@ class SQLFair(SQLHost):
         the highest priority it holds) of fair ``key``, up to ``limit``; their jobs are
         locked (PostgreSQL: FOR UPDATE SKIP LOCKED) but not claimed."""
         q = self.q
-        row = conn.execute(q["fair_clock"], {"key": key}).fetchone()
-        vtime = float(row[0]) if row else 0.0
+        vtime, stored = 0.0, {}
+        for value, tag in conn.execute(q["fair_turns_of"], {"key": key}):
+            if value is None:
+                vtime = float(tag)
+            else:
+                stored[value] = float(tag)
         values = sorted(rooms)
-        stored = {
-            r[0]: float(r[1])
-            for r in conn.execute(q["fair_tags"], {"key": key, "values": dumps(values)})
-        }
         order = sorted(values, key=lambda v: (-rooms[v][1], max(stored.get(v, vtime), vtime), v))
         turns: list[Turn] = []
         at = 0
