@@ -57,8 +57,8 @@ GROUP BY j.limit_key, j.limit_group;
 
 -- name: fair_due
 -- The best due jobs of many values of a fair key in one statement (:rows is a JSON array of
--- [value, n]): per value, limited_due's probe, up to :n (the largest n: a LIMIT cannot read
--- the row; the caller keeps each value's n), locked like it.
+-- [value, n]): per value, limited_due's probe (an expired job is passed over), up to :n (the
+-- largest n: a LIMIT cannot read the row; the caller keeps each value's n), locked like it.
 SELECT d.id, d.priority, d.run_at, d.limit_group
 FROM jsonb_array_elements(CAST(:rows AS jsonb)) WITH ORDINALITY AS v(e, n),
 LATERAL (
@@ -66,6 +66,7 @@ LATERAL (
     WHERE status = 'queued' AND limit_key IS NOT NULL
       AND limit_key = :key AND limit_group = v.e->>0
       AND run_at <= to_timestamp(:now)
+      AND (expires_at IS NULL OR expires_at > to_timestamp(:now) OR started_at IS NOT NULL)
       AND type = ANY(CAST(:types AS text[]))
       AND (CAST(:queues AS text[]) IS NULL OR queue = ANY(CAST(:queues AS text[])))
       AND queue NOT IN (SELECT queue FROM queue_pauses)

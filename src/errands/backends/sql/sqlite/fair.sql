@@ -55,14 +55,15 @@ GROUP BY j.limit_key, j.limit_group;
 
 -- name: fair_due
 -- The best due jobs of many values of a fair key in one statement (:rows is a JSON array of
--- [value, n]): per value, limited_due's probe, up to :n (the largest n: a LIMIT cannot read
--- the row; the caller keeps each value's n).
+-- [value, n]): per value, limited_due's probe (an expired job is passed over), up to :n (the
+-- largest n: a LIMIT cannot read the row; the caller keeps each value's n).
 SELECT j.id, j.priority, j.run_at, j.limit_group FROM json_each(:rows) AS v
 JOIN jobs AS j ON j.id IN (
     SELECT id FROM jobs INDEXED BY jobs_limited_due
     WHERE status = 'queued' AND limit_key IS NOT NULL
       AND limit_key = :key AND limit_group = json_extract(v.value, '$[0]')
       AND run_at <= :now
+      AND (expires_at IS NULL OR expires_at > :now OR started_at IS NOT NULL)
       AND type IN (SELECT value FROM json_each(:types))
       AND (:queues IS NULL OR queue IN (SELECT value FROM json_each(:queues)))
       AND queue NOT IN (SELECT queue FROM queue_pauses)
