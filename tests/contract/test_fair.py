@@ -205,4 +205,5 @@ def test_the_fair_claim_never_starts_an_expired_job(
     timely = t["work"].with_options(expires_in=600).enqueue(tenant="B", n=2)
     clock.advance(120)  # A's window is over, B's is not
     assert [j.id for j in claim(q, n=10)] == [timely]
-    assert q.backend.get_job(late).status == "queued"  # until the service ends it
+    job = q.backend.get_job(late)
+    assert job is not None and job.status == "queued"  # until the service ends it
