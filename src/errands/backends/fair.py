@@ -18,8 +18,9 @@ claim stops after as many values with due jobs as it wants jobs: a value further
 only be served after each of them. (The highest priority held counts jobs not due yet: a
 value whose best job is scheduled is probed early, so a claim may stop before a value whose
 due jobs rank higher than those it found; the next claims reach it.) Cost per claim: the
-groups' scan, one query for the tags and one for the clock, one probe per value served, one
-write each for tags and clock.
+groups' scan, one read of the clock with the tags ahead of it (a tag at or behind the clock
+counts as the clock, so those need not be read), one statement probing the values served,
+one write each for tags and clock.
 Only values with jobs due count, and a capped group gets no probe, so the turn never waits
 on one: the work is conserved. On PostgreSQL a value's tag is written only by the claim
 holding its group's lock, and the clock only moves forward (``GREATEST``), so concurrent
