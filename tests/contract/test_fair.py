@@ -207,3 +207,17 @@ def test_the_fair_claim_never_starts_an_expired_job(
     assert [j.id for j in claim(q, n=10)] == [timely]
     job = q.backend.get_job(late)
     assert job is not None and job.status == "queued"  # until the service ends it
+
+
+def test_turns_a_value_cannot_use_go_to_the_others_in_the_same_claim(
+    clocked_queue: errands.Queue,
+) -> None:
+    """Work-conserving within one claim: the claim asks each value for the turns its tag
+    gives, and when one has fewer due jobs than that, the others take the rest."""
+    q = clocked_queue
+    app(q)
+    backlog(q, "work", "A", 1)
+    backlog(q, "work", "B", 50)
+    got = claim(q, n=10)
+    assert len(got) == 10
+    assert sorted(tenants(got)) == ["A"] + ["B"] * 9
