@@ -58,7 +58,7 @@ GROUP BY j.limit_key, j.limit_group;
 -- name: fair_due
 -- The best due jobs of many values of a fair key in one statement (:rows is a JSON array of
 -- [value, n]): per value, limited_due's probe (an expired job is passed over), up to its n
--- (:n, the largest, is SQLite's: its LIMIT cannot read the row), locked like it.
+-- (and :n, the largest: SQLite's LIMIT cannot read the row, so both bind it), locked like it.
 SELECT d.id, d.priority, d.run_at, d.limit_group
 FROM jsonb_array_elements(CAST(:rows AS jsonb)) WITH ORDINALITY AS v(e, n),
 LATERAL (
@@ -72,6 +72,6 @@ LATERAL (
       AND queue NOT IN (SELECT queue FROM queue_pauses)
       AND NOT EXISTS (SELECT 1 FROM queue_pauses WHERE queue = '*')
     ORDER BY priority DESC, run_at, id
-    LIMIT (v.e->>1)::integer
+    LIMIT LEAST((v.e->>1)::integer, :n)
     FOR UPDATE SKIP LOCKED) AS d
 ORDER BY v.n, d.priority DESC, d.run_at, d.id;

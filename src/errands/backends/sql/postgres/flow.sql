@@ -201,7 +201,7 @@ SET status = :to_state,
     lease_expires_at = to_timestamp(:now + :lease_seconds),
     finished_at = NULL
 WHERE id = ANY(ARRAY(SELECT value::bigint FROM jsonb_array_elements_text(CAST(:job_ids AS jsonb))))
-  AND status IS NOT DISTINCT FROM 'queued'
+  AND (status = 'queued') IS TRUE
 RETURNING id, queue, type, payload, priority, attempts, max_attempts, run_at, created_at,
           cancel_requested, headers, error_code, limit_key, limit_group;
 
