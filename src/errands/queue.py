@@ -35,10 +35,7 @@ from .core.records import Job, to_datetime
 from .core.schedule import Schedule
 from .core.settings import Duration, Retention, Settings, seconds
 from .core.states import Event
-from .errors import (
-    ConfigurationError,
-    GraduatedError,
-)
+from .errors import ConfigurationError, GraduatedError
 from .fair import Fair, FairInfo, fair_of
 from .limits import Limit
 from .maintenance.expirer import Expirer
@@ -50,6 +47,7 @@ from .maintenance.sweeper import DepSweeper
 from .maintenance.vacuum import Vacuumer
 from .maintenance.wal import WalKeeper
 from .middleware import Chain
+from .order import order_of
 from .tasks import DEFAULT_MAX_SNOOZES, DEFAULT_QUEUE, Task, TaskOptions
 from .wakeups import KINDS, Wakeups, hubs, listen_for_work
 
@@ -249,7 +247,10 @@ class Queue(Lifecycle, Reads, Actions, FlowControl, DurableSteps):
         limit: Limit | None = None,
         max_snoozes: int = DEFAULT_MAX_SNOOZES,
         expires_in: Duration | None = None,
+        deadline: Duration | None = None,
         fair: str | Fair | Callable[[Mapping[str, Any]], Any] | None = None,
+        order: str | Callable[[Mapping[str, Any]], Any] | None = None,
+        order_on_failure: str = "continue",
     ) -> Callable[[F], Task[Any, Any]]: ...
 
     def task(
@@ -268,7 +269,10 @@ class Queue(Lifecycle, Reads, Actions, FlowControl, DurableSteps):
         limit: Limit | None = None,
         max_snoozes: int = DEFAULT_MAX_SNOOZES,
         expires_in: Duration | None = None,
+        deadline: Duration | None = None,
         fair: str | Fair | Callable[[Mapping[str, Any]], Any] | None = None,
+        order: str | Callable[[Mapping[str, Any]], Any] | None = None,
+        order_on_failure: str = "continue",
     ) -> Task[Any, Any] | Callable[[F], Task[Any, Any]]:
         """Register a handler (sync or ``async def``). Its type is ``name`` or its
         ``__name__``. Use as ``@q.task`` or ``@q.task(queue=…, max_attempts=…)``."""
@@ -286,7 +290,9 @@ class Queue(Lifecycle, Reads, Actions, FlowControl, DurableSteps):
             limit=limit,
             max_snoozes=max_snoozes,
             expires_in=None if expires_in is None else seconds(expires_in, "expires_in"),
+            deadline=None if deadline is None else seconds(deadline, "deadline"),
             fair=fair_of(fair),
+            order=order_of(order, order_on_failure),
         )
 
         def register(f: F) -> Task[Any, Any]:

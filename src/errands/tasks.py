@@ -19,6 +19,7 @@ from .core.timerules import TimeRules
 from .errors import ConfigurationError, ErrandsError, PayloadError, at_item
 from .fair import Fair
 from .limits import Limit
+from .order import Order
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -43,7 +44,9 @@ class TaskOptions:
     limit: Limit | None = None  # flow control (errands.Limit): its jobs carry its key/group
     max_snoozes: int = DEFAULT_MAX_SNOOZES
     expires_in: float | None = None  # seconds (docs/flow-control.md "Time rules")
+    deadline: float | None = None  # seconds from creation (the same section)
     fair: Fair | None = None  # fair share (errands.Fair): its jobs' group is their value
+    order: Order | None = None  # order per key: its jobs' group is their value
 
     def __post_init__(self) -> None:
         validate.name(self.queue, "queue")
@@ -58,6 +61,8 @@ class TaskOptions:
                 f"{self.limit.group!r}): a fair task's limit must be per the same field; "
                 f"give the Limit group={self.fair.name!r}"
             )
+        if self.order is not None:
+            self._check_order(self.order)
         validate.integer(self.priority, "priority", *validate.PRIORITY_RANGE)
         validate.integer(self.max_attempts, "max_attempts", 1, validate.MAX_ATTEMPTS_MAX)
         validate.integer(self.max_snoozes, "max_snoozes", 0, validate.MAX_ATTEMPTS_MAX)
@@ -65,7 +70,23 @@ class TaskOptions:
             validate.duration(self.timeout, "timeout")
         if self.expires_in is not None:
             validate.duration(self.expires_in, "expires_in")
+        if self.deadline is not None:
+            validate.duration(self.deadline, "deadline")
         validate.callable_(self.backoff, "backoff", "a callable attempt -> seconds")
+
+    def _check_order(self, order: Order) -> None:
+        # One group per job: the ordered value must be the limit's group and the fair value.
+        if self.limit is not None and self.limit.group != order.field:
+            raise ConfigurationError(
+                f"order={order.name!r} with Limit({self.limit.key!r}, group="
+                f"{self.limit.group!r}): one job has one group, so an ordered task's limit "
+                f"must be per the same field; give the Limit group={order.name!r}"
+            )
+        if self.fair is not None and self.fair.field != order.field:
+            raise ConfigurationError(
+                f"order={order.name!r} with fair={self.fair.name!r}: one job has one group, "
+                "so order and fair share must name the same field"
+            )
 
     # Every job is built by these two (an enqueue, an enqueue_many, a periodic tick), so an
     # option or a limit column is resolved in one place.
@@ -83,8 +104,7 @@ class TaskOptions:
         encode fills it in)."""
         if o is DEFAULT_OPTIONS:
             job = NewJob(job_type, text, self.queue, self.priority, now, self.max_attempts)
-            if self.expires_in is not None:
-                job.rules = TimeRules(expires_in=self.expires_in)
+            job.rules = self._rules
         else:
             if o.debounce is not None:  # seconds once checked; the first enqueue's run_at
                 when = now + min(cast(float, o.debounce), cast(float, o.max_wait or math.inf))
@@ -104,12 +124,19 @@ class TaskOptions:
                 o.unique_key,
             )
             expires_in = self.expires_in if o.expires_in is None else o.expires_in
-            if o.unique_for is not None or o.debounce is not None or expires_in is not None:
+            deadline = self.deadline if o.deadline is None else o.deadline
+            if (
+                o.unique_for is not None
+                or o.debounce is not None
+                or expires_in is not None
+                or deadline is not None
+            ):
                 job.rules = TimeRules(  # seconds once checked
                     cast(float | None, o.unique_for),
                     cast(float | None, o.debounce),
                     cast(float | None, o.max_wait),
                     cast(float | None, expires_in),
+                    cast(float | None, deadline),
                 )
         limit = self.limit
         if limit is not None:  # its key and this payload's group, written with the row
@@ -122,13 +149,33 @@ class TaskOptions:
                 payload_json.check(payload)
             job.limit_key = key = self.fair.key()
             job.limit_group = self.fair.value_of(payload, key)
+        elif self.order is not None:  # stored as a group of its own key (errands/order.py)
+            if not text:
+                payload_json.check(payload)
+            job.limit_key = key = self.order.key()
+            job.limit_group = self.order.value_of(payload, key)
         return job
+
+    @property
+    def _rules(self) -> TimeRules | None:
+        """The time rules of this task's jobs enqueued without options (None: none)."""
+        if self.expires_in is None and self.deadline is None:
+            return None
+        return TimeRules(expires_in=self.expires_in, deadline=self.deadline)
 
     def fair_key(self) -> str | None:
         """The limit key this task's fair turns are kept under (None: not fair)."""
         if self.fair is None:
             return None
         return self.fair.key() if self.limit is None else self.limit.key
+
+    def order_key(self) -> str | None:
+        """The limit key this task's jobs keep their order under (None: not ordered)."""
+        if self.order is None:
+            return None
+        if self.limit is not None:
+            return self.limit.key
+        return self.order.key() if self.fair is None else self.fair.key()
 
     def jobs(
         self, job_type: str, texts: list[str], payloads: list[Any], now: float
@@ -147,8 +194,8 @@ class TaskOptions:
                 repeat(self.max_attempts, many),
             )
         )
-        if self.expires_in is not None:
-            rules = TimeRules(expires_in=self.expires_in)
+        rules = self._rules
+        if rules is not None:
             for job in jobs:
                 job.rules = rules
         limit = self.limit
@@ -165,6 +212,14 @@ class TaskOptions:
                 job.limit_key = key
                 try:
                     job.limit_group = fair.value_of(payload, key)
+                except ErrandsError as exc:
+                    raise at_item(n, exc) from None
+        elif self.order is not None:
+            order, key = self.order, self.order.key()
+            for n, (job, payload) in enumerate(zip(jobs, payloads, strict=True)):
+                job.limit_key = key
+                try:
+                    job.limit_group = order.value_of(payload, key)
                 except ErrandsError as exc:
                     raise at_item(n, exc) from None
         return jobs
@@ -325,7 +380,16 @@ def declared_rows(tasks: Mapping[str, Task[Any, Any]], worker_id: str) -> list[T
             priority=t.options.priority,
             max_attempts=t.options.max_attempts,
             timeout_seconds=t.options.timeout,
+            options=_declared_options(t.options),
             declared_by=worker_id,
         )
         for name, t in sorted(tasks.items())
     ]
+
+
+def _declared_options(options: TaskOptions) -> dict[str, Any]:
+    # What `errands check` reads back without the app: which keys a failed head blocks.
+    key = options.order_key()
+    if key is None or options.order is None:
+        return {}
+    return {"order_key": key, "order_on_failure": options.order.on_failure}

@@ -33,6 +33,20 @@ def test_a_due_job_behind_the_position_is_claimed_within_a_front_scan(
     assert got == [behind]
 
 
+def test_a_clock_stepped_back_scans_from_the_front_at_once(
+    make_queue: Callable[..., errands.Queue], clock: FixedClock
+) -> None:
+    """NTP or an operator steps the clock back an hour: jobs enqueued since are due before
+    the position, and a front-scan period counted on that clock would not end for an hour."""
+    q = make_queue(clock=clock)
+    t = clock()
+    first = q.enqueue("t", {})
+    assert ids(claim(q, ["t"], now=t)) == [first]
+    clock.now = t - 3600
+    after_the_step = q.enqueue("t", {})
+    assert ids(claim(q, ["t"], now=clock.now)) == [after_the_step]
+
+
 def test_a_paused_queue_resumed_is_claimed_though_the_position_passed_it(
     make_queue: Callable[..., errands.Queue], clock: FixedClock
 ) -> None:

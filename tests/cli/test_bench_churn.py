@@ -50,5 +50,8 @@ def test_phases_samples_and_table_figures() -> None:
         assert phase["pickup_p50_ms"] is not None
         assert phase["pickup_p99_ms"] >= phase["pickup_p50_ms"]
         assert phase["table_mb"] > 0 and phase["indexes_mb"] > 0
+        # per index read in the phase (the server's statistics may lag a short phase)
+        for reads in phase["index_reads"].values():
+            assert set(reads) == {"scans_per_second", "entries_per_second", "entries_per_scan"}
         for s in phase["samples"]:
             assert {"enqueued_per_second", "dead_tuples", "grew_mb"} - set(s) == {"grew_mb"}

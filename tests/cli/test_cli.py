@@ -16,6 +16,7 @@ import pytest
 
 import errands
 from errands import Job
+from errands.cli.common import cli_actor
 from errands.core.states import State
 
 TIMEOUT = 120  # seconds: a bound for a hung command, never a performance assertion
@@ -141,7 +142,7 @@ def test_job_lifecycle_through_the_cli(tmp_path: Path) -> None:
     assert set(shown) == {"job", "attempts", "events", "deps", "steps"}
     assert shown["job"]["status"] == "cancelled"
     assert [e["event"] for e in shown["events"]] == ["ENQUEUED", "CANCELLED"]
-    assert [e["actor"] for e in shown["events"]] == ["cli", "cli"]
+    assert [e["actor"] for e in shown["events"]] == [cli_actor(), cli_actor()]
     assert "CANCELLED" in ok(tmp_path, "show", str(first), env=env)
 
     # Cancelling it again is refused (exit 1), and so is a missing id; the valid id in the

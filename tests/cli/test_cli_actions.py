@@ -10,6 +10,7 @@ import pytest
 
 import errands
 from errands.cli import main
+from errands.cli.common import cli_actor
 from helpers.support import claim, event_names, get_job, run_cli
 
 
@@ -32,7 +33,7 @@ def test_run_now_priority_and_delete_report_each_id(
         assert f"job {later}: due now" in out
         assert f"errands: job {due}: already due" in err
         assert event_names(q, later)[-1] == "RESCHEDULED"
-        assert q.events(later)[-1].actor == "cli"
+        assert q.events(later)[-1].actor == cli_actor()
 
         assert main(["--db", db_url, "priority", "9", str(later), str(due), "--json"]) == 0
         assert json.loads(capsys.readouterr().out) == {"changed": [later, due], "refused": {}}

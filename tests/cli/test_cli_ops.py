@@ -14,7 +14,7 @@ import pytest
 
 import errands
 from errands.cli import main
-from errands.cli.common import duration
+from errands.cli.common import cli_actor, duration
 from helpers.ops import DAY, enqueue, register_worker, run_job, vacuum_runs
 from helpers.support import FixedClock, get_job
 
@@ -116,7 +116,7 @@ def test_bulk_retry_by_error_code_writes_cli_events(
             job = q.get(job_id)
             assert job is not None and job.status == "queued"
             assert q.events(job_id)[-1].event == "RETRIED"
-            assert q.events(job_id)[-1].actor == "cli"
+            assert q.events(job_id)[-1].actor == cli_actor()
         assert get_job(q, built["failed"][3]).status == "failed"
 
 
@@ -129,7 +129,7 @@ def test_bulk_cancel_with_yes(
     with errands.Queue(db_url) as q:
         for job_id in built["queued"]:
             assert get_job(q, job_id).status == "cancelled"
-            assert [(e.event, e.actor) for e in q.events(job_id)][-1] == ("CANCELLED", "cli")
+            assert [(e.event, e.actor) for e in q.events(job_id)][-1] == ("CANCELLED", cli_actor())
 
 
 def test_retry_by_ids_needs_no_confirmation(

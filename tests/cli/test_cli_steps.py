@@ -9,6 +9,7 @@ import pytest
 
 import errands
 from errands.cli import main
+from errands.cli.common import cli_actor
 from errands.context import JobContext
 
 
@@ -40,7 +41,7 @@ def test_show_lists_steps_and_signal_wakes_the_job(
         job = q.get(job_id)
         assert job is not None and (job.status, job.result) == ("succeeded", {"score": 9})
         (signalled,) = [e for e in q.events(job_id) if e.event == "SIGNALLED"]
-        assert signalled.actor == "cli" and signalled.detail == {"by": "signal survey"}
+        assert signalled.actor == cli_actor() and signalled.detail == {"by": "signal survey"}
 
         assert main(["--db", db_url, "signal", str(job_id), "survey"]) == 1
         assert "succeeded: a finished job takes no signal" in capsys.readouterr().err

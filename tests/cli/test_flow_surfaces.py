@@ -11,6 +11,7 @@ from starlette.testclient import TestClient
 
 import errands
 from errands.cli import main
+from errands.cli.common import cli_actor
 from errands.context import JobContext
 from errands.web import create_app
 
@@ -46,9 +47,11 @@ def test_cli_pause_resume_queues(
     assert code == 0 and "emails" in out and "paused" in out and "smtp down" in out
     code, out, _ = run(["queues", "--json", "--db", db_url], capsys)
     (emails,) = [q for q in json.loads(out) if q["name"] == "emails"]
-    assert emails["paused"] and emails["paused_by"] == "cli" and emails["counts"]["queued"] == 1
+    assert (
+        emails["paused"] and emails["paused_by"] == cli_actor() and emails["counts"]["queued"] == 1
+    )
     code, out, _ = run(["stats", "--db", db_url], capsys)
-    assert "paused    emails by cli" in out and "smtp down" in out
+    assert f"paused    emails by {cli_actor()}" in out and "smtp down" in out
     code, out, _ = run(["stats", "--json", "--db", db_url], capsys)
     assert [p["name"] for p in json.loads(out)["paused_queues"]] == ["emails"]
     # check: a pause older than --max-pause is a problem (0s: any pause is)
@@ -79,7 +82,7 @@ def test_cli_limits(db_url: str, queue: errands.Queue, capsys: pytest.CaptureFix
         3,
         [10, 60.0],
         "set",
-        "cli",
+        cli_actor(),
     )
     assert t["groups"] == {"a": {"running": 0, "waiting": 2}, "b": {"running": 0, "waiting": 1}}
     code, out, _ = run(["limit", "clear", "t", "--db", db_url], capsys)

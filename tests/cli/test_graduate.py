@@ -333,8 +333,9 @@ def test_pauses_limits_and_limited_jobs_graduate(tmp_path: Path, pg_url: str) ->
 
 
 def test_time_rules_graduate_with_their_jobs(tmp_path: Path, pg_url: str) -> None:
-    """A dedup window, a debounced job and a start-by time carry over (docs/flow-control.md,
-    "Time rules"): the hold of a succeeded job holds on the new database too."""
+    """A dedup window, a debounced job, a start-by time and a deadline carry over
+    (docs/flow-control.md, "Time rules"): the hold of a succeeded job holds on the new
+    database too."""
     path = str(tmp_path / "app.db")
     with errands.Queue(path) as q:
 
@@ -348,6 +349,8 @@ def test_time_rules_graduate_with_their_jobs(tmp_path: Path, pg_url: str) -> Non
         drain(q)
         debounced = q.enqueue("other", {"n": 1}, unique_key="d", debounce=600)
         expiring = q.enqueue("other", {}, expires_in=600)
+        bounded = q.enqueue("other", {}, deadline=3600)
+        deadline_at = q.get(bounded).deadline_at  # type: ignore[union-attr]
     graduate(path, pg_url)
     with errands.Queue(pg_url) as pg:
         assert pg.enqueue("sync", {}, unique_key="sync:1") == held
@@ -355,3 +358,5 @@ def test_time_rules_graduate_with_their_jobs(tmp_path: Path, pg_url: str) -> Non
         assert pg.get(debounced).payload == {"n": 2}  # type: ignore[union-attr]
         job = pg.get(expiring)
         assert job is not None and job.expires_in == 600 and job.expires_at is not None
+        job = pg.get(bounded)
+        assert job is not None and deadline_at is not None and job.deadline_at == deadline_at

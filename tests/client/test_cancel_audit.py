@@ -11,6 +11,7 @@ import pytest
 
 import errands
 from errands.cli import main
+from errands.cli.common import cli_actor
 from errands.core.states import Event
 from helpers.support import claim, event_names
 
@@ -36,7 +37,7 @@ def test_cancel_from_the_cli_records_the_cli_as_actor(
     capsys.readouterr()
     with errands.Queue(db_url) as q:
         last = q.events(job_id)[-1]
-        assert (last.event, last.actor) == ("CANCEL_REQUESTED", "cli")
+        assert (last.event, last.actor) == ("CANCEL_REQUESTED", cli_actor())
         job = q.get(job_id)
         assert job is not None and (job.status, job.cancel_requested) == ("running", True)
 

@@ -142,3 +142,23 @@ def test_the_claim_passes_over_an_expired_job_wherever_its_scan_resumes(
     clock.advance(2)  # both expired; within the position's front-scan period
     assert claim(q, ["send"]) == []
     assert {get_job(q, same).status, get_job(q, lower).status} == {"queued"}
+
+
+def test_the_fair_claim_passes_over_an_expired_job(
+    clocked_queue: errands.Queue, clock: FixedClock
+) -> None:
+    q = clocked_queue
+    ran: list[str] = []
+
+    @q.task(fair="tenant")
+    def shared(tenant: str) -> None:
+        ran.append(tenant)
+
+    expired = shared.with_options(expires_in=1).enqueue(tenant="a")
+    shared.enqueue(tenant="b")
+    clock.advance(2)
+    # Another holds the expiry service's lease: only the claim stands between it and a run.
+    assert q.backend.try_lead("expiry", "elsewhere", 3600, clock.now)
+    q.run_worker(burst=True)
+    assert ran == ["b"]
+    assert get_job(q, expired).status == "queued"

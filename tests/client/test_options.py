@@ -39,6 +39,7 @@ SAMPLE: dict[str, Any] = {
     "debounce": 30.0,
     "max_wait": 300.0,
     "expires_in": 600.0,
+    "deadline": 3600.0,
 }
 # What an option needs beside it to be given alone.
 COMPANIONS: dict[str, dict[str, Any]] = {

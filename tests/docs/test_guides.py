@@ -89,13 +89,19 @@ def test_flow_control_guide_runs(db_url: str, is_sqlite: bool) -> None:
     _, ran = run_guide("flow-control.md", db_url, is_sqlite)
     assert ran == len(blocks("flow-control.md"))
     # What the blocks do not assert themselves: everything the guide enqueued ran (but the
-    # snooze loop the guide shows ending with SNOOZE:LIMIT, and the job it shows expire).
+    # snooze loop the guide shows ending with SNOOZE:LIMIT, the job it shows expire, and the
+    # ordered job it shows fail, and the one it shows fail at its deadline).
     with errands.Queue(db_url) as q:
         jobs = q.jobs(limit=1000)
         assert [j.type for j in jobs if j.error_code == "SNOOZE:LIMIT"] == ["wait_for_export"]
         assert [j.type for j in jobs if j.error_code == "EXPIRED:QUEUE"] == ["notify"]
-        ended = {"SNOOZE:LIMIT", "EXPIRED:QUEUE"}
-        assert {j.status for j in jobs if j.error_code not in ended} == {"succeeded"}
+        assert [j.type for j in jobs if j.error_code == "DEADLINE:EXCEEDED"] == ["charge"]
+        ended = {"SNOOZE:LIMIT", "EXPIRED:QUEUE", "DEADLINE:EXCEEDED"}
+        # The failed head the guide shows the next job going on after ("Order per key").
+        failed = [j for j in jobs if j.status == "failed" and j.error_code not in ended]
+        assert [(j.type, j.payload["n"]) for j in failed] == [("post", 1)]
+        rest = {j.status for j in jobs if j.error_code not in ended and j not in failed}
+        assert rest == {"succeeded"}
 
 
 class CapturingTransport(Transport):

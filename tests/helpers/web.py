@@ -58,13 +58,14 @@ def free_port() -> int:
 
 
 def snapshot(url: str) -> list[Any]:
-    """Every job's state and the size of the audit log: equal before and after means nothing
-    was written."""
+    """Every job's state, the size of the audit log, the pauses and the stored limits: equal
+    before and after means nothing was written."""
     return [
         sql_rows(url, "SELECT id, status, attempts, run_at FROM jobs ORDER BY id"),
         sql_rows(url, "SELECT COUNT(*) FROM job_events"),
         sql_rows(url, "SELECT COUNT(*) FROM job_attempts"),
         sql_rows(url, "SELECT queue, reason FROM queue_pauses ORDER BY queue"),
+        sql_rows(url, "SELECT * FROM flow_limits ORDER BY key"),
     ]
 
 
@@ -98,6 +99,7 @@ def served(db_url: str, token: str | None = None) -> Iterator[str]:
     port = free_port()
     env = dict(os.environ)
     env.pop("ERRANDS_DASHBOARD_TOKEN", None)
+    env.pop("ERRANDS_DASHBOARD_TOKENS", None)
     if token:
         env["ERRANDS_DASHBOARD_TOKEN"] = token
     proc = subprocess.Popen(

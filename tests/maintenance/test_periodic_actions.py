@@ -12,6 +12,7 @@ import pytest
 
 import errands
 from errands.cli import main
+from errands.cli.common import cli_actor
 from errands.maintenance.scheduler import PeriodicScheduler
 from errands.reports import describe
 from helpers.ops import HOUR
@@ -155,7 +156,7 @@ def test_cli_disable_enable_run_and_check(
     assert "disabled schedule 'minutely'" in capsys.readouterr().out
     assert main(["--db", db_url, "periodic", "--json"]) == 0
     (shown,) = json.loads(capsys.readouterr().out)
-    assert (shown["disabled"], shown["disabled_by"], shown["overdue"]) == (True, "cli", False)
+    assert (shown["disabled"], shown["disabled_by"], shown["overdue"]) == (True, cli_actor(), False)
     assert main(["--db", db_url, "periodic"]) == 0
     assert "DISABLED since" in capsys.readouterr().out
     main(["--db", db_url, "check"])  # other problems may remain; not this schedule

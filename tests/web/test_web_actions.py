@@ -222,7 +222,8 @@ def test_job_page_buttons_and_commands_then_redirects(
         assert f'data-copy="{command}"' in page
     token = _csrf(c, f"/jobs/{later}")
     r = c.post(f"/jobs/{later}/priority", data={"csrf": token, "priority": "-7"})
-    assert r.status_code == 303 and r.headers["location"].endswith(f"/jobs/{later}")
+    assert r.status_code == 303 and r.headers["location"].endswith(f"/jobs/{later}?done=priority")
+    assert 'id="job-done">Priority changed.' in c.get(r.headers["location"]).text
     assert get_job(queue, later).priority == -7
     r = c.post(f"/jobs/{later}/run_now", data={"csrf": token})
     assert r.status_code == 303

@@ -82,3 +82,33 @@ def test_choosing_a_type_shows_its_charts_readable_at_800px_and_in_dark_mode(
             assert f'"type": "{LONG_TYPE}"' in body or f'"type":"{LONG_TYPE}"' in body
             page.close()
         assert sum(colors["light"]) > 600 and sum(colors["dark"]) < 150, colors
+
+
+def test_an_hour_alone_still_draws_its_points_and_sub_second_runs_read_in_ms(
+    db_url: str, chromium: Any
+) -> None:
+    """One hour of data: a one-point line draws nothing, so each point must be a dot that
+    shows (issue #36: 1,027 runs at p50 0.025 s drew an empty chart and read "0.0 s")."""
+    with errands.Queue(db_url, durability="normal") as q:
+        now = time.time()
+        for i in range(20):
+            at = now - 900 + i
+            run_job(q, "resize", run_at=at, started=at + 0.01, finished=at + 0.035)
+    with served(db_url) as base:
+        for scheme in ("light", "dark"):
+            page = chromium.new_page(viewport={"width": 1366, "height": 900})
+            page.emulate_media(color_scheme=scheme)
+            page.goto(base)
+            dots = page.eval_on_selector_all(
+                "svg.latency-run circle",
+                "cs => cs.map(c => { const s = getComputedStyle(c), r = c.getBoundingClientRect();"
+                " return {fill: s.fill, opacity: Number(s.fillOpacity), w: r.width}; })",
+            )
+            assert len(dots) == 2, dots  # p50 and p95 of the one hour
+            for dot in dots:
+                assert dot["opacity"] > 0 and dot["fill"] not in ("none", ""), (scheme, dot)
+                assert dot["w"] >= 4, (scheme, dot)
+            assert len({d["fill"] for d in dots}) == 2, "p50 and p95 in their lines' colours"
+            run = page.inner_text("xpath=//th[text()='run p50 / p95']/following-sibling::td")
+            assert run.startswith("25 ms"), run
+            page.close()

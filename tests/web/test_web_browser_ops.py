@@ -88,7 +88,7 @@ def build(db_url: str) -> dict[str, Any]:
     return {"q": q, "failed": failed, "running": running}
 
 
-PAGES = ("", "jobs", "jobs?view=retrying", "failures", "queues", "periodic", "workers")
+PAGES = ("", "jobs", "jobs?view=retrying", "failures", "queues", "periodic", "workers", "activity")
 
 
 def _wide(page: Any) -> bool:

@@ -89,6 +89,8 @@ def test_every_form_action_redirects_and_a_reload_changes_nothing(
     def nightly() -> None: ...
 
     later = queue.enqueue("remind", {"n": 9}, delay=3600)
+    with queue.batch(on_complete=("remind", {"n": 10})) as batch:
+        batch.enqueue("resize", {"n": 10})
     c = TestClient(create_app(queue), follow_redirects=False)
     token = _csrf(c, f"/jobs/{ids['failed'][0]}")
     forms = {
@@ -105,6 +107,10 @@ def test_every_form_action_redirects_and_a_reload_changes_nothing(
         "/periodic/run": ("/periodic/run", {"name": "nightly"}),
         "/queues/pause": ("/queues/pause", {"name": "mail", "reason": "SMTP down"}),
         "/queues/resume": ("/queues/resume", {"name": "mail"}),
+        "/queues/limit": ("/queues/limit", {"key": "mail", "running": "2"}),
+        "/queues/limit/clear": ("/queues/limit/clear", {"key": "mail"}),
+        "/batches/{job_id:int}/retry": (f"/batches/{batch.id}/retry", {}),
+        "/jobs/{job_id:int}/signal": (f"/jobs/{later}/signal", {"name": "go", "payload": "1"}),
     }
     html_mutations = {e.path for e in ROUTES if e.kind == "mutation" and not e.api}
     assert html_mutations == set(forms), "a new form action needs its Post/Redirect/Get check"

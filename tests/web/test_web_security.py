@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import parse_qs, quote, urlsplit
+from urllib.parse import parse_qs, parse_qsl, quote, urlsplit
 
 import pytest
 from starlette.routing import Mount, Route
@@ -85,6 +85,21 @@ PROTECTED = {
     ("/periodic/enable", "POST"),
     # a signal for ctx.wait_for (docs/durable-steps.md)
     ("/api/admin/jobs/{job_id:int}/signal", "POST"),
+    # the operator activity log: who did what
+    ("/api/admin/activity", "GET"),
+    ("/activity", "GET"),
+    # a batch's page, its JSON and "retry failed members" (issue #36)
+    ("/batches/{job_id:int}", "GET"),
+    ("/batches/{job_id:int}/retry", "POST"),
+    ("/api/admin/batches/{job_id:int}", "GET"),
+    ("/api/admin/batches/{job_id:int}/retry", "POST"),
+    # the job page's "send signal" form (issue #36)
+    ("/jobs/{job_id:int}/signal", "POST"),
+    # limits edited (issue #36)
+    ("/api/admin/limits/{key}", "POST"),
+    ("/api/admin/limits/{key}/clear", "POST"),
+    ("/queues/limit", "POST"),
+    ("/queues/limit/clear", "POST"),
 }
 PUBLIC_MOUNTS = {"/static"}
 MUTATIONS = {(e.path, e.methods[0]) for e in ROUTES if e.kind == "mutation"}
@@ -92,7 +107,7 @@ MUTATIONS = {(e.path, e.methods[0]) for e in ROUTES if e.kind == "mutation"}
 
 def concrete(path: str, ids: dict[str, Any]) -> str:
     path = path.replace("{job_id:int}", str(ids["failed"][0])).replace("{attempt:int}", "1")
-    return path.replace("{name}", "default")
+    return path.replace("{name}", "default").replace("{key}", "mail")
 
 
 def schema(url: str) -> list[Any]:
@@ -154,7 +169,9 @@ def test_token_guards_every_protected_route(db_url: str, queue: errands.Queue, j
         if method == "GET":
             query = {"action": "retry", "status": "failed"} if path == "/bulk/confirm" else {}
             r = c.get(concrete(path, jobs), headers=bearer, params=query)
-            assert r.status_code == (303 if path == "/find" else 200), (path, r.status_code)
+            # (a failed job runs after nothing: it is no batch, 404 past the token)
+            expected = 303 if path == "/find" else 404 if "/batches/" in path else 200
+            assert r.status_code == expected, (path, r.status_code)
 
 
 def test_login_sets_a_strict_httponly_cookie(queue: errands.Queue, jobs: Any) -> None:
@@ -370,6 +387,11 @@ GET_PARAMS = {
     "/api/admin/throughput": ["hours"],
     "/failures": ["window"],
     "/bulk/confirm": ["action", "status", "type", "queue", "error_code"],
+    "/api/admin/activity": ["actor", "action", "limit", "cursor"],
+    "/activity": ["actor", "action", "limit", "cursor"],
+    "/bulk/confirm?action=priority&status=queued": ["priority", "done", "changed"],
+    "/queues": ["limit", "key"],
+    "/jobs/1": ["done"],
 }
 
 
@@ -383,7 +405,9 @@ def test_injection_corpus_never_500_and_never_changes_the_schema(
         for name in names:
             for value in CORPUS:
                 extra = {"action": "retry", "status": "failed"} if path == "/bulk/confirm" else {}
-                r = c.get(path, params={**extra, name: value})
+                where, _, query = path.partition("?")  # its own query, then the value tried
+                extra.update(parse_qsl(query))
+                r = c.get(where, params={**extra, name: value})
                 codes.add(r.status_code)
                 assert r.status_code < 500, (path, name, value[:30], r.status_code)
     for value in CORPUS:
@@ -392,7 +416,20 @@ def test_injection_corpus_never_500_and_never_changes_the_schema(
                 body = {"status": "failed", key: value, "dry_run": True}
                 r = c.post(path, json=body)
                 assert r.status_code < 500, (path, key, value[:30], r.status_code)
-        for path in ("/api/admin/jobs/{}", "/jobs/{}", "/jobs/1/attempts/{}/traceback"):
+        for key in ("running", "rate"):  # limits (issue #36): 400 for anything not a cap
+            r = c.post("/api/admin/limits/mail", json={key: value})
+            assert r.status_code in (200, 400), (key, value[:30], r.status_code)
+            r = c.post("/api/admin/limits/mail", json={"rate": [value, value]})
+            assert r.status_code in (200, 400), (value[:30], r.status_code)
+        r = c.post(f"/api/admin/limits/{quote(value, safe='')}", json={"running": 1})
+        assert r.status_code in (200, 400, 404), (value[:30], r.status_code)
+        for path in (
+            "/api/admin/jobs/{}",
+            "/jobs/{}",
+            "/jobs/1/attempts/{}/traceback",
+            "/batches/{}",
+            "/api/admin/batches/{}",
+        ):
             r = c.get(path.format(quote(value, safe="")))
             assert r.status_code == 404, (path, value[:30], r.status_code)
     assert {200, 400} <= codes

@@ -73,3 +73,54 @@ def _charge(ran: list[int]) -> int:
     """A step with an effect the test counts."""
     ran.append(1)
     return len(ran)
+
+
+def test_the_job_page_shows_durations_the_sleep_or_wait_and_sends_a_signal(
+    queue: errands.Queue,
+) -> None:
+    """Issue #36: each call's duration, the sleep or wait in progress, and a "send signal"
+    form (guarded like every form: tests/web/test_web_security.py)."""
+    import re
+
+    @queue.task()
+    def nap(ctx: JobContext) -> None:
+        ctx.step("prepare", lambda: 1)
+        ctx.sleep(3600, name="cool-down")
+
+    @queue.task()
+    def onboard(ctx: JobContext) -> object:
+        ctx.step("create", lambda: {"id": 1})
+        return ctx.wait_for("survey", timeout=86400)
+
+    napping, waiting = nap.enqueue(), onboard.enqueue()
+    queue.run_worker(burst=True)
+    c = TestClient(create_app(queue), follow_redirects=False)
+    page = c.get(f"/jobs/{napping}").text
+    pending = re.search(r'id="pending-step">(.*?)</div>', page, re.S)
+    assert pending and "Sleeping" in pending.group(1) and "cool-down" in pending.group(1)
+    assert "Send signal" not in page
+    took = re.findall(r'<td class="took">([^<]*(?:<span[^>]*>[^<]*</span>)?)</td>', page)
+    assert took[0].endswith(" ms") or took[0].endswith(" s"), took  # the step's run
+    page = c.get(f"/jobs/{waiting}").text
+    pending = re.search(r'id="pending-step">(.*?)</div>', page, re.S)
+    assert pending and "Waiting for the signal" in pending.group(1)
+    assert "<code>survey</code>" in pending.group(1) and "times out" in pending.group(1)
+    token = re.search(r'name="csrf" value="([0-9a-f]+)"', page)
+    assert token and 'class="signal-form"' in page
+    bad = c.post(
+        f"/jobs/{waiting}/signal",
+        data={"csrf": token.group(1), "name": "survey", "payload": "{nope"},
+    )
+    assert bad.status_code == 400 and "payload must be JSON" in bad.text
+    r = c.post(
+        f"/jobs/{waiting}/signal",
+        data={"csrf": token.group(1), "name": "survey", "payload": '{"score": 9}'},
+    )
+    assert r.status_code == 303 and r.headers["location"].endswith("?done=signal")
+    assert "Signal sent" in c.get(r.headers["location"]).text
+    assert queue.events(waiting)[-1].actor == "api"
+    queue.run_worker(burst=True)
+    assert queue.get(waiting).result == {"score": 9}  # type: ignore[union-attr]
+    page = c.get(f"/jobs/{waiting}").text
+    assert 'id="pending-step"' not in page  # over: the wait has its duration
+    assert "waiting</span>" not in page

@@ -68,6 +68,9 @@ class ClaimRequest:
     # The fair keys among ``types`` (errands.Fair), each with its weights: the limited claim
     # serves their values in turn (backends/fair.py).
     fair: Mapping[str, FairWeights] = field(default_factory=dict)
+    # The ordered keys among ``types`` (order=), each with whether a failed head blocks it:
+    # the limited claim takes of each value only its head (backends/order.py).
+    order: Mapping[str, bool] = field(default_factory=dict)
 
 
 # Not frozen: a frozen dataclass's __init__ costs ~4x a plain one (object.__setattr__ per
@@ -229,6 +232,7 @@ class PruneReport:
     interrupted: bool = False  # stopped by should_stop before finishing: rerun to continue
     more: bool = False  # stopped at the pass's max_batches with rows left: run again soon
     checkpointed: bool = False
+    activity: int = 0  # activity log rows past their retention deleted (not in ``total``)
 
     @property
     def total(self) -> int:

@@ -65,7 +65,11 @@ class ClaimPosition:
         key = _key(types, queues)
         with self._lock:
             at = self._at.get(key)
-            if at is None or now - self._front_at.get(key, now) >= FRONT_SCAN_SECONDS:
+            since = now - self._front_at.get(key, now)
+            # A clock stepped back (since < 0) scans from the front at once: jobs enqueued
+            # since are due before the position, and the period would not end for as long
+            # as the step.
+            if at is None or not 0 <= since < FRONT_SCAN_SECONDS:
                 self._at.pop(key, None)
                 self._front_at[key] = now
                 return dict(FROM_THE_FRONT)

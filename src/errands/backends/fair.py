@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -149,10 +149,12 @@ class SQLFair(SQLHost):
         weights: FairWeights,
         base: dict[str, Any],
         limit: int,
+        heads: Mapping[str, Candidate] | None = None,
     ) -> FairPlan:
         """The starts the turns give among ``rooms`` (value -> how many more may start, and
         the highest priority it holds) of fair ``key``, up to ``limit``; their jobs are
-        locked (PostgreSQL: FOR UPDATE SKIP LOCKED) but not claimed."""
+        locked (PostgreSQL: FOR UPDATE SKIP LOCKED) but not claimed. With ``heads`` (an
+        ordered key: each value's head, backends/order.py) a value's only job is its head."""
         q = self.q
         vtime, stored = 0.0, {}
         for value, tag in conn.execute(q["fair_turns_of"], {"key": key}):
@@ -170,23 +172,29 @@ class SQLFair(SQLHost):
             batch = order[at : at + limit - len(turns)]
             at += len(batch)
             tags = {v: max(stored.get(v, vtime), vtime) for v in batch}
-            exact = len({rooms[v][1] for v in batch}) == 1
-            if exact:  # one priority: the turns the tags give, exactly (no row locked spare)
-                wants = turns_each(tags, rooms, weights, limit)
-            else:  # each value's share of the starts wanted, and one more: enough for its turns
-                share = sum(weights.of(v) for v in batch)
-                wants = {
-                    v: min(rooms[v][0], 1 + math.ceil(limit * weights.of(v) / share)) for v in batch
-                }
-            due = self._fair_due(conn, key, base, wants)
-            short = sum(wants.values()) - sum(len(jobs) for jobs in due.values())
-            if short > 0:  # a value had fewer due than its turns: the others may use them
-                more = {
-                    v: min(rooms[v][0], n + short)
-                    for v, n in wants.items()
-                    if len(due.get(v, ())) == n and n < rooms[v][0]
-                }
-                due.update(self._fair_due(conn, key, base, more))
+            exact = heads is None and len({rooms[v][1] for v in batch}) == 1
+            short = 0
+            if heads is not None:  # an ordered key: a value's only job is its head
+                wants = {v: 1 for v in batch}
+                due = {v: [heads[v]] for v in batch if v in heads}
+            else:
+                if exact:  # one priority: the turns the tags give, exactly (no spare locked)
+                    wants = turns_each(tags, rooms, weights, limit)
+                else:  # each value's share of the starts wanted, and one more for its turns
+                    share = sum(weights.of(v) for v in batch)
+                    wants = {
+                        v: min(rooms[v][0], 1 + math.ceil(limit * weights.of(v) / share))
+                        for v in batch
+                    }
+                due = self._fair_due(conn, key, base, wants)
+                short = sum(wants.values()) - sum(len(jobs) for jobs in due.values())
+                if short > 0:  # a value had fewer due than its turns: the others may use them
+                    more = {
+                        v: min(rooms[v][0], n + short)
+                        for v, n in wants.items()
+                        if len(due.get(v, ())) == n and n < rooms[v][0]
+                    }
+                    due.update(self._fair_due(conn, key, base, more))
             for value in batch:
                 if due.get(value):
                     turns.append(Turn(value, tags[value], weights.of(value), due[value]))
@@ -212,10 +220,10 @@ class SQLFair(SQLHost):
         return due
 
     def _fair_headroom(
-        self, conn: Conn, groups: list[tuple[str, str]], fair: Mapping[str, FairWeights]
+        self, conn: Conn, groups: list[tuple[str, str]], fair: Collection[str]
     ) -> dict[tuple[str, str], tuple[int, bool]]:
-        """The groups of fair keys no limit caps (no stored limit of that key): no cap, no
-        rate, so the limited claim need not count their running jobs."""
+        """The groups of ``fair`` keys (fair or ordered) no limit caps (no stored limit of
+        that key): no cap, no rate, so the limited claim need not count their running jobs."""
         keys = {k for k, _ in groups if k in fair}
         if not keys:
             return {}

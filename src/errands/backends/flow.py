@@ -35,8 +35,9 @@ from typing import Any
 from ..core.states import AttemptStatus
 from ..errors import ConfigurationError
 from .base import ClaimedJob, ClaimRequest, LimitSpec, Outcome, Released
-from .fair import FairPlan, SQLFair
+from .fair import Candidate, FairPlan, SQLFair
 from .host import IN_ORDER, RUNNING, T_CLAIM, WORK, Conn, SQLHost, column_index, dumps, event_of
+from .order import SQLOrder
 
 # Groups visited per claim: bounds a claim's work when many groups wait (each visit is a few
 # index probes). The skip scan takes them in key order; past this many, the next claim of
@@ -48,9 +49,9 @@ CLAIMED = event_of("claim")
 TRIM_MARGIN = 300.0  # seconds of starts kept beyond a rate's window: see _headroom
 
 
-class SQLFlow(SQLFair, SQLHost):
+class SQLFlow(SQLFair, SQLOrder, SQLHost):
     """Pauses, limits, progress; and the limited half of the claim (its fair turns:
-    fair.py)."""
+    fair.py; its ordered heads: order.py)."""
 
     # Where the last claim's scan of waiting groups stopped, when it stopped short of the
     # end (MAX_GROUPS): this process's next claim resumes there. Per backend object, not
@@ -194,7 +195,8 @@ class SQLFlow(SQLFair, SQLHost):
         limit = request.limit
         tops: dict[tuple[str, str], int] = {}  # each group's highest priority
         groups = self._limited_groups(conn, tops)
-        headroom = self._fair_headroom(conn, groups, request.fair)
+        order = request.order
+        headroom = self._fair_headroom(conn, groups, {*request.fair, *order})
         rest = [g for g in groups if g not in headroom]
         headroom.update(self._headroom(conn, rest, now) if rest else {})
         base = {"now": now, "types": params["types"], "queues": params["queues"]}
@@ -202,9 +204,25 @@ class SQLFlow(SQLFair, SQLHost):
         rated: set[tuple[str, str]] = set()
         fair = request.fair
         fair_rooms: dict[str, dict[str, tuple[int, int]]] = {}
+        # Of an ordered value only its head may start, and only when it is due (order.py).
+        ordered = [g for g, (room, _) in headroom.items() if g[0] in order and room > 0]
+        heads = self._order_heads(conn, ordered, order, base) if ordered else {}
+        fair_heads: dict[str, dict[str, Candidate]] = {}
         for (key, grp), (room, has_rate) in headroom.items():
             if room <= 0:
                 continue  # a capped group is not eligible: the turn passes it by
+            if key in order:
+                head = heads.get((key, grp))
+                if head is None:
+                    continue  # its head is running, not due, waiting or blocking
+                if key in fair:
+                    fair_rooms.setdefault(key, {})[grp] = (1, head[1])
+                    fair_heads.setdefault(key, {})[grp] = head
+                else:
+                    limited.append(head)
+                if has_rate:
+                    rated.add((key, grp))
+                continue
             if key in fair:
                 fair_rooms.setdefault(key, {})[grp] = (room, tops.get((key, grp), 0))
                 if has_rate:
@@ -218,7 +236,7 @@ class SQLFlow(SQLFair, SQLHost):
             limited.extend((r[0], r[1], r[2]) for r in due)
         ep = self._epoch
         plans = [
-            self._fair_picks(conn, key, rooms, fair[key], base, limit)
+            self._fair_picks(conn, key, rooms, fair[key], base, limit, fair_heads.get(key))
             for key, rooms in sorted(fair_rooms.items())
         ]
         ranked = [(-c[1], ep(c[2]) or 0.0, c[0], c[0]) for c in limited]

@@ -10,9 +10,11 @@ from .base import NewJob
 
 def insert_params(job: NewJob, now: float, to_state: str) -> dict[str, Any]:
     """``job``'s parameters, stored in ``to_state``. A queued job's start-by time
-    (``expires_at``) counts from its run_at; a waiting job's is set when it is released."""
+    (``expires_at``) counts from its run_at; a waiting job's is set when it is released. The
+    deadline (``deadline_at``) counts from its creation, whatever its state."""
     rules = job.rules
     expires_in = None if rules is None else rules.expires_in
+    deadline = None if rules is None else rules.deadline
     return {
         "queue": job.queue,
         "type": job.type,
@@ -31,4 +33,6 @@ def insert_params(job: NewJob, now: float, to_state: str) -> dict[str, Any]:
         "expires_at": job.run_at + expires_in
         if expires_in is not None and to_state == "queued"
         else None,
+        # Counted from created_at, which is ``now`` (the database clock the verbs are given).
+        "deadline_at": None if deadline is None else now + deadline,
     }

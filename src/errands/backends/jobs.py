@@ -31,6 +31,7 @@ from .base import (
 )
 from .bulk_rows import HEADERS, RULES, UNIQUE_KEY, alike_runs, chunks
 from .claim_position import ClaimScans
+from .deadline import past_deadline
 from .debounce import debounce_steps, debounced
 from .host import (
     ALL,
@@ -345,6 +346,8 @@ class SQLJobs(ClaimScans):
     ) -> list[bool]:
         attempts: list[list[Any]] = []
         events: list[list[Any]] = []
+        if not all(isinstance(o, Succeeded) for o in outcomes):
+            outcomes = past_deadline(conn, self.q, outcomes)  # deadline.py
         succeeded = [o for o in outcomes if isinstance(o, Succeeded)]
         done: set[tuple[int, int]] = set()
         other: dict[int, bool] = {}

@@ -240,4 +240,5 @@ class SQLJobOperator(SQLHost):
             debounce_key=r.get("debounce_key"),
             expires_in=r.get("expires_in"),
             expires_at=dt(r.get("expires_at")),
+            deadline_at=dt(r.get("deadline_at")),
         )

@@ -24,10 +24,22 @@ from .host import (
     detail,
     event_row,
 )
+from .lease_sweep import FROM_THE_FRONT, LeaseSweep
 
 
 class SQLLeader(SQLHost):
     """Maintenance roles held by one worker at a time, and the recovery of lost attempts."""
+
+    # The rescuer's sweep starts past the leases it already saw expire (lease_sweep.py):
+    # PostgreSQL, whose index of running jobs keeps finished jobs' entries until VACUUM.
+    # SQLite removes an entry with its row's change, so its sweep starts at the front.
+    sweep_resumes = False
+
+    @property
+    def lease_sweep(self) -> LeaseSweep:
+        """Where this process's next sweep for expired leases starts (made on first use)."""
+        sweep: LeaseSweep = self.__dict__.setdefault("_lease_sweep", LeaseSweep())
+        return sweep
 
     def try_lead(self, name: str, holder: str, ttl: float, now: float) -> bool:
         """Take or renew the lease on a maintenance role; True while we hold it."""
@@ -46,15 +58,23 @@ class SQLLeader(SQLHost):
     def rescue(self, now: float, *, limit: int = 1000) -> RescueReport:
         """Recover running jobs whose lease expired: attempt → lost, job → queued (attempts
         left) or failed (that was the last one)."""
+        after = self.lease_sweep.start(now) if self.sweep_resumes else FROM_THE_FRONT
         with self._write("rescue") as conn:
-            expired = conn.execute(self.q["expired_leases"], {"now": now, "limit": limit})
-            report = self._recover(conn, self._dicts(expired), "lease_expired", now)
+            params = {"now": now, "limit": limit, "after": after}
+            rows = self._dicts(conn.execute(self.q["expired_leases"], params))
+            # Seen before recovering: a row skipped as locked is still running in the range.
+            seen = len(rows)
+            if self.sweep_resumes and len(rows) < limit:
+                seen = int(conn.execute(self.q["expired_leases_seen"], params).fetchone()[0])
+            report = self._recover(conn, rows, "lease_expired", now)
             if report.recovered:
                 self._woke(conn, WORK)  # queued again: an idle worker runs them now
             if report.exhausted:
                 self._woke(conn, DONE, report.exhausted)
                 self._count_exhausted(conn, report.exhausted)
                 self._release(conn, report.exhausted, now, "system")
+        if self.sweep_resumes:
+            self.lease_sweep.swept(now, max(seen, len(rows)), limit, skipped=seen > len(rows))
         return report
 
     def recover_workers(self, worker_ids: Sequence[str], now: float) -> RescueReport:

@@ -98,6 +98,7 @@ class PostgresBackend(PostgresOwnTx, SQLBackend):
     schema_target = SCHEMA_VERSION
     concurrent_writers = True  # lock a dependent before checking it (deps.py)
     claim_resumes = True  # dead index entries of claimed jobs: skipped (claim_position.py)
+    sweep_resumes = True  # and of finished jobs, by the rescuer (lease_sweep.py)
     inserts_wake = True  # its insert steps NOTIFY for due jobs (or leave it to the Waker)
     other_jobs_table_hint = "use another database, or a schema of its own (options=-csearch_path=…)"
 

@@ -15,6 +15,7 @@ Mixins rather than composed objects, so every caller keeps speaking to one backe
 
 from __future__ import annotations
 
+from .activity import SQLActivity
 from .deps import SQLDeps
 from .expiry import SQLExpiry
 from .flow import SQLFlow
@@ -42,6 +43,7 @@ class SQLBackend(
     SQLPeriodic,
     SQLTaskTypes,
     SQLRetention,
+    SQLActivity,
     SQLStats,
     SQLFlow,
     SQLDeps,

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from ..core.records import Attempt, EventRecord, Job, Step, StepRecord
+from .activity import ActivityReads, ActivityVerbs
 from .base import (
     ActionReport,
     CancelReport,
@@ -141,7 +142,7 @@ class DepVerbs(DepReads, Protocol):
 
 class LeaderVerbs(Protocol):
     """Maintenance roles, the recovery of lost attempts (backends/leader.py), and the end of
-    jobs past their expires_in (backends/expiry.py)."""
+    jobs past their expires_in or deadline (backends/expiry.py)."""
 
     def try_lead(self, name: str, holder: str, ttl: float, now: float) -> bool: ...
     def resign(self, name: str, holder: str) -> None: ...
@@ -149,6 +150,7 @@ class LeaderVerbs(Protocol):
     def recover_workers(self, worker_ids: Sequence[str], now: float) -> RescueReport: ...
     def host_workers(self, hostname: str) -> list[tuple[str, int]]: ...
     def expire(self, now: float, limit: int) -> list[int]: ...
+    def fail_past_deadline(self, now: float, limit: int) -> list[int]: ...
 
 
 class WorkerReads(Protocol):
@@ -276,6 +278,9 @@ class FlowReads(Protocol):
     # jobs due, queued and running, and the attempts started since ``since``.
     def fair_keys(self) -> list[str]: ...
     def fair_usage(self, keys: Sequence[str], now: float, since: float) -> list[dict[str, Any]]: ...
+    # Order per key (backends/order.py): the values of blocking ordered keys a failed head
+    # holds back, each with its head's id.
+    def order_blocked(self, keys: Sequence[str], now: float) -> list[dict[str, Any]]: ...
 
 
 class FlowVerbs(FlowReads, Protocol):
@@ -352,6 +357,7 @@ class ReadVerbs(
     TaskTypeReads,
     RetentionReads,
     VacuumReads,
+    ActivityReads,
     StatsVerbs,
     FlowReads,
     SchemaReads,
@@ -376,6 +382,7 @@ class Backend(
     TaskTypeVerbs,
     RetentionVerbs,
     VacuumVerbs,
+    ActivityVerbs,
     StatsVerbs,
     FlowVerbs,
     SchemaVerbs,

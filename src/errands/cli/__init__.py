@@ -18,7 +18,7 @@ from typing import Any
 from .. import __version__
 from ..backends import scrub
 from ..errors import ErrandsError
-from . import actions, dashboard, deps, flow, graduate, jobs, ops, output, steps, worker
+from . import actions, activity, dashboard, deps, flow, graduate, jobs, ops, output, steps, worker
 from .bench.churn_options import add_churn_arguments, run_churn
 from .common import UsageError, add_db, add_json, duration
 from .jobs import int_between, positive_int
@@ -64,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     steps.register(sub, jobs.job_id)
     ops.register(sub)
     flow.register(sub)
+    activity.register(sub)
     graduate.register(sub)
     dashboard.register(sub)
     _register_tools(sub)

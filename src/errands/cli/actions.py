@@ -16,10 +16,9 @@ from ..client.bulk import BulkReport
 from ..core import validate
 from ..queue import Queue
 from . import output
-from .common import add_db, add_json, open_queue
+from .common import add_db, add_json, cli_actor, open_queue
 from .jobs import int_between, job_id
 
-ACTOR = "cli"
 OK, ACT = 0, 1
 
 
@@ -82,17 +81,21 @@ def _act(
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
-    return _act(args, lambda q: q.delete(*args.ids, actor=ACTOR), lambda i: f"job {i}: deleted")
+    return _act(
+        args, lambda q: q.delete(*args.ids, actor=cli_actor()), lambda i: f"job {i}: deleted"
+    )
 
 
 def cmd_run_now(args: argparse.Namespace) -> int:
-    return _act(args, lambda q: q.run_now(*args.ids, actor=ACTOR), lambda i: f"job {i}: due now")
+    return _act(
+        args, lambda q: q.run_now(*args.ids, actor=cli_actor()), lambda i: f"job {i}: due now"
+    )
 
 
 def cmd_priority(args: argparse.Namespace) -> int:
     return _act(
         args,
-        lambda q: q.set_priority(args.priority, *args.ids, actor=ACTOR),
+        lambda q: q.set_priority(args.priority, *args.ids, actor=cli_actor()),
         lambda i: f"job {i}: priority {args.priority}",
     )
 
@@ -103,7 +106,7 @@ def cmd_priority(args: argparse.Namespace) -> int:
 def periodic_action(args: argparse.Namespace, q: Queue) -> int:
     name = args.name
     if args.action == "disable":
-        changed = q.disable_periodic(name, actor=ACTOR)
+        changed = q.disable_periodic(name, actor=cli_actor())
         result = "disabled" if changed else "already_disabled"
         text = (
             f"disabled schedule {name!r}: no tick is enqueued until `errands periodic enable`"
@@ -111,7 +114,7 @@ def periodic_action(args: argparse.Namespace, q: Queue) -> int:
             else f"schedule {name!r} was already disabled"
         )
     elif args.action == "enable":
-        changed = q.enable_periodic(name, actor=ACTOR)
+        changed = q.enable_periodic(name, actor=cli_actor())
         result = "enabled" if changed else "already_enabled"
         text = (
             f"enabled schedule {name!r}: its next tick is the first from now"
@@ -119,7 +122,7 @@ def periodic_action(args: argparse.Namespace, q: Queue) -> int:
             else f"schedule {name!r} was not disabled"
         )
     else:
-        new_id = q.run_periodic(name, actor=ACTOR)
+        new_id = q.run_periodic(name, actor=cli_actor())
         if args.json:
             output.emit_json({"name": name, "result": "enqueued", "id": new_id})
         else:

@@ -9,6 +9,7 @@ and commands that only read never migrate (write) it.
 from __future__ import annotations
 
 import argparse
+import getpass
 import os
 import re
 import sqlite3
@@ -27,6 +28,16 @@ class UsageError(Exception):
 
 class CommandFailed(ErrandsError):
     """A failure the user must act on: exit 1."""
+
+
+def cli_actor() -> str:
+    """Who a command acts as (the activity log's and the job events' actor): ``cli:<user>``,
+    the login name of whoever runs it, or ``cli`` when the system cannot say."""
+    try:
+        user = getpass.getuser()
+    except (OSError, KeyError):  # no login name and no passwd entry (some containers)
+        return "cli"
+    return f"cli:{user}"[:200] if user else "cli"
 
 
 def resolve_db(args: argparse.Namespace) -> str:

@@ -1,8 +1,9 @@
 """``errands dashboard``: serve the web dashboard and JSON admin API with uvicorn.
 
-Binds 127.0.0.1 by default. Any other address needs a token (``--token`` or
-``$ERRANDS_DASHBOARD_TOKEN``): without one, anyone who can reach the port could retry, cancel
-and prune jobs, so that is refused as bad usage (exit 2).
+Binds 127.0.0.1 by default. Any other address needs a token (``--token``,
+``$ERRANDS_DASHBOARD_TOKEN``, or labelled ones in ``$ERRANDS_DASHBOARD_TOKENS``): without
+one, anyone who can reach the port could retry, cancel and prune jobs, so that is refused as
+bad usage (exit 2).
 """
 
 from __future__ import annotations
@@ -10,11 +11,31 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 from .common import UsageError, add_db, open_queue
 
 ENV_TOKEN = "ERRANDS_DASHBOARD_TOKEN"
+# Several tokens, each with the label that names who acted (the activity log): pairs
+# "LABEL=TOKEN" separated by commas or whitespace, kept out of ``ps`` like the one token.
+ENV_TOKENS = "ERRANDS_DASHBOARD_TOKENS"
+
+
+def labelled_tokens(text: str) -> dict[str, str]:
+    """``$ERRANDS_DASHBOARD_TOKENS`` as {label: token}; bad usage (exit 2) if malformed."""
+    tokens: dict[str, str] = {}
+    for pair in text.replace(",", " ").split():
+        label, sep, token = pair.partition("=")
+        if not sep or not label or not token:
+            raise UsageError(
+                f"${ENV_TOKENS} holds {pair[:20]!r}…: write LABEL=TOKEN pairs separated by "
+                "commas or spaces, e.g. alice=3f9c…,deploy-bot=a71e…"
+            )
+        if label in tokens:
+            raise UsageError(f"${ENV_TOKENS} names the label {label!r} twice")
+        tokens[label] = token
+    return tokens
 
 
 def port_number(text: str) -> int:
@@ -47,7 +68,8 @@ def register(sub: Any) -> None:
         "--token",
         default=None,
         help=f"require this token: a login form for browsers, 'Authorization: Bearer' for the "
-        f"API (default: ${ENV_TOKEN}, else none)",
+        f"API (default: ${ENV_TOKEN}, else the labelled LABEL=TOKEN pairs of ${ENV_TOKENS}, "
+        "each label naming who acted in the activity log; else none)",
     )
     p.add_argument(
         "--read-only",
@@ -61,7 +83,9 @@ def register(sub: Any) -> None:
 def cmd_dashboard(args: argparse.Namespace) -> int:
     from ..web.server import bind, build, is_loopback, url_of, uvicorn_server
 
-    token = args.token or os.environ.get(ENV_TOKEN) or None
+    token: str | Mapping[str, str] | None = args.token or os.environ.get(ENV_TOKEN) or None
+    if token is None and os.environ.get(ENV_TOKENS, "").strip():
+        token = labelled_tokens(os.environ[ENV_TOKENS])
     if not is_loopback(args.host) and token is None:
         raise UsageError(
             f"refusing to serve the dashboard on {args.host} without a token: anyone who can "

@@ -12,9 +12,8 @@ from typing import Any
 from ..core import validate
 from ..limits import MAX_CAP, parse_rate, unused_queue_warning, unused_queues
 from . import jobs, output
+from .common import cli_actor
 from .ops import OK, USAGE, _add, _open
-
-ACTOR = "cli"
 
 
 def register(subparsers: Any) -> None:
@@ -78,7 +77,7 @@ def _rate(text: str) -> tuple[int, float]:
 
 def _pause(args: argparse.Namespace) -> int:
     with _open(args) as q:
-        q.pause(args.queue, reason=args.reason, actor=ACTOR)
+        q.pause(args.queue, reason=args.reason, actor=cli_actor())
         unused = unused_queues(q.reads, [args.queue], (), q.clock(), q.settings.lease_seconds)
     what = "every queue" if args.queue == "*" else f"queue {args.queue!r}"
     print(f"paused {what}: workers stop claiming from it at their next claim")
@@ -89,7 +88,7 @@ def _pause(args: argparse.Namespace) -> int:
 
 def _resume(args: argparse.Namespace) -> int:
     with _open(args) as q:
-        resumed = q.resume(args.queue)
+        resumed = q.resume(args.queue, actor=cli_actor())
     what = "every queue" if args.queue == "*" else f"queue {args.queue!r}"
     print(f"resumed {what}" if resumed else f"{what} was not paused")
     return OK
@@ -167,14 +166,14 @@ def _limit_set(args: argparse.Namespace) -> int:
         )
         return USAGE
     with _open(args) as q:
-        q.set_limit(args.key, running=args.running, rate=args.rate, actor=ACTOR)
+        q.set_limit(args.key, running=args.running, rate=args.rate, actor=cli_actor())
     print(json.dumps({"key": args.key, "running": args.running, "rate": args.rate}))
     return OK
 
 
 def _clear(args: argparse.Namespace) -> int:
     with _open(args) as q:
-        cleared = q.clear_limit(args.key)
+        cleared = q.clear_limit(args.key, actor=cli_actor())
     print(f"cleared the stored limit of {args.key!r}" if cleared else f"{args.key!r} had none")
     return OK
 

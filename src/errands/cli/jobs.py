@@ -14,7 +14,7 @@ from ..core.states import State
 from ..errors import ConfigurationError, ErrandsError, InvalidTransitionError, JobNotFoundError
 from ..tasks import DEFAULT_MAX_ATTEMPTS
 from . import deps, output, steps
-from .common import UsageError, add_db, add_json, duration, open_queue
+from .common import UsageError, add_db, add_json, cli_actor, duration, open_queue
 
 STATES = [s.value for s in State]
 ACTOR = "cli"
@@ -119,6 +119,12 @@ def register(sub: Any) -> None:
         help="not started this long after it is due: cancelled (EXPIRED:QUEUE) without running",
     )
     p.add_argument(
+        "--deadline",
+        type=duration,
+        metavar="DURATION",
+        help="no attempt starts this long after the enqueue: failed (DEADLINE:EXCEEDED)",
+    )
+    p.add_argument(
         "--after",
         type=id_list,
         metavar="ID[,ID…]",
@@ -216,9 +222,17 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
             # Every enqueue option is a flag of the same name (a test holds it).
             given = {n: getattr(args, n) for n in OPTION_NAMES if getattr(args, n) is not None}
             options = EnqueueOptions.of_json(given, "errands enqueue")
-            new_id = q.enqueue(args.type, payload, options=options, actor="cli")
+            new_id = q.enqueue(args.type, payload, options=options, actor=cli_actor())
         except ConfigurationError as exc:  # an option errands cannot take: bad usage
             raise UsageError(str(exc)) from None
+        # By hand, so an operator action (an application's own enqueues are its work).
+        q.record_activity(
+            "enqueue",
+            actor=cli_actor(),
+            target=f"job {new_id}",
+            count=1,
+            detail={"type": args.type},
+        )
     if args.json:
         output.emit_json({"id": new_id})
     else:
@@ -293,7 +307,7 @@ def cmd_retry(args: argparse.Namespace) -> int:
     with open_queue(args, must_exist=True) as q:
         for job_id in args.ids:
             try:
-                q.retry(job_id, actor=ACTOR, reset_steps=args.reset_steps)
+                q.retry(job_id, actor=cli_actor(), reset_steps=args.reset_steps)
             except (JobNotFoundError, InvalidTransitionError) as exc:
                 problems += 1
                 output.error(str(exc))
@@ -308,7 +322,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     with open_queue(args, must_exist=True) as q:
         for job_id in args.ids:
             try:
-                what = q.cancel(job_id, actor=ACTOR)
+                what = q.cancel(job_id, actor=cli_actor())
             except (JobNotFoundError, InvalidTransitionError) as exc:
                 problems += 1
                 output.error(str(exc))

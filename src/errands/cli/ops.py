@@ -16,17 +16,14 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from .. import horizon
-from .. import reports as stats
 from ..backends import scrub
 from ..backends.base import PruneProgress
 from ..client import bulk
 from ..core import validate
-from ..core.steps import WAIT_GRACE
 from ..errors import ErrandsError, InvalidTransitionError, JobNotFoundError
 from ..queue import MAX_BATCH, Queue
-from ..reports import describe_all
-from . import actions, jobs
-from .common import UsageError, add_db, duration, open_queue
+from . import actions, check, jobs, output
+from .common import UsageError, add_db, cli_actor, duration, open_queue
 
 OK, ACT, USAGE = 0, 1, 2
 TOP = jobs.int_between(1, validate.INT32_MAX)
@@ -126,7 +123,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("name", nargs="?", help="the schedule")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
 
-    p = _add(subparsers, "check", "health probe: exit 1 with one line per problem", _check)
+    p = _add(subparsers, "check", "health probe: exit 1 with one line per problem", check.run)
     p.add_argument("--max-wait", type=duration, default=300.0, help="oldest due job's wait")
     p.add_argument(
         "--max-failure-rate", type=fraction, default=0.5, help="failed/finished in the last hour"
@@ -149,33 +146,10 @@ def register(subparsers: Any) -> None:
         default=100,
         help="report a queued job started this many times whose last attempt snoozed",
     )
-    _add_horizon_limits(p)
+    check.add_horizon_limits(p)
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
 
     _add(subparsers, "metrics", "Prometheus metrics in the text format, to stdout", _metrics)
-
-
-def _add_horizon_limits(p: argparse.ArgumentParser) -> None:
-    """check's PostgreSQL limits: dead tuples per table, and how long (or how many
-    transactions back) anything may hold the xmin horizon (errands.horizon)."""
-    p.add_argument(
-        "--max-dead-tuples",
-        type=jobs.int_between(0, validate.INT64_MAX),
-        default=horizon.DEAD_TUPLES_MAX,
-        help="dead tuples one of errands' tables may hold (PostgreSQL)",
-    )
-    p.add_argument(
-        "--max-horizon-age",
-        type=duration,
-        default=horizon.HORIZON_AGE_MAX,
-        help="how long a transaction may hold the xmin horizon (PostgreSQL)",
-    )
-    p.add_argument(
-        "--max-horizon-xids",
-        type=jobs.int_between(0, validate.INT64_MAX),
-        default=horizon.HORIZON_XIDS_MAX,
-        help="how many transactions back a slot or transaction may hold it (PostgreSQL)",
-    )
 
 
 # -- commands ------------------------------------------------------------------------------
@@ -207,19 +181,6 @@ def _stats(args: argparse.Namespace) -> int:
     return OK
 
 
-def _age(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    s = int(seconds)
-    if s < 60:
-        return f"{seconds:.1f}s" if seconds < 10 else f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    if s < 86400:
-        return f"{s // 3600}h{s % 3600 // 60:02d}m"
-    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
-
-
 def render_stats(st: dict[str, Any], url: str) -> str:
     lines = [f"errands · {url} · {st['now']}"]
     c = st["counts"]
@@ -236,22 +197,23 @@ def render_stats(st: dict[str, Any], url: str) -> str:
             late = "  PAST LEASE" if r["past_lease"] else ""
             lines.append(
                 f"          #{r['id']} {r['type']} attempt {r['attempt']} on {r['worker_id']} "
-                f"({alive}) quiet {_age(r['age_seconds'])}{late}"
+                f"({alive}) quiet {output.age(r['age_seconds'])}{late}"
             )
     for p in st.get("paused_queues", []):
         lines.append(
             f"paused    {p['name']} by {p['paused_by'] or '?'}, "
-            f"{_age(time.time() - p['paused_at'])} ago"
+            f"{output.age(time.time() - p['paused_at'])} ago"
             + (f": {p['reason']}" if p["reason"] else "")
         )
     due = st["oldest_due"]
     lines.append(
         "due       nothing waiting"
         if due is None
-        else f"due       oldest #{due['id']} {due['type']} waiting {_age(due['wait_seconds'])}"
+        else f"due       oldest #{due['id']} {due['type']} "
+        f"waiting {output.age(due['wait_seconds'])}"
     )
     hist = st["retries"]["histogram"]
-    window = _age(st["retries"]["window_seconds"])
+    window = output.age(st["retries"]["window_seconds"])
     spread = "  ".join(f"{k} attempt(s): {v:,}" for k, v in hist.items())
     lines.append(f"attempts  ({window}) {spread or 'nothing finished'}")
     if st["top_errors"]:
@@ -269,12 +231,12 @@ def render_stats(st: dict[str, Any], url: str) -> str:
         f"{h['failure_rate']:.1%} of them failed"
     )
     lines.append(
-        f"          waited from due to start: median {_age(h['wait_p50'])}, "
-        f"95% within {_age(h['wait_p95'])}"
+        f"          waited from due to start: median {output.age(h['wait_p50'])}, "
+        f"95% within {output.age(h['wait_p95'])}"
     )
     lines.append(
-        f"          ran (handler start to outcome): median {_age(h['run_p50'])}, "
-        f"95% within {_age(h['run_p95'])}"
+        f"          ran (handler start to outcome): median {output.age(h['run_p50'])}, "
+        f"95% within {output.age(h['run_p95'])}"
     )
     for u in st["unhandled_types"]:
         lines.append(
@@ -306,7 +268,7 @@ def _errors(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
     elif not rows:
-        print(f"no errors in the last {_age(args.since)}")
+        print(f"no errors in the last {output.age(args.since)}")
     else:
         for e in rows:
             print(
@@ -363,7 +325,10 @@ def _bulk(args: argparse.Namespace, verb: str, allowed: frozenset[str]) -> int:
                 return OK
             if not _confirm(verb, len(ids), args):
                 return ACT
-        report = q.act(verb.lower(), ids, actor="cli")
+        filters = None if args.ids else {"status": args.status, "type": args.type}
+        if filters is not None:
+            filters |= {"queue": args.queue, "error_code": args.error_code}
+        report = q.act(verb.lower(), ids, actor=cli_actor(), selected_by=filters)
     done = "retried" if verb == "Retry" else "cancelled"
     extra = f", {len(report.requested):,} running asked to stop" if report.requested else ""
     print(f"{len(report.changed):,} {done}{extra}, {report.skipped:,} skipped (state changed)")
@@ -396,7 +361,12 @@ def _prune(args: argparse.Namespace) -> int:
             print(f"… {p.total_deleted:,} deleted ({p.state}: {p.deleted:,})", file=sys.stderr)
 
     with _open(args) as q:
-        report = q.prune(dry_run=args.dry_run, batch_size=args.batch_size, progress=progress)
+        report = q.prune(
+            dry_run=args.dry_run,
+            batch_size=args.batch_size,
+            progress=progress,
+            actor=cli_actor(),
+        )
     if args.json:
         out = {
             "dry_run": report.dry_run,
@@ -438,7 +408,7 @@ def _periodic(args: argparse.Namespace) -> int:
     if not rows:
         print("no periodic schedules")
     for r in rows:
-        when = r["cron"] or f"every {_age(r['every_seconds'])}"
+        when = r["cron"] or f"every {output.age(r['every_seconds'])}"
         state = (
             f"DISABLED since {r['disabled_at']} by {r['disabled_by']}"
             if r["disabled"]
@@ -462,7 +432,7 @@ def _periodic_remove(args: argparse.Namespace) -> int:
     name = validate.text(args.name, "schedule name")  # a NUL or lone surrogate, named
     with _open(args) as q:
         try:
-            q.remove_periodic(name, actor="cli")
+            q.remove_periodic(name, actor=cli_actor())
         except InvalidTransitionError as exc:
             print(f"errands: {exc}", file=sys.stderr)
             return ACT
@@ -474,113 +444,6 @@ def _periodic_remove(args: argparse.Namespace) -> int:
             return ACT
     print(f"removed schedule {name!r} (its jobs stay as they are)")
     return OK
-
-
-def check_warnings(q: Queue) -> list[str]:
-    """What ``check`` reports without failing: queued jobs of types no process has declared
-    (they took the defaults: queue, priority, max_attempts; errands.client.declared)."""
-    declared = {r.type for r in q.reads.task_types()}
-    return [
-        f"{n:,} queued {queue}/{jtype} job(s) of a type no worker has declared: they took the "
-        "default options (queue 'default', priority 0, 20 attempts); start a worker whose app "
-        f"has @q.task for {jtype!r}, or pass the options when enqueueing"
-        for queue, jtype, n in q.reads.queued_types()
-        if jtype not in declared
-    ]
-
-
-def check_problems(q: Queue, args: argparse.Namespace) -> list[str]:
-    now = q.clock()
-    b = q.reads
-    graduated = b.graduation()
-    if graduated is not None:
-        # Its schedules and jobs live on there now: nothing here is overdue or stuck.
-        return [
-            f"this queue was graduated to {graduated.target}: check that database instead "
-            f"(errands check --db {graduated.target}); reopen this file only deliberately "
-            "(errands reopen)"
-        ]
-    problems = []
-    late = b.running_past_lease(now, args.lease_grace)
-    if late:
-        problems.append(
-            f"{late} job(s) running more than {_age(args.lease_grace)} past their lease: "
-            "is a worker (rescuer) running?"
-        )
-    workers = b.live_workers(now, q.settings.lease_seconds)
-    for p in describe_all(b.list_periodic(), workers, now):
-        if p["overdue"]:
-            problems.append(f"periodic {p['name']!r} overdue: {p['overdue_reason']}")
-    due = b.oldest_due(now)
-    if due is not None and due["wait_seconds"] > args.max_wait:
-        problems.append(
-            f"oldest due job #{due['id']} ({due['type']}) has waited "
-            f"{_age(due['wait_seconds'])}, over --max-wait {_age(args.max_wait)}"
-        )
-    for queue, jtype, n in b.queued_types():
-        if not any(stats.handles(w, queue, jtype) for w in workers):
-            problems.append(
-                f"{n:,} queued {queue}/{jtype} job(s) but no live worker handles type {jtype!r}: "
-                "start a worker whose app has that task (or is the type misspelled?)"
-            )
-    wal = stats.wal(b, now, q.settings.lease_seconds)["warning"]
-    if wal:
-        problems.append(wal)
-    stuck = b.unreleased(1000)
-    if stuck:
-        problems.append(
-            f"{stuck:,} waiting job(s) (or open edges) whose upstream jobs are all final: a "
-            "release was missed; a worker's `deps` maintenance service repairs it (see "
-            "docs/pipelines.md), and please report it"
-        )
-    late_waits = b.durable_counts(now, WAIT_GRACE)["waits_past_timeout"]
-    if late_waits:
-        problems.append(
-            f"{late_waits:,} job(s) parked in ctx.wait_for more than {_age(WAIT_GRACE)} past "
-            "their timeout: is a worker (its rescue service) running? (docs/durable-steps.md)"
-        )
-    hour = stats.last_hour(b, now)
-    if hour["processed"] >= args.min_finished and hour["failure_rate"] > args.max_failure_rate:
-        problems.append(
-            f"failure rate {hour['failure_rate']:.1%} in the last hour "
-            f"({hour['failed']:,} of {hour['processed']:,}) is over "
-            f"--max-failure-rate {args.max_failure_rate:.1%}"
-        )
-    looping = b.snoozing_jobs(args.snooze_loop, 5)
-    if looping:
-        which = ", ".join(f"#{r['id']} ({r['type']}, {r['attempts']:,} starts)" for r in looping)
-        problems.append(
-            f"job(s) snoozing in a loop: {which} — over --snooze-loop {args.snooze_loop:,}; "
-            "does the handler ever stop raising Snooze? (a task's max_snoozes ends it)"
-        )
-    for info in q.queues():
-        if info.paused and info.paused_at is not None and now - info.paused_at > args.max_pause:
-            problems.append(
-                f"queue {info.name!r} paused for {_age(now - info.paused_at)} (over --max-pause "
-                f"{_age(args.max_pause)}) by {info.paused_by or '?'}"
-                + (f": {info.reason}" if info.reason else "")
-                + "; `errands resume` it when its reason is gone"
-            )
-    limits = horizon.Limits(args.max_dead_tuples, args.max_horizon_age, args.max_horizon_xids)
-    problems.extend(horizon.problems(horizon.collect(b, now), limits))
-    return problems
-
-
-def _check(args: argparse.Namespace) -> int:
-    with _open(args) as q:
-        problems = check_problems(q, args)
-        warnings = [] if q.graduation() is not None else check_warnings(q)
-        warnings += horizon.warnings(horizon.collect(q.reads, q.clock()))
-    if args.json:
-        print(json.dumps({"ok": not problems, "problems": problems, "warnings": warnings}))
-    else:
-        for p in problems:
-            print(p)
-        for w in warnings:  # stderr: stdout stays one line per problem, or "ok"
-            print(f"warning: {w}", file=sys.stderr)
-        if not problems:
-            print("ok")
-    return ACT if problems else OK
 
 
 def _metrics(args: argparse.Namespace) -> int:

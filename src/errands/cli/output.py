@@ -141,6 +141,7 @@ def job_detail(job: Job, out: TextIO | None = None) -> None:
         ),
         ("debounce key", job.debounce_key or "-"),
         ("start by", when(job.expires_at)),
+        ("deadline", when(job.deadline_at)),
         ("created", when(job.created_at)),
         ("run at", when(job.run_at)),
         ("started", when(job.started_at)),
@@ -194,3 +195,17 @@ def events_table(
         for e in events
     ]
     table(["TIME (UTC)", "SINCE CREATED", "EVENT", "ACTOR", "DETAIL"], rows, out)
+
+
+def age(seconds: float | None) -> str:
+    """A duration as people read it: 4.2s, 37s, 5m07s, 3h04m, 2d05h ("-" for none)."""
+    if seconds is None:
+        return "-"
+    s = int(seconds)
+    if s < 60:
+        return f"{seconds:.1f}s" if seconds < 10 else f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"

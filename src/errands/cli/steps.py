@@ -11,9 +11,8 @@ from typing import Any, TextIO
 from ..core.records import Step
 from ..errors import InvalidTransitionError, JobNotFoundError
 from . import output
-from .common import UsageError, add_db, add_json, open_queue
+from .common import UsageError, add_db, add_json, cli_actor, open_queue
 
-ACTOR = "cli"
 PREVIEW = 60  # characters of a step's result shown by `errands show`
 
 
@@ -52,12 +51,19 @@ def cmd_signal(args: argparse.Namespace) -> int:
     payload = parse_json(args.payload)
     with open_queue(args, must_exist=True) as q:
         try:
-            q.signal(args.id, args.name, payload, actor=ACTOR)
+            q.signal(args.id, args.name, payload, actor=cli_actor())
         except (JobNotFoundError, InvalidTransitionError) as exc:
             output.error(str(exc))
             return 1
         except ValueError as exc:  # a name errands cannot store
             raise UsageError(str(exc)) from None
+        q.record_activity(
+            "signal",
+            actor=cli_actor(),
+            target=f"job {args.id}",
+            count=1,
+            detail={"name": args.name},
+        )
         job = q.get(args.id)
     status = None if job is None else job.status
     if args.json:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -30,6 +30,7 @@ from ..maintenance.pruner import Pruner
 from ..middleware import encode_headers
 from ..reports import describe_all
 from . import bulk, pipelines
+from .activity import IDS_KEPT, ActivityLog, jobs_target
 from .parts import QueueParts
 
 MAX_BATCH = 1_000_000  # prune's rows per transaction
@@ -177,8 +178,9 @@ class Reads(QueueParts):
         return [job for job, _ in self.backend.downstream(validate.job_id(job_id))]
 
 
-class Actions(QueueParts):
-    """Operator actions: cancel, retry, prune, recount, vacuum, graduation's mark."""
+class Actions(ActivityLog):
+    """Operator actions: cancel, retry, prune, recount, vacuum, graduation's mark; each that
+    changes the queue leaves one row in the activity log (``activity``)."""
 
     def mark_graduated(self, target: str, *, now: float | None = None) -> None:
         """Mark this database's queue as moved to ``target`` (a URL, password hidden): from
@@ -202,10 +204,13 @@ class Actions(QueueParts):
         *,
         progress: Callable[[PruneProgress], None] | None = None,
         should_stop: Callable[[], bool] | None = None,
+        actor: str = "api",
     ) -> PruneReport:
         """Delete finished jobs past ``retention`` (rolled up first), ``batch_size`` rows per
-        transaction; rerunnable and interruptible (``should_stop``). See
-        errands.maintenance.pruner."""
+        transaction, and activity log rows past ``retention["activity"]``; rerunnable and
+        interruptible (``should_stop``). A real run (not ``dry_run``) is logged in the
+        activity log under ``actor``. See errands.maintenance.pruner."""
+        actor = _actor(actor)
         pruner = Pruner(
             self.backend,
             self.settings.retention,
@@ -213,10 +218,22 @@ class Actions(QueueParts):
             progress=progress,
             should_stop=should_stop,
         )
-        return pruner.run_once(
+        report = pruner.run_once(
             self.clock() if now is None else validate.epoch(now, "now"),
             dry_run=validate.flag(dry_run, "dry_run"),
         )
+        if not report.dry_run:
+            self.record_activity(
+                "prune",
+                actor=actor,
+                count=report.total,
+                detail={
+                    "deleted": report.deleted,
+                    "activity": report.activity,
+                    "interrupted": report.interrupted,
+                },
+            )
+        return report
 
     def recount_figures(self) -> None:
         """Rebuild the figures ``stats`` reads from the rows, after a change made by hand."""
@@ -265,14 +282,44 @@ class Actions(QueueParts):
         *,
         actor: str = "api",
         priority: int | None = None,
+        selected_by: Mapping[str, Any] | None = None,
     ) -> bulk.BulkReport:
         """Do ``action`` to ``job_ids``, 500 per transaction, each job fenced on its state (one
         that moved on is skipped or refused with why, never forced): "retry" (failed or
         cancelled: run again), "cancel" (waiting or queued: cancelled; running: asked to
         stop), "delete", "run_now", "priority" (with ``priority=``). Every operator action
-        on jobs, from the Python API, the CLI or the dashboard, runs here."""
+        on jobs, from the Python API, the CLI or the dashboard, runs here, and leaves one row
+        in the activity log: ``actor``, the action, how many jobs it changed, and
+        ``selected_by`` (the filter ``select_jobs`` chose the ids by, if any)."""
         ids = [validate.job_id(i) for i in job_ids]
         actor = _actor(actor)
+        if action not in bulk.SELECTABLE:
+            raise ConfigurationError(
+                f"unknown action {action!r:.40}; use one of {', '.join(bulk.SELECTABLE)}"
+            )
+        report = self._act(action, ids, actor, priority)
+        detail: dict[str, Any] = {
+            "asked": len(ids),
+            "changed": report.changed[:IDS_KEPT],
+            "skipped": report.skipped,
+        }
+        if report.requested:
+            detail["stop_requested"] = report.requested[:IDS_KEPT]
+        if action == "priority":
+            detail["priority"] = priority
+        self.record_activity(
+            action,
+            actor=actor,
+            target=jobs_target(ids) if ids else None,
+            count=len(report.changed) + len(report.requested),
+            filter=selected_by,
+            detail=detail,
+        )
+        return report
+
+    def _act(
+        self, action: str, ids: list[int], actor: str, priority: int | None
+    ) -> bulk.BulkReport:
         b, now = self.backend, self.clock()
         if action == "retry":
             return bulk.chunked(lambda c: b.retry(c, actor, now), ids)
@@ -343,29 +390,32 @@ class Actions(QueueParts):
     def disable_periodic(self, name: str, *, actor: str = "api") -> bool:
         """Stop a schedule enqueuing its ticks (until ``enable_periodic``); not overdue while
         disabled. True if this disabled it, False if it already was."""
-        done = self.backend.disable_periodic(_schedule_name(name), _actor(actor), self.clock())
+        actor = _actor(actor)
+        done = self.backend.disable_periodic(_schedule_name(name), actor, self.clock())
         if done is None:
             raise _no_schedule(name)
+        self.record_activity("periodic_disable", actor=actor, target=name, count=int(done))
         return done
 
     def enable_periodic(self, name: str, *, actor: str = "api") -> bool:
         """Enable a disabled schedule: its next tick is the first after now (the ticks it
         skipped are not caught up, nor owed). True if this enabled it, False if it was not
         disabled."""
-        _actor(actor)
+        actor = _actor(actor)
         now = self.clock()
         row = self._schedule(name)
         upcoming = next_tick(row.cron, row.interval_seconds, row.timezone, now)
         done = self.backend.enable_periodic(row.name, upcoming, now)
         if done is None:
             raise _no_schedule(name)
+        self.record_activity("periodic_enable", actor=actor, target=row.name, count=int(done))
         return done
 
     def remove_periodic(self, name: str, *, actor: str = "api") -> None:
         """Delete a schedule's row (its jobs stay as they are). Refused while a live worker
         declares it (it would come back): remove its ``@q.periodic`` and redeploy first."""
         name = _schedule_name(name)
-        _actor(actor)
+        actor = _actor(actor)
         workers = self.backend.live_workers(self.clock(), self.settings.lease_seconds)
         holders = [w["id"] for w in workers if name in (w.get("schedules") or ())]
         if holders:
@@ -377,6 +427,7 @@ class Actions(QueueParts):
         if not self.backend.remove_periodic(name):
             raise _no_schedule(name)
         log.info("schedule %r removed by %s", name, actor)
+        self.record_activity("periodic_remove", actor=actor, target=name, count=1)
 
     def run_periodic(self, name: str, *, actor: str = "api") -> int:
         """Enqueue one run of a schedule now, outside its ticks (its next tick is not moved),
@@ -393,6 +444,9 @@ class Actions(QueueParts):
         job_id = self.backend.run_periodic(row.name, job, actor, self.clock())
         if job_id is None:
             raise _no_schedule(name)
+        self.record_activity(
+            "periodic_run", actor=actor, target=row.name, count=1, detail={"job_id": job_id}
+        )
         return job_id
 
     def _schedule(self, name: str) -> Any:

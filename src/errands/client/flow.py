@@ -7,26 +7,34 @@ from __future__ import annotations
 from .. import limits
 from ..core import validate
 from ..limits import Limit, LimitInfo, QueueInfo
-from .parts import QueueParts
+from .activity import ActivityLog
 
 
-class FlowControl(QueueParts):
-    """Pauses and limits, stored in the database so they bind every worker."""
+class FlowControl(ActivityLog):
+    """Pauses and limits, stored in the database so they bind every worker; each change
+    leaves one row in the activity log."""
 
     def pause(self, queue: str, *, reason: str | None = None, actor: str = "api") -> None:
         """Stop claims from ``queue`` ('*': every queue) on every worker, until ``resume``:
         stored, so it binds workers started later too. Enqueue, running jobs and the rest
         go on. A queue name gets the rule every queue name gets (no comma)."""
         _queue_name(queue)
+        actor = validate.text(actor, "actor", max_bytes=200)
         if reason is not None:
             validate.text(reason, "reason", max_bytes=500)
         self.backend.pause_queue(queue, reason, actor, self.clock())
+        self.record_activity("pause", actor=actor, target=queue, count=1, detail={"reason": reason})
 
-    def resume(self, queue: str) -> bool:
+    def resume(self, queue: str, *, actor: str = "api") -> bool:
         """Lift the pause of ``queue`` ('*': every pause) and wake workers; False if it was
         not paused. A queue stays paused while a '*' pause holds."""
         _queue_name(queue)
-        return bool(self.backend.resume_queue(queue))
+        actor = validate.text(actor, "actor", max_bytes=200)
+        resumed = self.backend.resume_queue(queue)
+        self.record_activity(
+            "resume", actor=actor, target=queue, count=len(resumed), detail={"resumed": resumed}
+        )
+        return bool(resumed)
 
     def queues(self) -> list[QueueInfo]:
         """Queues with active jobs or a pause: paused, by whom, since when, why; counts."""
@@ -43,12 +51,23 @@ class FlowControl(QueueParts):
         """Store a limit for ``key`` that wins over the code's until ``clear_limit``; raising
         it lets waiting jobs go at once, lowering it never stops running ones."""
         spec = Limit(key, running=running, rate=rate).spec()
+        actor = validate.text(actor, "actor", max_bytes=200)
         self.backend.set_limit(spec, actor, self.clock())
+        self.record_activity(
+            "set_limit",
+            actor=actor,
+            target=key,
+            count=1,
+            detail={"running": running, "rate": None if rate is None else list(rate)},
+        )
 
-    def clear_limit(self, key: str) -> bool:
+    def clear_limit(self, key: str, *, actor: str = "api") -> bool:
         """Drop the stored limit of ``key``: the code's applies again. False if none."""
         validate.text(key, "limit key")
-        return self.backend.clear_limit(key)
+        actor = validate.text(actor, "actor", max_bytes=200)
+        cleared = self.backend.clear_limit(key)
+        self.record_activity("clear_limit", actor=actor, target=key, count=int(cleared))
+        return cleared
 
     def limits(self) -> list[LimitInfo]:
         """Every limit: its caps in force and where from, and per group running/waiting."""

@@ -34,8 +34,9 @@ class EnqueueOptions:
     the job succeeded its key stays taken that long); ``debounce`` (seconds, with
     ``unique_key``: one queued job per key, the last payload wins, run ``debounce`` after the
     latest enqueue) and ``max_wait`` (but never later than this after the first);
-    ``expires_in`` (not started this long after it is due: cancelled). Checked when built: a
-    mistake shows where the options are written, not at a later enqueue."""
+    ``expires_in`` (not started this long after it is due: cancelled); ``deadline`` (seconds
+    or a timedelta from its creation: no attempt starts after it, the job fails). Checked
+    when built: a mistake shows where the options are written, not at a later enqueue."""
 
     queue: str | None = None
     priority: int | None = None
@@ -49,6 +50,7 @@ class EnqueueOptions:
     debounce: float | timedelta | None = None
     max_wait: float | timedelta | None = None
     expires_in: float | timedelta | None = None
+    deadline: float | timedelta | None = None
 
     def __post_init__(self) -> None:
         # A fixed order (times, numbers, names, dependencies): the first problem found is
@@ -80,6 +82,8 @@ class EnqueueOptions:
             self._check_debounce()
         if self.expires_in is not None:
             object.__setattr__(self, "expires_in", validate.duration(self.expires_in, "expires_in"))
+        if self.deadline is not None:
+            object.__setattr__(self, "deadline", validate.duration(self.deadline, "deadline"))
         if self.after is not None or self.on_upstream_failure != "cancel":
             # Kept as the checked ids (duplicates dropped; an empty list waits for nothing).
             ids = validate.after(self.after, self.on_upstream_failure)
@@ -155,6 +159,7 @@ class EnqueueKwargs(TypedDict, total=False):
     debounce: float | timedelta | None
     max_wait: float | timedelta | None
     expires_in: float | timedelta | None
+    deadline: float | timedelta | None
 
 
 def parse_time(text: str, name: str) -> datetime | float:

@@ -1,4 +1,4 @@
-"""Read models: what ``Queue.get``, ``attempts`` and ``events`` return.
+"""Read models: what ``Queue.get``, ``attempts``, ``events`` and ``activity`` return.
 
 Attributes mirror the public table columns one to one. Timestamps are timezone-aware UTC
 datetimes on every backend; payloads, results and event details are decoded JSON.
@@ -72,11 +72,13 @@ class Job:
     progress_at: datetime | None = None
     # Time rules (docs/flow-control.md): seconds the unique_key stays taken after success;
     # the key of a debounced job (kept apart from unique_key: see migration 16); how long
-    # after it is due the job may still start, and that start-by time (None once lifted).
+    # after it is due the job may still start, and that start-by time (None once lifted);
+    # the time after which no attempt starts (created_at + deadline; None once lifted).
     unique_for: float | None = None
     debounce_key: str | None = None
     expires_in: float | None = None
     expires_at: datetime | None = None
+    deadline_at: datetime | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Every column as a JSON-ready value (datetimes as ISO 8601 UTC)."""
@@ -152,3 +154,23 @@ class StepRecord:
     wake_at: float | None = None  # a sleep's end, a wait's timeout
     signal: str | None = None  # a wait's signal name, and which of them it takes (1, 2…):
     ordinal: int | None = None  # see migration_0012.sql
+
+
+@dataclass(frozen=True, slots=True)
+class ActivityEntry:
+    """One operator action (``operator_actions``): who, what, on what, how many, when; the
+    filter that chose the jobs and a short ``detail``, both JSON-ready. ``id`` is 0 until
+    stored."""
+
+    at: datetime
+    actor: str
+    action: str
+    target: str | None = None
+    count: int = 0
+    filter: dict[str, Any] | None = None
+    detail: dict[str, Any] | None = None
+    id: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every column as a JSON-ready value (``at`` as ISO 8601 UTC)."""
+        return {k: _jsonable(v) for k, v in asdict(self).items()}

@@ -27,11 +27,13 @@ MAX_BUSY_TIMEOUT = (2**31 - 1) // 1000
 
 @dataclass(frozen=True, slots=True)
 class Retention:
-    """How long finished jobs are kept, per terminal state (seconds)."""
+    """How long finished jobs are kept, per terminal state, and the operator activity log
+    (``activity``), in seconds."""
 
     succeeded: float = 30 * DAY
     failed: float = 90 * DAY
     cancelled: float = 30 * DAY
+    activity: float = 365 * DAY
 
     @classmethod
     def of(cls, value: Retention | Mapping[str, Duration] | None) -> Retention:
@@ -44,11 +46,11 @@ class Retention:
                 f"retention must be a mapping such as {{'succeeded': timedelta(days=7)}}, "
                 f"got {value!r:.60}"
             )
-        unknown = set(value) - {"succeeded", "failed", "cancelled"}
+        unknown = set(value) - {"succeeded", "failed", "cancelled", "activity"}
         if unknown:
             raise ConfigurationError(
                 f"retention has unknown state(s) {sorted(unknown)}; "
-                "use succeeded, failed and/or cancelled"
+                "use succeeded, failed, cancelled and/or activity"
             )
         return cls(**{k: seconds(v, f"retention[{k!r}]") for k, v in value.items()})
 

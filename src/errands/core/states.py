@@ -98,6 +98,8 @@ TRANSITIONS: dict[str, Transition] = {
         _t("recover", {State.RUNNING}, State.QUEUED, Event.RECOVERED),
         _t("recover_exhausted", {State.RUNNING}, State.FAILED, Event.RECOVERED),
         _t("cancel", {State.QUEUED}, State.CANCELLED, Event.CANCELLED),
+        # The deadline time rule (docs/flow-control.md): a queued job past it fails unstarted.
+        _t("miss_deadline", {State.QUEUED}, State.FAILED, Event.FAILED),
         _t("retry", {State.FAILED, State.CANCELLED}, State.QUEUED, Event.RETRIED),
         # Dependencies (backends/deps.py): a job enqueued after=[…] waits; the transaction
         # that makes its last upstream final queues it, or cancels it (UPSTREAM:FAILED).

@@ -1,7 +1,8 @@
 """Retention as a maintenance service.
 
 ``Pruner(backend, retention).run_once(now)`` deletes finished jobs older than their state's
-retention (``Settings.retention``: succeeded 30 d, failed 90 d, cancelled 30 d by default).
+retention (``Settings.retention``: succeeded 30 d, failed 90 d, cancelled 30 d by default),
+and the operator activity log's rows older than ``activity`` (365 d by default).
 The Pruner owns the loop; the backend offers two verbs and a hook:
 
 - ``prune_batch(state, cutoff, limit, now=)`` deletes up to ``limit`` rows, oldest first, and rolls
@@ -21,7 +22,9 @@ few minutes; it is also safe (just wasteful) from several.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol
 
+from ..backends.activity import ActivityVerbs
 from ..backends.base import PruneProgress, PruneReport
 from ..backends.verbs import RetentionVerbs
 from ..core.settings import Retention
@@ -35,6 +38,10 @@ BUSY_INTERVAL = 1.0  # a pass stopped at max_batches: the next one soon, claims 
 SERVICE_MAX_BATCHES = 10
 
 
+class PruneVerbs(RetentionVerbs, ActivityVerbs, Protocol):
+    """What the Pruner deletes through: finished jobs and old activity log rows."""
+
+
 class Pruner:
     """Maintenance service: delete finished jobs past their retention, rolled up first."""
 
@@ -42,7 +49,7 @@ class Pruner:
 
     def __init__(
         self,
-        backend: RetentionVerbs,
+        backend: PruneVerbs,
         retention: Retention,
         *,
         batch_size: int = 1000,
@@ -91,14 +98,25 @@ class Pruner:
                 break
         self.behind = report.interrupted or report.more
         if not self.behind:
-            # A whole pass: drop minute figures past their keep and fold counter shards.
+            # A whole pass: drop minute figures past their keep and fold counter shards, and
+            # the operator activity log's rows past their own retention.
             self.backend.tidy_figures(now)
+            report.activity = self._drain_activity(now - self.retention.activity)
         self.uncheckpointed += report.total
         if self.uncheckpointed >= self.checkpoint_after:
             self.backend.checkpoint()
             self.uncheckpointed = 0
             report.checkpointed = True
         return report
+
+    def _drain_activity(self, cutoff: float) -> int:
+        """The activity log's rows older than ``cutoff``, ``batch_size`` per transaction."""
+        deleted = 0
+        while True:
+            n = self.backend.prune_activity(cutoff, self.batch_size)
+            deleted += n
+            if n < self.batch_size:
+                return deleted
 
     def _drain(self, state: str, cutoff: float, now: float, report: PruneReport) -> bool:
         """Batches of one state until none is full; False if the pass must stop here."""

@@ -43,9 +43,17 @@ def priority_of(fields: Any) -> int:
     return value
 
 
-def act(dash: Dashboard, action: str, ids: list[int], priority: int | None) -> bulk.BulkReport:
+def act(
+    dash: Dashboard,
+    action: str,
+    ids: list[int],
+    priority: int | None,
+    selected_by: dict[str, Any] | None = None,
+) -> bulk.BulkReport:
     """One edit over ``ids`` (fenced per job: one that moved on is refused, never forced)."""
-    return dash.queue.act(action, ids, actor=api.ACTOR, priority=priority)
+    return dash.queue.act(
+        action, ids, actor=api.actor(), priority=priority, selected_by=selected_by
+    )
 
 
 def _one(dash: Dashboard, action: str, job_id: int, priority: int | None) -> None:
@@ -108,6 +116,7 @@ def _ids(body: dict[str, Any]) -> list[int]:
 def run_edit(
     dash: Dashboard, action: str, body: dict[str, Any], priority: int | None, dry_run: bool
 ) -> dict[str, Any]:
+    filters = None
     if "ids" in body:
         if any(k in body for k in ("status", "type", "queue", "error_code")):
             raise params.BadParameter("give ids or filters (status, type…), not both")
@@ -118,8 +127,10 @@ def run_edit(
         ids = dash.queue.select_jobs(action, filters["status"], **rest)
     if dry_run:
         return {"selected": len(ids), "changed": 0, "refused": {}, "skipped": 0, "dry_run": True}
-    report = act(dash, action, ids, priority)
-    log.info("bulk %s by api: %d selected, %d changed", action, len(ids), len(report.changed))
+    report = act(dash, action, ids, priority, filters)
+    log.info(
+        "bulk %s by %s: %d selected, %d changed", action, api.actor(), len(ids), len(report.changed)
+    )
     return {
         "selected": report.selected,
         "changed": len(report.changed),
@@ -159,8 +170,8 @@ async def _page_one(request: Request, dash: Dashboard, action: str) -> Response:
     await run_in_threadpool(_one, dash, action, job_id, priority)
     if action == "delete":  # its page is gone: the list says what happened
         target = request.url_for("jobs").include_query_params(deleted=job_id)
-    else:
-        target = request.url_for("job", job_id=job_id)
+    else:  # the job's page, saying what was done
+        target = request.url_for("job", job_id=job_id).include_query_params(done=action)
     return RedirectResponse(target, status_code=303)
 
 
@@ -182,12 +193,12 @@ async def page_priority(request: Request, dash: Dashboard) -> Response:
 def switch(dash: Dashboard, action: str, name: str) -> dict[str, Any]:
     q = dash.queue
     if action == "run":
-        job_id = q.run_periodic(name, actor=api.ACTOR)
+        job_id = q.run_periodic(name, actor=api.actor())
         return {"name": name, "result": "enqueued", "id": job_id}
     if action == "disable":
-        done = q.disable_periodic(name, actor=api.ACTOR)
+        done = q.disable_periodic(name, actor=api.actor())
         return {"name": name, "result": "disabled" if done else "already_disabled"}
-    done = q.enable_periodic(name, actor=api.ACTOR)
+    done = q.enable_periodic(name, actor=api.actor())
     return {"name": name, "result": "enabled" if done else "already_enabled"}
 
 

@@ -20,12 +20,18 @@ from ..client import bulk
 from ..core.options import EnqueueOptions
 from ..errors import ConfigurationError, JobNotFoundError, PayloadError, UnknownTaskError
 from . import params, search
+from .security import current_actor
 
 if TYPE_CHECKING:
     from .common import Dashboard
 
-ACTOR = "api"
 log = logging.getLogger("errands.web")
+
+
+def actor() -> str:
+    """Who the request being handled acts as (web/security.py, "Identity"): the actor of the
+    Queue calls its handler makes, so the activity log and the job events name them."""
+    return current_actor.get()
 
 
 def not_found(job_id: object) -> JobNotFoundError:
@@ -108,10 +114,22 @@ async def enqueue(request: Request, dash: Dashboard) -> Response:
     try:  # bad input (options, an unknown type): 400, as a bad parameter
         options = EnqueueOptions.of_json(body, "POST /api/admin/jobs")
         job_id = await run_in_threadpool(
-            partial(dash.queue.enqueue, job_type, payload, options=options, actor=ACTOR)
+            partial(dash.queue.enqueue, job_type, payload, options=options, actor=actor())
         )
     except (ConfigurationError, UnknownTaskError) as exc:
         raise params.BadParameter(str(exc)) from None
+    # A job enqueued by hand through the admin API is an operator action (an application's
+    # own enqueues are not: they are its work, each with its ENQUEUED event).
+    await run_in_threadpool(
+        partial(
+            dash.queue.record_activity,
+            "enqueue",
+            actor=actor(),
+            target=f"job {job_id}",
+            count=1,
+            detail={"type": job_type},
+        )
+    )
     return JSONResponse({"id": job_id, "result": "enqueued"}, status_code=201)
 
 
@@ -125,9 +143,19 @@ async def signal(request: Request, dash: Dashboard) -> Response:
     if not isinstance(name, str):
         raise params.BadParameter('the body must name the signal: {"name": "…", "payload": …}')
     try:
-        await run_in_threadpool(dash.queue.signal, job_id, name, body.get("payload"), actor=ACTOR)
+        await run_in_threadpool(dash.queue.signal, job_id, name, body.get("payload"), actor=actor())
     except (ValueError, PayloadError) as exc:  # a name or payload errands cannot store
         raise params.BadParameter(str(exc)) from None
+    await run_in_threadpool(
+        partial(
+            dash.queue.record_activity,
+            "signal",
+            actor=actor(),
+            target=f"job {job_id}",
+            count=1,
+            detail={"name": name},
+        )
+    )
     job = await run_in_threadpool(dash.queue.get, job_id)
     status = None if job is None else job.status
     return JSONResponse({"id": job_id, "signal": name, "status": status})
@@ -142,7 +170,7 @@ async def retry(request: Request, dash: Dashboard) -> Response:
     reset = (await json_body(request)).get("reset_steps", False)
     if not isinstance(reset, bool):
         raise params.BadParameter('"reset_steps" must be true or false')
-    await run_in_threadpool(partial(dash.queue.retry, job_id, actor=ACTOR, reset_steps=reset))
+    await run_in_threadpool(partial(dash.queue.retry, job_id, actor=actor(), reset_steps=reset))
     return JSONResponse({"id": job_id, "result": "retried", "status": "queued"})
 
 
@@ -150,7 +178,7 @@ async def cancel(request: Request, dash: Dashboard) -> Response:
     job_id = params.job_id(request.path_params["job_id"])
     if job_id is None:
         raise not_found(request.path_params["job_id"])
-    what = await run_in_threadpool(dash.queue.cancel, job_id, actor=ACTOR)
+    what = await run_in_threadpool(dash.queue.cancel, job_id, actor=actor())
     return JSONResponse({"id": job_id, "result": what})
 
 
@@ -167,14 +195,20 @@ def bulk_filters(query: Any, allowed: frozenset[str]) -> dict[str, Any]:
 
 
 def run_bulk(
-    dash: Dashboard, action: str, filters: dict[str, Any], dry_run: bool
+    dash: Dashboard,
+    action: str,
+    filters: dict[str, Any],
+    dry_run: bool,
+    priority: int | None = None,
 ) -> dict[str, Any]:
     q = dash.queue
     ids = q.select_jobs(action, filters["status"], **_rest(filters))
     if dry_run:
         return {"selected": len(ids), "changed": 0, "requested": 0, "skipped": 0, "dry_run": True}
-    report = q.act(action, ids, actor=ACTOR)
-    log.info("bulk %s by api: %d selected, %d changed", action, len(ids), len(report.changed))
+    report = q.act(action, ids, actor=actor(), priority=priority, selected_by=filters)
+    log.info(
+        "bulk %s by %s: %d selected, %d changed", action, actor(), len(ids), len(report.changed)
+    )
     return {
         "selected": report.selected,
         "changed": len(report.changed),
@@ -204,7 +238,7 @@ async def bulk_cancel(request: Request, dash: Dashboard) -> Response:
 
 
 def run_prune(dash: Dashboard, dry_run: bool) -> dict[str, Any]:
-    report = dash.queue.prune(dry_run=dry_run)
+    report = dash.queue.prune(dry_run=dry_run, actor=actor())
     if not dry_run:
         # The pruned jobs' own event rows go with them (ON DELETE CASCADE), so the action is
         # recorded in the log instead.
@@ -264,13 +298,13 @@ async def pause_queue(request: Request, dash: Dashboard) -> Response:
     reason = body.get("reason")
     if reason is not None and not isinstance(reason, str):
         raise params.BadParameter("reason must be a string")
-    await run_in_threadpool(partial(dash.queue.pause, name, reason=reason, actor=ACTOR))
+    await run_in_threadpool(partial(dash.queue.pause, name, reason=reason, actor=actor()))
     return JSONResponse({"queue": name, "result": "paused"})
 
 
 async def resume_queue(request: Request, dash: Dashboard) -> Response:
     name = request.path_params["name"]
-    resumed = await run_in_threadpool(dash.queue.resume, name)
+    resumed = await run_in_threadpool(partial(dash.queue.resume, name, actor=actor()))
     return JSONResponse({"queue": name, "result": "resumed" if resumed else "not_paused"})
 
 

@@ -12,7 +12,7 @@ nothing. JSON reads refuse query parameters they do not know (400), so a typo su
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -34,11 +34,11 @@ from ..errors import (
     JobNotFoundError,
     PayloadError,
 )
-from . import actions, api, boards, openapi, pages
+from . import actions, activity, api, batches, boards, limits, openapi, pages
 from .common import Dashboard
 from .middleware import MAX_BODY, BodyLimit, SecurityHeaders
 from .params import BadParameter, unknown_query
-from .security import AuthCallable, Guard, non_simple, same_origin
+from .security import AuthCallable, Guard, current_actor, non_simple, same_origin
 
 if TYPE_CHECKING:
     from ..queue import Queue
@@ -75,6 +75,7 @@ async def openapi_json(request: Request, dash: Dashboard) -> Response:
 
 
 MUTATE_API: tuple[Access, Kind, bool] = ("protected", "mutation", True)
+READ_API: tuple[Access, Kind, bool] = ("protected", "read", True)
 MUTATE_PAGE: tuple[Access, Kind, bool] = ("protected", "mutation", False)
 
 ROUTES: tuple[Endpoint, ...] = (
@@ -184,6 +185,36 @@ ROUTES: tuple[Endpoint, ...] = (
         True,
     ),
     _e("/api/admin/limits", api.limits, "GET", "api_limits", "protected", "read", True),
+    # The operator activity log (web/activity.py): who did what
+    _e(
+        "/api/admin/activity",
+        activity.api_activity,
+        "GET",
+        "api_activity",
+        "protected",
+        "read",
+        True,
+    ),
+    # A batch (docs/pipelines.md): its callback's id; web/batches.py
+    _e(
+        "/api/admin/batches/{job_id:int}",
+        batches.api_batch,
+        "GET",
+        "api_batch",
+        "protected",
+        "read",
+        True,
+    ),
+    _e(
+        "/api/admin/batches/{job_id:int}/retry",
+        batches.api_retry_failed,
+        "POST",
+        "api_batch_retry",
+        *MUTATE_API,
+    ),
+    # Limits edited (issue #36): web/limits.py
+    _e("/api/admin/limits/{key}", limits.api_set, "POST", "api_set_limit", *MUTATE_API),
+    _e("/api/admin/limits/{key}/clear", limits.api_clear, "POST", "api_clear_limit", *MUTATE_API),
     # The document of the routes above (issue #38): any client can be generated from it
     _e("/api/openapi.json", openapi_json, "GET", "api_openapi", "protected", "read", True),
     # HTML pages
@@ -212,9 +243,18 @@ ROUTES: tuple[Endpoint, ...] = (
             ("priority", actions.page_priority),
         )
     ),
+    _e("/jobs/{job_id:int}/signal", pages.send_signal, "POST", "signal", *MUTATE_PAGE),
     _e("/jobs/act", pages.act_on_selected, "POST", "act", "protected", "mutation", False),
     _e("/bulk/confirm", pages.bulk_confirm, "GET", "bulk", "protected", "read", False),
     _e("/bulk", pages.bulk_run, "POST", "bulk_post", "protected", "mutation", False),
+    _e("/batches/{job_id:int}", batches.page, "GET", "batch", "protected", "read", False),
+    _e(
+        "/batches/{job_id:int}/retry",
+        batches.page_retry_failed,
+        "POST",
+        "batch_retry",
+        *MUTATE_PAGE,
+    ),
     _e("/failures", boards.failures, "GET", "failures", "protected", "read", False),
     _e("/queues", boards.queues, "GET", "queues", "protected", "read", False),
     _e("/queues/pause", boards.pause_queue, "POST", "queue_pause", "protected", "mutation", False),
@@ -227,6 +267,8 @@ ROUTES: tuple[Endpoint, ...] = (
         "mutation",
         False,
     ),
+    _e("/queues/limit", limits.page_set, "POST", "limit_set", *MUTATE_PAGE),
+    _e("/queues/limit/clear", limits.page_clear, "POST", "limit_clear", *MUTATE_PAGE),
     _e("/periodic", boards.periodic, "GET", "periodic", "protected", "read", False),
     *(
         _e(f"/periodic/{verb}", handler, "POST", f"periodic_{verb}", *MUTATE_PAGE)
@@ -237,6 +279,7 @@ ROUTES: tuple[Endpoint, ...] = (
         )
     ),
     _e("/workers", boards.workers, "GET", "workers", "protected", "read", False),
+    _e("/activity", activity.page, "GET", "activity", "protected", "read", False),
     _e("/prune/confirm", pages.prune_confirm, "GET", "prune", "protected", "read", False),
     _e("/prune", pages.prune_run, "POST", "prune_post", "protected", "mutation", False),
 )
@@ -353,6 +396,8 @@ def guarded(ep: Endpoint, dash: Dashboard) -> Callable[[Request], Awaitable[Resp
                     return _refuse(
                         ep, 403, "this dashboard is read-only; nothing was changed", request, dash
                     )
+        # Who acts (web/security.py, "Identity"): what the handler's Queue calls are logged as.
+        current_actor.set(dash.guard.actor(request))
         try:
             return await ep.handler(request, dash)
         except (BadParameter, PayloadError) as exc:  # PayloadError: a filter no row can hold
@@ -379,7 +424,7 @@ def build_routes(dash: Dashboard) -> list[BaseRoute]:
 def create_app(
     queue: Queue,
     *,
-    token: str | None = None,
+    token: str | Mapping[str, str] | None = None,
     read_only: bool = False,
     auth: AuthCallable | None = None,
     secret_key: str | None = None,
@@ -390,9 +435,12 @@ def create_app(
     with ``errands dashboard``). See docs/dashboard.md.
 
     - ``token``: every route but ``/healthz``, ``/login`` and ``/static`` needs it (login form
-      → session cookie, or ``Authorization: Bearer``).
+      → session cookie, or ``Authorization: Bearer``). Several, labelled: ``{"alice": "…",
+      "deploy-bot": "…"}``; the label of the token used is the actor of what it does (the
+      activity log, job events), else ``api``.
     - ``auth``: instead of a token, the host application's own check, ``auth(request) ->
-      bool`` (may be ``async``); False answers 401.
+      bool | str`` (may be ``async``); False answers 401, a string lets the request through
+      and names the user acting.
     - ``read_only``: every mutation answers 403 and writes nothing.
     - ``secret_key``: signs sessions when there is no token (default: random per process).
     - ``allowed_hosts``: Host header names accepted (DNS-rebinding protection); None: any.

@@ -243,8 +243,27 @@ def _queues_data(dash: Dashboard) -> list[dict[str, Any]]:
 async def queues(request: Request, dash: Dashboard) -> Response:
     rows = await run_in_threadpool(_queues_data, dash)
     caps = await run_in_threadpool(dash.queue.limits)
-    context = {"page": "queues", "queues": rows, "limits": caps}
+    context = {
+        "page": "queues",
+        "queues": rows,
+        "limits": caps,
+        "limit_done": _limit_done(request.query_params),
+    }
     return pages.render(request, dash, "queues.html", context)
+
+
+# What a limit form did (``?limit=``, after the redirect): fixed words, the key shown as text.
+LIMIT_DONE = {
+    "set": "stored: it wins over the code's until cleared",
+    "cleared": "cleared: the code's limit applies again",
+    "not_set": "had no stored limit; nothing to clear",
+}
+
+
+def _limit_done(query: Any) -> dict[str, str] | None:
+    what = LIMIT_DONE.get(query.get("limit", ""))
+    key = params.text(query, "key")
+    return None if what is None or key is None else {"key": key, "what": what}
 
 
 def _queue_name(fields: Any) -> str:
@@ -259,13 +278,13 @@ async def pause_queue(request: Request, dash: Dashboard) -> Response:
     fields = request.state.form
     name = _queue_name(fields)
     reason = params.text(fields, "reason")
-    await run_in_threadpool(partial(dash.queue.pause, name, reason=reason, actor=api.ACTOR))
+    await run_in_threadpool(partial(dash.queue.pause, name, reason=reason, actor=api.actor()))
     return RedirectResponse(request.url_for("queues"), status_code=303)
 
 
 async def resume_queue(request: Request, dash: Dashboard) -> Response:
     name = _queue_name(request.state.form)
-    await run_in_threadpool(dash.queue.resume, name)
+    await run_in_threadpool(partial(dash.queue.resume, name, actor=api.actor()))
     return RedirectResponse(request.url_for("queues"), status_code=303)
 
 
@@ -280,7 +299,16 @@ def _workers_data(dash: Dashboard) -> dict[str, Any]:
         held.setdefault(j.worker_id or "", []).append(j)
     live = {w["id"] for w in rows}
     orphans = [j for wid, js in held.items() if wid not in live for j in js]
-    return {"workers": rows, "held": held, "orphans": orphans}
+    # The overview's one "unhandled" line links here: each queued (queue, type) no live
+    # worker runs, from the kept counts (no pass over the queued jobs).
+    unhandled = [
+        {"queue": r.queue, "type": r.type, "queued": r.count}
+        for r in sorted(dash.queue.reads.state_counts(), key=lambda r: (r.queue, r.type))
+        if r.status == "queued"
+        and r.count
+        and not any(reports.handles(w, r.queue, r.type) for w in rows)
+    ]
+    return {"workers": rows, "held": held, "orphans": orphans, "unhandled": unhandled}
 
 
 async def workers(request: Request, dash: Dashboard) -> Response:

@@ -7,6 +7,8 @@ import math
 from datetime import UTC, datetime
 from typing import Any
 
+from . import fmt
+
 WIDTH, HEIGHT = 720, 180
 LEFT, RIGHT, TOP, BOTTOM = 44, 8, 10, 22
 OUTCOMES = ("succeeded", "failed", "cancelled")
@@ -52,7 +54,8 @@ TICK_TEXT = {
 
 def latency(series: list[dict[str, Any]], measure: str) -> dict[str, Any]:
     """p50 and p95 of ``measure`` (wait or run) per hour as two lines on a log scale (hours
-    with nothing finished have no point)."""
+    with nothing finished have no point). Each point is also a dot of its line's colour: an
+    hour alone (one point, so no line) still shows."""
     frame = _frame()
     plot_w = frame["x1"] - frame["x0"]
     plot_h = frame["y0"] - frame["y1"]
@@ -81,7 +84,14 @@ def latency(series: list[dict[str, Any]], measure: str) -> dict[str, Any]:
             v = h[f"{measure}_{p}"]
             if v is not None:
                 label = _hour_title(h["hour"])
-                lines[p].append({"x": x, "y": y(max(v, low)), "title": f"{label} UTC: {p} {v:g} s"})
+                lines[p].append(
+                    {
+                        "x": x,
+                        "y": y(max(v, low)),
+                        "p": p,
+                        "title": f"{label} UTC: {p} {fmt.duration(v) if v < 1 else f'{v:g} s'}",
+                    }
+                )
     ticks = [{"y": y(t), "text": TICK_TEXT[t]} for t in LOG_TICKS if low <= t <= high]
     labels = [
         {"x": round(frame["x0"] + i * slot + 1, 1), "text": _hour_label(h["hour"], days)}
@@ -97,6 +107,7 @@ def latency(series: list[dict[str, Any]], measure: str) -> dict[str, Any]:
         "points": lines["p50"] + lines["p95"],
         "measure": measure,
         "hours": len(series),
+        "lone": len(lines["p50"]) < 2,  # no line to see: larger dots
     }
 
 
@@ -196,3 +207,53 @@ def counts(by_state: dict[str, int]) -> dict[str, Any]:
         for i, (state, n) in enumerate(by_state.items())
     ]
     return {"w": width, "h": row * len(bars), "label_w": label_w, "bars": bars}
+
+
+def progress(finished: list[float], total: int, start: float, now: float) -> dict[str, Any]:
+    """A batch's members finished over time: a step line from the first member's creation
+    to the last outcome (or now, while members are left), rising to ``total``. ``finished``:
+    the members' finish times, sorted."""
+    frame = _frame()
+    plot_w = frame["x1"] - frame["x0"]
+    plot_h = frame["y0"] - frame["y1"]
+    end = finished[-1] if finished and len(finished) == total else now
+    end = max(end, start + 1.0)
+    top = max(total, 1)
+
+    def x(t: float) -> float:
+        return round(float(frame["x0"] + plot_w * (t - start) / (end - start)), 1)
+
+    def y(n: int) -> float:
+        return round(float(frame["y0"] - plot_h * n / top), 1)
+
+    points = [(x(start), y(0))]
+    step = max(1, len(finished) // 400)  # a large batch: a step every so many members
+    for i, t in enumerate(finished, start=1):
+        if i % step and i != len(finished):
+            continue
+        points.append((x(t), points[-1][1]))  # flat until this one finished, then up
+        points.append((x(t), y(i)))
+    points.append((x(end), y(len(finished))))
+    fmt_time = "%H:%M:%S" if end - start < 86400 else "%a %d %H:%M"
+    labels = [
+        {
+            "x": frame["x0"],
+            "text": datetime.fromtimestamp(start, UTC).strftime(fmt_time),
+            "anchor": "start",
+        },
+        {
+            "x": frame["x1"],
+            "text": datetime.fromtimestamp(end, UTC).strftime(fmt_time),
+            "anchor": "end",
+        },
+    ]
+    last = points[-1]
+    return {
+        **frame,
+        "line": " ".join(f"{px},{py}" for px, py in points),
+        "top": total,
+        "done": len(finished),
+        "end_dot": {"x": last[0], "y": last[1]},
+        "labels": labels,
+        "span": end - start,
+    }

@@ -47,6 +47,8 @@ class Dashboard:
         env.globals.update(
             moment=fmt.moment, error_parts=fmt.error_parts, span=fmt.span, name_parts=fmt.name_parts
         )
+        env.globals["duration"] = fmt.duration
+        env.filters["times"] = fmt.times_in
         self.templates = Jinja2Templates(env=env)
         self._cache: dict[str, tuple[float, Any]] = {}
 

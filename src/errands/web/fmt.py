@@ -7,11 +7,15 @@ epoch seconds; all are shown in UTC, the zone errands stores.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 FORMAT = "%Y-%m-%d %H:%M:%S UTC"
+# An ISO 8601 time inside a sentence (a schedule's overdue reason is written once, for the CLI
+# and the JSON too, with ISO times): the pages show it in FORMAT like every other time.
+ISO_IN_TEXT = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})?")
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +56,20 @@ def span(seconds: float) -> str:
     return f"{days} d {hours} h" if hours and days < 10 else f"{days} d"
 
 
+def duration(seconds: float) -> str:
+    """A measured duration: under a second in ms (``25 ms``, ``0.4 ms``), under ten seconds
+    with a tenth (``2.5 s``), above that as ``span``."""
+    s = abs(seconds)
+    if s < 1:
+        ms = seconds * 1000
+        return f"{ms:.1f} ms" if s < 0.01 else f"{ms:.0f} ms"
+    if s < 10:
+        return f"{seconds:.1f} s"
+    if s < 60:
+        return f"{seconds:g} s" if seconds == int(seconds) else f"{seconds:.0f} s"
+    return span(seconds)
+
+
 def relative(dt: datetime, now: datetime) -> str:
     delta = (dt - now).total_seconds()
     if abs(delta) < 1:
@@ -66,6 +84,16 @@ def moment(value: Any, now: datetime) -> Moment | None:
     return Moment(
         iso=dt.isoformat(timespec="seconds"), text=dt.strftime(FORMAT), ago=relative(dt, now)
     )
+
+
+def times_in(text: Any) -> str:
+    """``text`` with each ISO 8601 time in it rewritten in the pages' one format."""
+
+    def one(match: re.Match[str]) -> str:
+        dt = to_datetime(match.group(0).replace("Z", "+00:00"))
+        return match.group(0) if dt is None else dt.strftime(FORMAT)
+
+    return ISO_IN_TEXT.sub(one, "" if text is None else str(text))
 
 
 def error_parts(code: str | None) -> tuple[str, str]:

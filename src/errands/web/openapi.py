@@ -207,12 +207,69 @@ DOCS: Mapping[str, Doc] = {
     ),
     "api_resume_queue": Doc("Resume a paused queue", QUEUE_ANSWER),
     "api_limits": Doc("The limits in force", _obj("limits", limits={"type": "array"})),
+    "api_activity": Doc(
+        "The operator activity log, newest first: who did what, when, to how many",
+        _obj(
+            "activity",
+            activity={"type": "array", "items": ANY_OBJECT},
+            next_cursor={"type": ["string", "null"]},
+        ),
+    ),
+    "api_batch": Doc(
+        "A batch (its callback job's id): members per state, the callback's state, the members",
+        _obj(
+            "id",
+            "callback",
+            "total",
+            "counts",
+            "done",
+            "members",
+            id=ID,
+            callback={"type": "object"},
+            total=INT,
+            counts={"type": "object", "additionalProperties": INT},
+            done=FLAG,
+            members={"type": "array"},
+        ),
+        errors=(404,),
+    ),
+    "api_batch_retry": Doc(
+        "Retry a batch's failed and cancelled members",
+        _obj(
+            "id",
+            "retried",
+            "skipped",
+            id=ID,
+            retried=INT,
+            skipped=INT,
+            refused={"type": "object"},
+        ),
+        errors=(404,),
+    ),
+    "api_set_limit": Doc(
+        "Store a key's running cap and/or rate; it wins over the code's until cleared",
+        _obj("key", "result", "limit", key=TEXT, result=TEXT, limit={"type": ["object", "null"]}),
+        _obj(
+            running={"type": "integer", "minimum": 0},
+            rate={
+                "type": "array",
+                "items": {"type": "number"},
+                "minItems": 2,
+                "maxItems": 2,
+                "description": "[n, seconds]: at most n starts in any window of seconds",
+            },
+        ),
+    ),
+    "api_clear_limit": Doc(
+        "Drop a key's stored limit: the code's applies again ('not_set' if none was stored)",
+        _obj("key", "result", key=TEXT, result=TEXT),
+    ),
 }
 
 # Query parameters whose values are not free text (the rest are strings).
 QUERY_SCHEMAS: Mapping[str, dict[str, Any]] = {
     "status": {"type": "string", "enum": STATES},
-    "view": {"type": "string", "enum": ["scheduled", "retrying", "running", "dead"]},
+    "view": {"type": "string", "enum": ["scheduled", "retrying", "snoozed", "running", "dead"]},
     "limit": {"type": "integer", "minimum": 1, "description": f"capped at {MAX_LIMIT}"},
     "top": {"type": "integer", "minimum": 1},
     "page": {"type": "integer", "minimum": 1},

@@ -22,7 +22,7 @@ from starlette.responses import RedirectResponse, Response
 
 from ..client import bulk
 from ..errors import JobNotFoundError
-from . import actions, api, params, search
+from . import actions, api, jobview, params, search
 from .security import SESSION_COOKIE
 
 if TYPE_CHECKING:
@@ -127,7 +127,8 @@ async def login(request: Request, dash: Dashboard) -> Response:
         return RedirectResponse(request.url_for("overview"), status_code=303)
     target = safe_next(request, request.state.form.get("next"))
     submitted = request.state.form.get("token", "")
-    if not dash.guard.token_ok(submitted):
+    label = dash.guard.token_label(submitted)
+    if label is None:
         dash.guard.failed(request)
         return render(
             request,
@@ -137,7 +138,7 @@ async def login(request: Request, dash: Dashboard) -> Response:
             status_code=401,
             session=False,
         )
-    _, cookie = dash.guard.new_session()
+    _, cookie = dash.guard.new_session(label)
     response = RedirectResponse(target, status_code=303)
     _cookie(response, request, cookie, max_age=dash.guard.session_max_age)
     return response
@@ -181,20 +182,20 @@ async def jobs(request: Request, dash: Dashboard) -> Response:
     next_url = None
     if found.next_cursor is not None:
         next_url = here.include_query_params(**kept, limit=f.limit, cursor=found.next_cursor)
-    bulk_action = None
-    if f.text is None and f.view in (None, "running", "dead"):
-        if f.status in bulk.RETRYABLE:
-            bulk_action = "retry"
-        elif f.status in bulk.CANCELLABLE:
-            bulk_action = "cancel"
+    # Every verb the status allows, by filter: each link opens the count first (/bulk/confirm).
     exact = {k: v for k, v in kept.items() if k in ("status", "type", "queue", "error_code")}
-    bulk_url = (
-        request.url_for("bulk").include_query_params(
-            action=bulk_action, **{**exact, "status": f.status}
-        )
-        if bulk_action
-        else None
-    )
+    bulk_links: list[tuple[str, Any]] = []
+    if f.text is None and f.status is not None and f.view in (None, "running", "dead"):
+        bulk_links = [
+            (
+                action,
+                request.url_for("bulk").include_query_params(
+                    action=action, **{**exact, "status": f.status}
+                ),
+            )
+            for action in SELECTED_ACTIONS
+            if f.status in bulk.SELECTABLE[action]
+        ]
     return render(
         request,
         dash,
@@ -218,8 +219,8 @@ async def jobs(request: Request, dash: Dashboard) -> Response:
             "first_page": f.cursor is None,
             "first_url": here.include_query_params(**kept),
             "api_url": request.url_for("api_jobs").include_query_params(**kept, limit=f.limit),
-            "bulk_action": bulk_action,
-            "bulk_url": bulk_url,
+            "bulk_links": bulk_links,
+            "bulk_verbs": BULK_VERBS,
             "acted": _acted(request.query_params),
             "deleted": _deleted(request.query_params),
             "can_select": not dash.read_only,
@@ -267,69 +268,13 @@ def _job_id(request: Request) -> int:
     return job_id
 
 
-def timeline(job: Any, attempts: list[Any], now: float) -> list[dict[str, Any]]:
-    """The job's story, one step per attempt: the wait before it (from creation or from the
-    previous attempt's end), its start, how long it ran, its worker and how it ended; then,
-    for a job still queued, the wait so far or until it is due."""
-    steps: list[dict[str, Any]] = []
-    before = job.created_at
-    for a in attempts:
-        start, end = a.started_at, a.finished_at
-        waited = (start - before).total_seconds() if start and before else None
-        ran = ((end.timestamp() if end else now) - start.timestamp()) if start else None
-        steps.append(
-            {
-                "kind": "attempt",
-                "attempt": a,
-                "waited": waited,
-                "ran": ran,
-                "open": end is None,
-                "outcome": a.status,
-            }
-        )
-        before = end or before
-    if job.status == "queued" and job.run_at is not None:
-        due = job.run_at.timestamp()
-        steps.append({"kind": "next", "at": job.run_at, "in": due - now, "retry": bool(attempts)})
-    return steps
-
-
-def commands(job: Any, now: float) -> list[tuple[str, str]]:
-    """(what, command) for each thing an operator can do to this job from a shell."""
-    out = [("show", f"errands show {job.id}")]
-    if job.status in bulk.RETRYABLE:
-        out.append(("retry", f"errands retry {job.id}"))
-    if job.status in bulk.CANCELLABLE:
-        out.append(("cancel", f"errands cancel {job.id}"))
-    if can_run_now(job, now):
-        out.append(("run now", f"errands run-now {job.id}"))
-    if job.status in bulk.REPRIORITIZABLE:
-        out.append(("priority", f"errands priority {job.priority} {job.id}"))
-    if job.status in bulk.DELETABLE:
-        out.append(("delete", f"errands delete {job.id}"))
-    return out
-
-
-def can_run_now(job: Any, now: float) -> bool:
-    """A queued job whose run_at is still ahead (scheduled, or a retry's backoff)."""
-    return (
-        job.status in bulk.RUNNABLE_NOW and job.run_at is not None and job.run_at.timestamp() > now
-    )
-
-
 async def job(request: Request, dash: Dashboard) -> Response:
     d = await run_in_threadpool(api.job_detail, dash, _job_id(request))
     j = d["job"]
     now = dash.queue.clock()
     payload, payload_cut = preview(j.payload)
     result, result_cut = preview(j.result) if j.result is not None else ("", False)
-    events = [
-        {
-            "e": e,
-            "detail": "" if e.detail in (None, {}) else json.dumps(e.detail, ensure_ascii=False),
-        }
-        for e in d["events"]
-    ]
+    events = [{"e": e, "detail": jobview.event_detail(e.detail)} for e in d["events"]]
     return render(
         request,
         dash,
@@ -345,16 +290,25 @@ async def job(request: Request, dash: Dashboard) -> Response:
             "result_cut": result_cut,
             "can_retry": j.status in bulk.RETRYABLE,
             "can_cancel": j.status in bulk.CANCELLABLE,
-            "can_run_now": can_run_now(j, now),
+            "can_run_now": jobview.can_run_now(j, now),
             "can_reprioritize": j.status in bulk.REPRIORITIZABLE,
             "can_delete": j.status in bulk.DELETABLE,
-            "timeline": timeline(j, d["attempts"], now),
+            "timeline": jobview.timeline(j, d["attempts"], now),
             # Durable steps (docs/durable-steps.md): name, attempt, duration, result preview.
             "steps": [
-                {"s": s, "shown": json.dumps(s.result, ensure_ascii=False)[:120]}
+                {
+                    "s": s,
+                    "shown": json.dumps(s.result, ensure_ascii=False)[:120],
+                    "took": jobview.step_took(s),
+                }
                 for s in d["steps"]
             ],
-            "commands": commands(j, now),
+            "pending": jobview.pending_step(d["steps"], j, now),
+            "commands": jobview.commands(j, now),
+            "notice": jobview.JOB_NOTICES.get(request.query_params.get("done", "")),
+            # A job queued again (a retry, a backoff, a snooze) keeps its last attempt's start,
+            # worker and progress: the page labels them as that attempt's, not as current.
+            "past_attempt": j.attempts if j.status in ("queued", "waiting") else None,
             "deps": {
                 **d["deps"],
                 # This job's own rule, the same on each of its upstream edges.
@@ -413,16 +367,53 @@ async def traceback(request: Request, dash: Dashboard) -> Response:
 # -- actions -------------------------------------------------------------------------------
 
 
+def job_done_url(request: Request, job_id: int, done: str) -> URL:
+    """The job's page after one of its buttons, saying what was done (``?done=``)."""
+    return request.url_for("job", job_id=job_id).include_query_params(done=done)
+
+
 async def retry(request: Request, dash: Dashboard) -> Response:
     job_id = _job_id(request)
-    await run_in_threadpool(dash.queue.retry, job_id, actor=api.ACTOR)
-    return RedirectResponse(request.url_for("job", job_id=job_id), status_code=303)
+    await run_in_threadpool(dash.queue.retry, job_id, actor=api.actor())
+    return RedirectResponse(job_done_url(request, job_id, "retry"), status_code=303)
 
 
 async def cancel(request: Request, dash: Dashboard) -> Response:
     job_id = _job_id(request)
-    await run_in_threadpool(dash.queue.cancel, job_id, actor=api.ACTOR)
-    return RedirectResponse(request.url_for("job", job_id=job_id), status_code=303)
+    what = await run_in_threadpool(dash.queue.cancel, job_id, actor=api.actor())
+    done = "cancel" if what == "cancelled" else "cancel_requested"
+    return RedirectResponse(job_done_url(request, job_id, done), status_code=303)
+
+
+async def send_signal(request: Request, dash: Dashboard) -> Response:
+    """The job page's "send signal" form: a name and an optional JSON payload (blank: null),
+    for a job parked in ``ctx.wait_for`` (docs/durable-steps.md)."""
+    job_id = _job_id(request)
+    fields = request.state.form
+    name = (fields.get("name") or "").strip()
+    if not name:
+        raise params.BadParameter("name is required: the signal the job waits for")
+    raw = (fields.get("payload") or "").strip()
+    try:
+        value = json.loads(raw) if raw else None
+    except ValueError as exc:
+        raise params.BadParameter(f"payload must be JSON (or blank for null): {exc}") from None
+    try:
+        await run_in_threadpool(partial(dash.queue.signal, job_id, name, value, actor=api.actor()))
+    except ValueError as exc:  # a name or payload errands cannot store
+        raise params.BadParameter(str(exc)) from None
+    # Logged as the JSON API's signal is: an operator's, by hand (docs/operations.md).
+    await run_in_threadpool(
+        partial(
+            dash.queue.record_activity,
+            "signal",
+            actor=api.actor(),
+            target=f"job {job_id}",
+            count=1,
+            detail={"name": name},
+        )
+    )
+    return RedirectResponse(job_done_url(request, job_id, "signal"), status_code=303)
 
 
 MAX_SELECTED = 500  # ids one "act on the selected rows" may name (one page at most)
@@ -450,7 +441,7 @@ async def act_on_selected(request: Request, dash: Dashboard) -> Response:
     q = dash.queue
     priority = actions.priority_of(request.state.form) if action == "priority" else None
     report = await run_in_threadpool(
-        partial(q.act, action, ids, actor=api.ACTOR, priority=priority)
+        partial(q.act, action, ids, actor=api.actor(), priority=priority)
     )
     target = URL(safe_next(request, request.state.form.get("back"))).include_query_params(
         acted=action,
@@ -469,14 +460,24 @@ def _bulk_action(fields: Any, allowed: tuple[str, ...] = ("retry", "cancel")) ->
 
 
 DONE_FIELDS = ("changed", "requested", "skipped")
+# action -> (the button's verb, what the done line says of the changed jobs)
+BULK_VERBS = {
+    "retry": ("retry", "retried"),
+    "cancel": ("cancel", "cancelled"),
+    "delete": ("delete", "deleted, with their attempts and events"),
+    "run_now": ("run now", "made due now"),
+    "priority": ("reprioritize", "given the new priority"),
+}
 
 
 async def bulk_confirm(request: Request, dash: Dashboard) -> Response:
     """Step one of a bulk action: how many jobs match, and a form to confirm. After the action
     (``done=1``) the same address says what it did, without doing anything again."""
     query = request.query_params
-    action = _bulk_action(query)
+    action = _bulk_action(query, SELECTED_ACTIONS)
     filters = api.bulk_filters(query, bulk.SELECTABLE[action])
+    # The new priority may come with the link (a number to start from); it is checked on POST.
+    priority = actions.priority_of(query) if action == "priority" and "priority" in query else 0
     done = None
     if params.flag(query, "done"):
         done = {
@@ -490,16 +491,27 @@ async def bulk_confirm(request: Request, dash: Dashboard) -> Response:
         request,
         dash,
         "bulk.html",
-        {"page": "jobs", "action": action, "filters": filters, "count": count, "done": done},
+        {
+            "page": "jobs",
+            "action": action,
+            "filters": filters,
+            "count": count,
+            "done": done,
+            "priority": priority,
+            "verb": BULK_VERBS[action],
+        },
     )
 
 
 async def bulk_run(request: Request, dash: Dashboard) -> Response:
     fields = request.state.form
-    action = _bulk_action(fields)
+    action = _bulk_action(fields, SELECTED_ACTIONS)
     filters = api.bulk_filters(fields, bulk.SELECTABLE[action])
-    report = await run_in_threadpool(api.run_bulk, dash, action, filters, False)
-    kept = {k: v for k, v in filters.items() if v}
+    priority = actions.priority_of(fields) if action == "priority" else None
+    report = await run_in_threadpool(api.run_bulk, dash, action, filters, False, priority)
+    kept: dict[str, Any] = {k: v for k, v in filters.items() if v}
+    if priority is not None:
+        kept["priority"] = priority
     counts = {k: report[k] for k in DONE_FIELDS}
     target = request.url_for("bulk").include_query_params(action=action, **kept, done=1, **counts)
     return RedirectResponse(target, status_code=303)

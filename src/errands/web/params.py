@@ -31,6 +31,7 @@ API_QUERY: dict[str, frozenset[str]] = {
     "api_errors": frozenset({"window", "since", "page", "top"}),
     "api_throughput": frozenset({"hours"}),
     "api_charts": frozenset({"window", "type", "queue"}),  # the overview's charts
+    "api_activity": frozenset({"actor", "action", "limit", "cursor"}),  # web/activity.py
 }
 
 

@@ -5,7 +5,8 @@ queue, error code, keyset ``cursor``), plus two that it cannot and that are ther
 - ``q``: text. A job matches when its type, queue or error code starts with it, or its error
   message or payload contains it (case-insensitive).
 - ``view``: a situation — ``scheduled`` (queued, due later, never attempted), ``retrying``
-  (queued after a failed attempt), ``running``, ``dead`` (failed for good).
+  (queued after a failed attempt), ``snoozed`` (queued again because its latest attempt raised
+  ``errands.Snooze``), ``running``, ``dead`` (failed for good).
 
 Both are bounded, so a page costs the same on a million rows as on twenty thousand, and says
 so. A text search looks at one window of ``SCAN_ROWS`` ids (the newest, or those below the
@@ -33,6 +34,7 @@ BATCH = 500  # rows per read while scanning
 VIEWS: dict[str, tuple[str, bool]] = {
     "scheduled": ("queued", True),
     "retrying": ("queued", True),
+    "snoozed": ("queued", True),
     "running": ("running", False),
     "dead": ("failed", False),
 }
@@ -96,7 +98,17 @@ def filters(query: Any) -> Filters:
     )
 
 
-def _in_view(job: Job, f: Filters, now: float) -> bool:
+def _snoozed(dash: Dashboard, f: Filters) -> frozenset[int]:
+    """The queued jobs whose latest attempt ended snoozed (one read of at most ``SCAN_ROWS``
+    of them, with their latest attempt row each), for the ``snoozed`` view's check."""
+    if f.view != "snoozed":
+        return frozenset()
+    return frozenset(r["id"] for r in dash.queue.reads.snoozing_jobs(1, SCAN_ROWS))
+
+
+def _in_view(job: Job, f: Filters, now: float, snoozed: frozenset[int] = frozenset()) -> bool:
+    if f.view == "snoozed":
+        return job.id in snoozed
     if f.view == "scheduled" and (
         job.attempts > 0 or job.run_at is None or job.run_at.timestamp() <= now
     ):
@@ -125,7 +137,8 @@ def _search(dash: Dashboard, f: Filters, text: str) -> Found:
     rows = backend.search_jobs(flt, text, floor)
     if checks:
         now = dash.queue.clock()
-        rows = [j for j in rows if _in_view(j, f, now)]
+        snoozed = _snoozed(dash, f)
+        rows = [j for j in rows if _in_view(j, f, now, snoozed)]
     if len(rows) > f.limit:
         rows = rows[: f.limit]
         return Found(rows, rows[-1].id, top - floor, SCAN_ROWS)
@@ -172,6 +185,7 @@ def find(dash: Dashboard, f: Filters) -> Found:
         rows = rows[: f.limit]
         return Found(rows, rows[-1].id if more and rows else None, None, SCAN_ROWS)
     now = q.clock()
+    snoozed = _snoozed(dash, f)
     found: list[Job] = []
     scanned = 0
     cursor = f.cursor
@@ -182,7 +196,7 @@ def find(dash: Dashboard, f: Filters) -> Found:
         for job in batch:
             scanned += 1
             cursor = job.id
-            if _in_view(job, f, now):
+            if _in_view(job, f, now, snoozed):
                 found.append(job)
                 if len(found) > f.limit:
                     break

@@ -17,6 +17,11 @@ per process. The server checks the age itself (``session_max_age``, default 7 da
 the browser keeps; logging out revokes the session id in this process until it would have
 expired anyway, so a cookie copied before the logout no longer works.
 
+**Identity.** Each request acts as someone (the ``actor`` of the activity log and of the job
+events its actions write): the label of the token it proved (``token={"alice": "…"}``; a
+browser's session carries the label it logged in with, signed into the session id), else the
+user name an ``auth`` callable returned (a string instead of True), else ``api``.
+
 Guessing the token is throttled per client address: after ``MAX_FAILURES`` wrong tokens (login
 form or ``Authorization: Bearer``) within ``FAILURE_WINDOW`` seconds, every token attempt from
 that address answers 429 until the oldest failure leaves the window.
@@ -30,7 +35,8 @@ import inspect
 import secrets
 import time
 from collections import OrderedDict, deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
 from typing import Any
 
 from starlette.requests import Request
@@ -41,32 +47,74 @@ MAX_FAILURES = 5  # wrong tokens from one address within FAILURE_WINDOW before i
 FAILURE_WINDOW = 60.0
 MAX_TRACKED = 10_000  # addresses remembered by the throttle (oldest forgotten first)
 
-# A host application's own check: called with the request, returns True to let it through.
-AuthCallable = Callable[[Request], bool | Awaitable[bool]]
+ANONYMOUS = "api"  # the actor when nothing names one: no token, or a token with no label
+MAX_LABEL = 64  # characters of a token's label (it is the actor the activity log shows)
+
+# A host application's own check: called with the request, returns True to let it through,
+# or the user's name (a non-empty string: let through, and that user is the actor).
+AuthCallable = Callable[[Request], bool | str | Awaitable[bool | str]]
+# Who the request being handled acts as; set by the app's guard before the handler runs, read
+# where the handler calls the Queue (worker threads get a copy of the context).
+current_actor: ContextVar[str] = ContextVar("errands_actor", default=ANONYMOUS)
+
+
+def token_table(token: str | Mapping[str, str] | None) -> dict[str, str | None]:
+    """``token=`` as {secret: label}: one string is a token without a label; a mapping is
+    ``{label: secret}``, each label the actor of what that token does."""
+    if token is None:
+        return {}
+    if isinstance(token, str):
+        if not token:
+            raise ValueError("token must be a non-empty string (or None for no token)")
+        return {token: None}
+    if not isinstance(token, Mapping) or not token:
+        raise ValueError(
+            "token must be a string, or a mapping of labels to tokens such as "
+            "{'alice': 'secret-1', 'deploy-bot': 'secret-2'}"
+        )
+    table: dict[str, str | None] = {}
+    for label, secret in token.items():
+        if not isinstance(label, str) or not label.strip() or len(label) > MAX_LABEL:
+            raise ValueError(
+                f"token label {label!r:.80} must be a non-empty string of at most "
+                f"{MAX_LABEL} characters (it names who acted in the activity log)"
+            )
+        if not isinstance(secret, str) or not secret:
+            raise ValueError(f"the token labelled {label!r} must be a non-empty string")
+        if secret in table:
+            raise ValueError(f"the token labelled {label!r} is also another label's token")
+        table[secret] = label
+    return table
 
 
 class Guard:
     def __init__(
         self,
         *,
-        token: str | None,
+        token: str | Mapping[str, str] | None,
         auth: AuthCallable | None,
         secret_key: str | None,
         session_max_age: int = SESSION_MAX_AGE,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        if token is not None and not token:
-            raise ValueError("token must be a non-empty string (or None for no token)")
-        if token is not None and auth is not None:
+        self.tokens = token_table(token)
+        if self.tokens and auth is not None:
             raise ValueError("give token= or auth=, not both: auth replaces the token")
-        self.token = token
+        # The tokens as one string: what the session key derives from, so changing any token
+        # (or a label) ends every session.
+        self.token: str | None = (
+            token
+            if isinstance(token, str)
+            else "\n".join(f"{label}\0{secret}" for secret, label in sorted(self.tokens.items()))
+            or None
+        )
         self.auth = auth
         self.session_max_age = session_max_age
         self.clock = clock
         self.throttle = Throttle()
         self._revoked: dict[str, float] = {}  # session id -> when it would have expired
-        if token is not None:
-            seed = b"errands-dashboard-session:" + token.encode()
+        if self.token is not None:
+            seed = b"errands-dashboard-session:" + self.token.encode()
             self._key = hashlib.sha256(seed).digest()
         elif secret_key:
             self._key = hashlib.sha256(b"errands-dashboard-key:" + secret_key.encode()).digest()
@@ -81,9 +129,12 @@ class Guard:
     def _sign(self, text: str) -> str:
         return hmac.new(self._key, text.encode(), hashlib.sha256).hexdigest()
 
-    def new_session(self) -> tuple[str, str]:
-        """(session id, cookie value)."""
+    def new_session(self, label: str | None = None) -> tuple[str, str]:
+        """(session id, cookie value); ``label``: the logged-in token's, kept in the id (which
+        the cookie's signature covers) so that every process reads who the session is."""
         sid = secrets.token_urlsafe(18)
+        if label:
+            sid += "~" + label.encode().hex()
         issued = str(int(self.clock()))
         return sid, f"{sid}.{issued}.{self._sign(f'session:{sid}:{issued}')}"
 
@@ -116,6 +167,22 @@ class Guard:
         if found is not None:
             self._revoked[found[0]] = found[1]
 
+    def session_label(self, request: Request) -> str | None:
+        """The label of the token the request's session logged in with, if any."""
+        sid = self.session_id(request)
+        if sid is None or "~" not in sid:
+            return None
+        try:
+            return bytes.fromhex(sid.split("~", 1)[1]).decode()
+        except ValueError:
+            return None
+
+    def actor(self, request: Request) -> str:
+        """Who the request acts as: what authenticated it named (a token's label, the user an
+        auth callable returned), else its session's label, else ``api``."""
+        named = getattr(request.state, "errands_actor", None)
+        return named or self.session_label(request) or ANONYMOUS
+
     def csrf_token(self, sid: str) -> str:
         return self._sign("csrf:" + sid)
 
@@ -125,16 +192,22 @@ class Guard:
             return False
         return hmac.compare_digest(submitted.encode(), self.csrf_token(sid).encode())
 
-    def token_ok(self, candidate: str) -> bool:
-        if self.token is None:
-            return False
-        return hmac.compare_digest(candidate.encode(), self.token.encode())
+    def token_label(self, candidate: str) -> str | None:
+        """The label of the token ``candidate`` is ("" for a token without one), or None if it
+        is none of them. Every token is compared, in constant time."""
+        found: str | None = None
+        for secret, label in self.tokens.items():
+            if hmac.compare_digest(candidate.encode(), secret.encode()):
+                found = label or ""
+        return found
 
     def bearer_ok(self, request: Request) -> bool:
         if "authorization" not in request.headers:
             return False
         scheme, _, value = request.headers["authorization"].partition(" ")
-        if scheme.lower() == "bearer" and self.token_ok(value.strip()):
+        label = self.token_label(value.strip()) if scheme.lower() == "bearer" else None
+        if label is not None:
+            request.state.errands_actor = label or None
             return True
         self.failed(request)
         return False
@@ -152,8 +225,10 @@ class Guard:
             verdict: Any = self.auth(request)
             if inspect.isawaitable(verdict):
                 verdict = await verdict
+            if isinstance(verdict, str) and verdict:
+                request.state.errands_actor = verdict[:200]
             return bool(verdict)
-        if self.token is None:
+        if not self.tokens:
             return True
         return self.bearer_ok(request) or self.session_id(request) is not None
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ipaddress
 import socket
 import threading
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigurationError
@@ -51,7 +52,7 @@ def url_of(sock: socket.socket, host: str) -> str:
     return f"http://{shown}:{port}/"
 
 
-def build(q: Queue, *, host: str, token: str | None, read_only: bool) -> Any:
+def build(q: Queue, *, host: str, token: str | Mapping[str, str] | None, read_only: bool) -> Any:
     """The app for a standalone server. Without a token (loopback only) the Host header must
     be a loopback name, so a web page cannot reach this server through DNS rebinding."""
     from . import create_app

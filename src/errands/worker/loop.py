@@ -38,6 +38,7 @@ from ..errors import (
 from ..fair import fair_specs
 from ..limits import limit_specs
 from ..maintenance.runner import Maintenance
+from ..order import order_specs
 from ..tasks import declared_rows
 from .attached import Attached
 from .db import WorkerDatabase
@@ -163,7 +164,8 @@ class Worker(Attached, HandlerLeases):
         # agree), and whether claims must also take limited jobs (backends/flow.py).
         self._limits = limit_specs([t.options.limit for t in inputs.tasks.values()])
         self._fair = fair_specs(t.options for t in inputs.tasks.values())  # backends/fair.py
-        self._limited = bool(self._limits) or bool(self._fair)
+        self._order = order_specs(t.options for t in inputs.tasks.values())  # backends/order.py
+        self._limited = bool(self._limits) or bool(self._fair) or bool(self._order)
         self._stale_limits: set[str] = set()
 
     # -- public ----------------------------------------------------------------------------
@@ -315,7 +317,9 @@ class Worker(Attached, HandlerLeases):
 
     def _request(self, want: int) -> ClaimRequest:
         lease, limited = self.settings.lease_seconds, self._limited
-        return ClaimRequest(self.id, self.types, self.queues, want, lease, limited, self._fair)
+        return ClaimRequest(
+            self.id, self.types, self.queues, want, lease, limited, self._fair, self._order
+        )
 
     def _claim(self, want: int, now: float) -> list[ClaimedJob]:
         request = self._request(want)

@@ -14,7 +14,9 @@ process. Then that worker keeps running while producer threads enqueue one job p
 Every ``--sample`` seconds, and per phase: jobs enqueued and finished per second, pickup lag
 (``started_at - run_at`` of the jobs that started in the window: p50/p99 in ms), the jobs
 table's dead tuples (``pg_stat_user_tables``, as the statistics collector last saw them), and
-the size of the table and of its indexes.
+the size of the table and of its indexes. Per phase also the index entries each of the jobs
+table's indexes returned per second (``pg_stat_user_indexes.idx_tup_read``): what still reads
+dead entries while the snapshot is held.
 """
 
 from __future__ import annotations
@@ -118,6 +120,34 @@ SELECT coalesce(s.n_dead_tup, 0), coalesce(s.n_live_tup, 0),
 FROM pg_stat_user_tables s WHERE s.relid = 'jobs'::regclass
 """
 
+INDEXES = """
+SELECT indexrelname, idx_scan, idx_tup_read FROM pg_stat_user_indexes
+WHERE relid = 'jobs'::regclass
+"""
+
+
+def index_reads(conn: Any) -> dict[str, tuple[int, int]]:
+    """Scans and entries returned so far, per index of the jobs table (of this schema)."""
+    return {str(r[0]): (int(r[1]), int(r[2])) for r in conn.execute(INDEXES).fetchall()}
+
+
+def index_rates(
+    before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]], seconds: float
+) -> dict[str, dict[str, float]]:
+    """Per index that was read: scans and entries per second, and entries per scan."""
+    out: dict[str, dict[str, float]] = {}
+    for name, (scans, read) in sorted(after.items()):
+        s0, r0 = before.get(name, (0, 0))
+        if read - r0 <= 0:
+            continue
+        n = max(scans - s0, 1)
+        out[name] = {
+            "scans_per_second": round((scans - s0) / seconds, 1),
+            "entries_per_second": round((read - r0) / seconds, 1),
+            "entries_per_scan": round((read - r0) / n, 1),
+        }
+    return out
+
 
 def _ms(seconds: Any) -> float | None:
     return None if seconds is None else round(float(seconds) * 1000, 1)
@@ -147,6 +177,7 @@ def run_phase(
     """One phase: its samples, then its own figures over the whole phase."""
     start, enq0 = time.time(), producer.enqueued
     before = conn.execute(TABLE).fetchone()
+    reads_before = index_reads(conn)
     samples: list[dict[str, Any]] = []
     t0, enq = start, enq0
     while t0 < start + seconds - 1e-6:
@@ -167,6 +198,7 @@ def run_phase(
     end = time.time()
     whole = sample(conn, start, end)
     after = conn.execute(TABLE).fetchone()
+    reads = index_rates(reads_before, index_reads(conn), end - start)
     grew = (after[2] + after[3] - before[2] - before[3]) / MB
     p50s = [s["pickup_p50_ms"] for s in samples if s["pickup_p50_ms"] is not None]
     p99s = [s["pickup_p99_ms"] for s in samples if s["pickup_p99_ms"] is not None]
@@ -178,6 +210,7 @@ def run_phase(
         "worst_sample_p99_ms": max(p99s, default=None),
         "grew_mb": round(grew, 2),
         "grew_mb_per_second": round(grew / (end - start), 3),
+        "index_reads": reads,
         "samples": samples,
     }
 
@@ -246,3 +279,12 @@ def report_churn(result: dict[str, Any]) -> None:
             f"{p['worst_sample_p99_ms']!s:>9} {p['dead_tuples']:>9,} "
             f"{p['table_mb'] + p['indexes_mb']:>7.1f} {p['grew_mb_per_second']:>9.3f}"
         )
+    print("index entries read per second (per scan), by phase:")
+    for name in PHASES:
+        reads = result["phases"][name].get("index_reads", {})
+        busiest = sorted(reads.items(), key=lambda kv: -kv[1]["entries_per_second"])[:4]
+        shown = ", ".join(
+            f"{ix} {r['entries_per_second']:,.0f} ({r['entries_per_scan']:,.1f})"
+            for ix, r in busiest
+        )
+        print(f"  {name:<9} {shown}")

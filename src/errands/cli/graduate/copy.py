@@ -59,8 +59,17 @@ TABLES: tuple[tuple[str, tuple[str, ...]], ...] = (
     # its recorded steps and the signals sent to it.
     ("job_steps", ("job_id", "seq")),
     ("job_signals", ("id",)),
+    # The operator activity log: who did what stays readable on the new database.
+    ("operator_actions", ("id",)),
 )
-IDENTITY_TABLES = ("jobs", "job_attempts", "job_events", "job_blobs", "job_signals")
+IDENTITY_TABLES = (
+    "jobs",
+    "job_attempts",
+    "job_events",
+    "job_blobs",
+    "job_signals",
+    "operator_actions",
+)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MASK = (1 << 64) - 1
 MAX_REPORTED = 50  # rows listed by name when some cannot be copied

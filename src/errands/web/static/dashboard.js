@@ -17,7 +17,17 @@
       return true;
     }
     // Ticked rows would be lost by a refresh: hold still until they are acted on or cleared.
-    return document.querySelector("#live input[type=checkbox]:checked") !== null;
+    if (document.querySelector("#live input[type=checkbox]:checked") !== null) {
+      return true;
+    }
+    // So would a form half filled in (a limit's new caps, a pause reason, a signal's payload).
+    var fields = document.querySelectorAll("#live input:not([type=hidden]), #live textarea");
+    for (var i = 0; i < fields.length; i++) {
+      if (fields[i].type !== "checkbox" && fields[i].value !== fields[i].defaultValue) {
+        return true;
+      }
+    }
+    return false;
   }
 
   function say(text, ended) {

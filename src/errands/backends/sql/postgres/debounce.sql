@@ -26,11 +26,13 @@ RETURNING id, EXTRACT(EPOCH FROM run_at)::double precision AS run_at;
 -- The first enqueue of a debounce key (or the first while its job runs): insert_job with the
 -- key in debounce_key (unique_key stays NULL); a queued job of the key inserts nothing.
 INSERT INTO jobs (queue, type, payload, status, priority, max_attempts, run_at, created_at,
-                  headers, limit_key, limit_group, debounce_key, expires_in, expires_at)
+                  headers, limit_key, limit_group, debounce_key, expires_in, expires_at,
+                  deadline_at)
 VALUES (:queue, :type, :payload, :to_state, :priority, :max_attempts, to_timestamp(:run_at),
         to_timestamp(:now), CAST(:headers AS jsonb), :limit_key, :limit_group, :debounce_key,
         CAST(:expires_in AS double precision),
-        to_timestamp(CAST(:expires_at AS double precision)))
+        to_timestamp(CAST(:expires_at AS double precision)),
+        to_timestamp(CAST(:deadline_at AS double precision)))
 ON CONFLICT (debounce_key) WHERE debounce_key IS NOT NULL AND status = 'queued' AND attempts = 0
 DO NOTHING
 RETURNING id;

@@ -163,6 +163,7 @@ WHERE status = 'queued' AND limit_key IS NOT NULL
   AND limit_key = :key AND limit_group = :grp
   AND run_at <= to_timestamp(:now)
   AND (expires_at IS NULL OR expires_at > to_timestamp(:now) OR started_at IS NOT NULL)
+  AND (deadline_at IS NULL OR deadline_at > to_timestamp(:now))
   AND type = ANY(CAST(:types AS text[]))
   AND (CAST(:queues AS text[]) IS NULL OR queue = ANY(CAST(:queues AS text[])))
   AND queue NOT IN (SELECT queue FROM queue_pauses)
@@ -177,6 +178,7 @@ SELECT id, priority, run_at FROM jobs
 WHERE status = 'queued' AND limit_key IS NULL
   AND run_at <= to_timestamp(:now)
   AND (expires_at IS NULL OR expires_at > to_timestamp(:now) OR started_at IS NOT NULL)
+  AND (deadline_at IS NULL OR deadline_at > to_timestamp(:now))
   AND type = ANY(CAST(:types AS text[]))
   AND (CAST(:queues AS text[]) IS NULL OR queue = ANY(CAST(:queues AS text[])))
   AND queue NOT IN (SELECT queue FROM queue_pauses)

@@ -47,4 +47,10 @@ UNION ALL
 SELECT setval(pg_get_serial_sequence('job_signals', 'id'), m) FROM
     (SELECT GREATEST(max(id), COALESCE(pg_sequence_last_value(
          pg_get_serial_sequence('job_signals', 'id')::regclass), 0)) AS m FROM job_signals) s
+WHERE m IS NOT NULL AND m > 0
+UNION ALL
+SELECT setval(pg_get_serial_sequence('operator_actions', 'id'), m) FROM
+    (SELECT GREATEST(max(id), COALESCE(pg_sequence_last_value(
+         pg_get_serial_sequence('operator_actions', 'id')::regclass), 0)) AS m
+     FROM operator_actions) s
 WHERE m IS NOT NULL AND m > 0;

@@ -9,12 +9,14 @@
 -- Insert one job, its limit key and group with it (NULL: no limit); a unique_key already held
 -- by an active job, or by a job that succeeded within its unique_for, inserts nothing.
 INSERT INTO jobs (queue, type, payload, status, priority, max_attempts, run_at, created_at, unique_key,
-                  headers, limit_key, limit_group, unique_for, expires_in, expires_at)
+                  headers, limit_key, limit_group, unique_for, expires_in, expires_at,
+                  deadline_at)
 SELECT :queue, :type, CAST(:payload AS jsonb), :to_state, :priority, :max_attempts,
        to_timestamp(:run_at), to_timestamp(:now), CAST(:unique_key AS text), CAST(:headers AS jsonb),
        CAST(:limit_key AS text), CAST(:limit_group AS text), CAST(:unique_for AS double precision),
        CAST(:expires_in AS double precision),
-       to_timestamp(CAST(:expires_at AS double precision))
+       to_timestamp(CAST(:expires_at AS double precision)),
+       to_timestamp(CAST(:deadline_at AS double precision))
 WHERE NOT EXISTS (SELECT 1 FROM jobs AS h
                   WHERE h.unique_key = CAST(:unique_key AS text)
                     AND h.status = 'succeeded' AND h.unique_for IS NOT NULL
@@ -102,6 +104,7 @@ WITH above AS (
     WHERE status = 'queued' AND limit_key IS NULL
       AND run_at <= to_timestamp(:now)
       AND (expires_at IS NULL OR expires_at > to_timestamp(:now) OR started_at IS NOT NULL)
+      AND (deadline_at IS NULL OR deadline_at > to_timestamp(:now))
       AND type = ANY(CAST(:types AS text[]))
       AND (CAST(:queues AS text[]) IS NULL OR queue = ANY(CAST(:queues AS text[])))
       AND queue NOT IN (SELECT queue FROM queue_pauses)
@@ -115,6 +118,7 @@ WITH above AS (
     WHERE status = 'queued' AND limit_key IS NULL
       AND run_at <= to_timestamp(:now)
       AND (expires_at IS NULL OR expires_at > to_timestamp(:now) OR started_at IS NOT NULL)
+      AND (deadline_at IS NULL OR deadline_at > to_timestamp(:now))
       AND type = ANY(CAST(:types AS text[]))
       AND (CAST(:queues AS text[]) IS NULL OR queue = ANY(CAST(:queues AS text[])))
       AND queue NOT IN (SELECT queue FROM queue_pauses)
@@ -129,6 +133,7 @@ WITH above AS (
     WHERE status = 'queued' AND limit_key IS NULL
       AND run_at <= to_timestamp(:now)
       AND (expires_at IS NULL OR expires_at > to_timestamp(:now) OR started_at IS NOT NULL)
+      AND (deadline_at IS NULL OR deadline_at > to_timestamp(:now))
       AND type = ANY(CAST(:types AS text[]))
       AND (CAST(:queues AS text[]) IS NULL OR queue = ANY(CAST(:queues AS text[])))
       AND queue NOT IN (SELECT queue FROM queue_pauses)
@@ -282,10 +287,22 @@ WHERE id = :job_id AND attempts = :attempt AND status = :from_state AND worker_i
 -- name: expired_leases
 -- Running jobs whose lease has expired, oldest first. SKIP LOCKED: two rescuers never wait on
 -- (or double-recover) the same row; the fenced recover_job below is the real guard.
+-- The scan of jobs_running starts at :after (backends/lease_sweep.py: where the last sweep
+-- saw every lease expired), past the entries finished jobs leave there until VACUUM; 0 reads
+-- it from the front.
 SELECT id, attempts, max_attempts, worker_id FROM jobs
 WHERE status = 'running' AND lease_expires_at < to_timestamp(:now)
+  AND lease_expires_at >= to_timestamp(:after)
 ORDER BY lease_expires_at LIMIT :limit
 FOR UPDATE SKIP LOCKED;
+
+-- name: expired_leases_seen
+-- How many running jobs in the sweep's range have an expired lease, locked rows included:
+-- more than expired_leases returned means it skipped a locked row (whose holder may roll
+-- back), so the sweep's position must not pass it.
+SELECT COUNT(*) AS n FROM jobs
+WHERE status = 'running' AND lease_expires_at < to_timestamp(:now)
+  AND lease_expires_at >= to_timestamp(:after);
 
 -- name: recover_job
 -- Fenced: a lost attempt goes back to queued (attempts left) or to failed (exhausted).
@@ -305,10 +322,11 @@ FOR UPDATE;
 
 -- name: retry_job
 -- Manual retry of a failed or cancelled job; it gets at least one more attempt, and no
--- start-by time (an operator's retry lifts expires_in).
+-- start-by time nor deadline (an operator's retry lifts expires_in and deadline).
 UPDATE jobs
 SET status = :to_state, run_at = to_timestamp(:now), finished_at = NULL, lease_expires_at = NULL,
-    cancel_requested = 0, max_attempts = GREATEST(max_attempts, attempts + 1), expires_at = NULL
+    cancel_requested = 0, max_attempts = GREATEST(max_attempts, attempts + 1), expires_at = NULL,
+    deadline_at = NULL
 WHERE id = :job_id AND status = ANY(CAST(:from_states AS text[]))
 RETURNING id;
 
@@ -327,8 +345,10 @@ RETURNING id;
 
 -- name: cancel_requested
 -- Which of these held jobs have a cancel request.
+-- status || '': one primary-key lookup per id, never a walk of jobs_running (whose
+-- statistics may say "a few rows", and which holds every finished job's entry until VACUUM).
 SELECT id FROM jobs
-WHERE id = ANY(CAST(:job_ids AS bigint[])) AND cancel_requested = 1 AND status = 'running';
+WHERE id = ANY(CAST(:job_ids AS bigint[])) AND cancel_requested = 1 AND status || '' = 'running';
 
 -- name: next_due
 -- When the next queued job this worker could run falls due (a paused queue has none), of those

@@ -14,6 +14,7 @@ WITH above AS (
     WHERE status = 'queued' AND limit_key IS NULL
       AND run_at <= to_timestamp(:now)
       AND (expires_at IS NULL OR expires_at > to_timestamp(:now) OR started_at IS NOT NULL)
+      AND (deadline_at IS NULL OR deadline_at > to_timestamp(:now))
       AND type = ANY(CAST(:types AS text[]))
       AND (CAST(:queues AS text[]) IS NULL OR queue = ANY(CAST(:queues AS text[])))
       AND queue NOT IN (SELECT queue FROM queue_pauses)
@@ -27,6 +28,7 @@ WITH above AS (
     WHERE status = 'queued' AND limit_key IS NULL
       AND run_at <= to_timestamp(:now)
       AND (expires_at IS NULL OR expires_at > to_timestamp(:now) OR started_at IS NOT NULL)
+      AND (deadline_at IS NULL OR deadline_at > to_timestamp(:now))
       AND type = ANY(CAST(:types AS text[]))
       AND (CAST(:queues AS text[]) IS NULL OR queue = ANY(CAST(:queues AS text[])))
       AND queue NOT IN (SELECT queue FROM queue_pauses)
@@ -41,6 +43,7 @@ WITH above AS (
     WHERE status = 'queued' AND limit_key IS NULL
       AND run_at <= to_timestamp(:now)
       AND (expires_at IS NULL OR expires_at > to_timestamp(:now) OR started_at IS NOT NULL)
+      AND (deadline_at IS NULL OR deadline_at > to_timestamp(:now))
       AND type = ANY(CAST(:types AS text[]))
       AND (CAST(:queues AS text[]) IS NULL OR queue = ANY(CAST(:queues AS text[])))
       AND queue NOT IN (SELECT queue FROM queue_pauses)
@@ -89,12 +92,13 @@ FROM claimed;
 WITH inserted AS (
     INSERT INTO jobs (queue, type, payload, status, priority, max_attempts, run_at, created_at,
                       unique_key, headers, limit_key, limit_group, unique_for, expires_in,
-                      expires_at)
+                      expires_at, deadline_at)
     SELECT :queue, :type, CAST(:payload AS jsonb), :to_state, :priority, :max_attempts,
            to_timestamp(:run_at), to_timestamp(:now), CAST(:unique_key AS text),
            CAST(:headers AS jsonb), CAST(:limit_key AS text), CAST(:limit_group AS text),
            CAST(:unique_for AS double precision), CAST(:expires_in AS double precision),
-           to_timestamp(CAST(:expires_at AS double precision))
+           to_timestamp(CAST(:expires_at AS double precision)),
+           to_timestamp(CAST(:deadline_at AS double precision))
     WHERE NOT EXISTS (SELECT 1 FROM jobs AS h
                       WHERE h.unique_key = CAST(:unique_key AS text)
                         AND h.status = 'succeeded' AND h.unique_for IS NOT NULL

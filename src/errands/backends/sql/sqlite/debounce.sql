@@ -23,9 +23,11 @@ RETURNING id, run_at;
 -- The first enqueue of a debounce key (or the first while its job runs): insert_job with the
 -- key in debounce_key (unique_key stays NULL); a queued job of the key inserts nothing.
 INSERT INTO jobs (queue, type, payload, status, priority, max_attempts, run_at, created_at,
-                  headers, limit_key, limit_group, debounce_key, expires_in, expires_at)
+                  headers, limit_key, limit_group, debounce_key, expires_in, expires_at,
+                  deadline_at)
 VALUES (:queue, :type, :payload, :to_state, :priority, :max_attempts, :run_at, :now,
-        :headers, :limit_key, :limit_group, :debounce_key, :expires_in, :expires_at)
+        :headers, :limit_key, :limit_group, :debounce_key, :expires_in, :expires_at,
+        :deadline_at)
 ON CONFLICT (debounce_key) WHERE debounce_key IS NOT NULL AND status = 'queued' AND attempts = 0
 DO NOTHING
 RETURNING id;

@@ -64,6 +64,7 @@ JOIN jobs AS j ON j.id IN (
       AND limit_key = :key AND limit_group = json_extract(v.value, '$[0]')
       AND run_at <= :now
       AND (expires_at IS NULL OR expires_at > :now OR started_at IS NOT NULL)
+      AND (deadline_at IS NULL OR deadline_at > :now)
       AND type IN (SELECT value FROM json_each(:types))
       AND (:queues IS NULL OR queue IN (SELECT value FROM json_each(:queues)))
       AND queue NOT IN (SELECT queue FROM queue_pauses)

@@ -165,6 +165,7 @@ WHERE status = 'queued' AND limit_key IS NOT NULL
   AND limit_key = :key AND limit_group = :grp
   AND run_at <= :now
   AND (expires_at IS NULL OR expires_at > :now OR started_at IS NOT NULL)
+  AND (deadline_at IS NULL OR deadline_at > :now)
   AND type IN (SELECT value FROM json_each(:types))
   AND (:queues IS NULL OR queue IN (SELECT value FROM json_each(:queues)))
   AND queue NOT IN (SELECT queue FROM queue_pauses)
@@ -178,6 +179,7 @@ SELECT id, priority, run_at FROM jobs INDEXED BY jobs_due
 WHERE status = 'queued' AND limit_key IS NULL
   AND run_at <= :now
   AND (expires_at IS NULL OR expires_at > :now OR started_at IS NOT NULL)
+  AND (deadline_at IS NULL OR deadline_at > :now)
   AND type IN (SELECT value FROM json_each(:types))
   AND (:queues IS NULL OR queue IN (SELECT value FROM json_each(:queues)))
   AND queue NOT IN (SELECT queue FROM queue_pauses)

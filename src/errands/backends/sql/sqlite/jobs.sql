@@ -7,9 +7,9 @@
 -- Insert one job, its limit key and group with it (NULL: no limit); a unique_key already held
 -- by an active job, or by a job that succeeded within its unique_for, inserts nothing.
 INSERT INTO jobs (queue, type, payload, status, priority, max_attempts, run_at, created_at, unique_key,
-                  headers, limit_key, limit_group, unique_for, expires_in, expires_at)
+                  headers, limit_key, limit_group, unique_for, expires_in, expires_at, deadline_at)
 SELECT :queue, :type, :payload, :to_state, :priority, :max_attempts, :run_at, :now, :unique_key,
-       :headers, :limit_key, :limit_group, :unique_for, :expires_in, :expires_at
+       :headers, :limit_key, :limit_group, :unique_for, :expires_in, :expires_at, :deadline_at
 WHERE NOT EXISTS (SELECT 1 FROM jobs AS h
                   WHERE :unique_key IS NOT NULL AND h.unique_key = :unique_key
                     AND h.status = 'succeeded' AND h.unique_for IS NOT NULL
@@ -115,6 +115,7 @@ WHERE id IN (
     WHERE status = 'queued' AND limit_key IS NULL
       AND run_at <= :now
       AND (expires_at IS NULL OR expires_at > :now OR started_at IS NOT NULL)
+      AND (deadline_at IS NULL OR deadline_at > :now)
       AND type IN (SELECT value FROM json_each(:types))
       AND (:queues IS NULL OR queue IN (SELECT value FROM json_each(:queues)))
       AND queue NOT IN (SELECT queue FROM queue_pauses)
@@ -237,9 +238,17 @@ WHERE id = :job_id AND attempts = :attempt AND status = :from_state AND worker_i
 
 -- name: expired_leases
 -- Running jobs whose lease has expired, oldest first.
+-- :after is where the scan starts (backends/lease_sweep.py); SQLite's sweep passes 0, the
+-- front: its index drops a finished job's entry with the change itself.
 SELECT id, attempts, max_attempts, worker_id FROM jobs INDEXED BY jobs_running
-WHERE status = 'running' AND lease_expires_at < :now
+WHERE status = 'running' AND lease_expires_at < :now AND lease_expires_at >= :after
 ORDER BY lease_expires_at LIMIT :limit;
+
+-- name: expired_leases_seen
+-- How many running jobs in the sweep's range have an expired lease (PostgreSQL's sweep
+-- compares it with what SKIP LOCKED returned; SQLite's never skips).
+SELECT COUNT(*) AS n FROM jobs INDEXED BY jobs_running
+WHERE status = 'running' AND lease_expires_at < :now AND lease_expires_at >= :after;
 
 -- name: recover_job
 -- Fenced: a lost attempt goes back to queued (attempts left) or to failed (exhausted).
@@ -257,10 +266,11 @@ WHERE id = :job_id AND status IN (SELECT value FROM json_each(:from_states));
 
 -- name: retry_job
 -- Manual retry of a failed or cancelled job; it gets at least one more attempt, and no
--- start-by time (an operator's retry lifts expires_in).
+-- start-by time nor deadline (an operator's retry lifts expires_in and deadline).
 UPDATE jobs
 SET status = :to_state, run_at = :now, finished_at = NULL, lease_expires_at = NULL,
-    cancel_requested = 0, max_attempts = MAX(max_attempts, attempts + 1), expires_at = NULL
+    cancel_requested = 0, max_attempts = MAX(max_attempts, attempts + 1), expires_at = NULL,
+    deadline_at = NULL
 WHERE id = :job_id AND status IN (SELECT value FROM json_each(:from_states))
 RETURNING id;
 

@@ -5,7 +5,7 @@
 -- smallest tag and raises it by 1/weight per start (start-time fair queuing). A missing row,
 -- or a tag behind the key's clock, stands for the clock itself: so a value idle, capped or
 -- paused banks no credit, and rows behind the clock can be dropped at any time.
-CREATE TABLE fair_turns (
+CREATE TABLE IF NOT EXISTS fair_turns (
     key   TEXT NOT NULL,
     value TEXT NOT NULL,
     tag   REAL NOT NULL,
@@ -13,7 +13,7 @@ CREATE TABLE fair_turns (
 );
 
 -- Per fair key, its virtual time: the largest start tag served so far (it only grows).
-CREATE TABLE fair_clocks (
+CREATE TABLE IF NOT EXISTS fair_clocks (
     key   TEXT PRIMARY KEY,
     vtime REAL NOT NULL
 );

@@ -1,0 +1,47 @@
+-- Order per key (docs/flow-control.md, backends/order.py): the head of an ordered value, the
+-- lowest-id job of its key and group not yet finished. Same names as sql/sqlite/order.sql.
+-- Read inside the claim's transaction, under the group's advisory lock (limited_groups).
+
+-- name: order_head
+-- The lowest-id job of (:key, :grp) that is queued (due or not: a retry's backoff, a snooze, a
+-- sleep), running or waiting, and whether this worker may start it now (ready). Not locked:
+-- the group's advisory lock keeps other claims off it, and claim_ids takes only a job still
+-- queued (also what `errands check` reads, in a read-only transaction).
+SELECT j.id, j.priority, j.run_at, j.status,
+       CASE WHEN j.status = 'queued' AND j.run_at <= to_timestamp(:now)
+             AND (j.expires_at IS NULL OR j.expires_at > to_timestamp(:now)
+                  OR j.started_at IS NOT NULL)
+             AND j.type = ANY(CAST(:types AS text[]))
+             AND (CAST(:queues AS text[]) IS NULL OR j.queue = ANY(CAST(:queues AS text[])))
+             AND j.queue NOT IN (SELECT queue FROM queue_pauses)
+             AND NOT EXISTS (SELECT 1 FROM queue_pauses WHERE queue = '*')
+            THEN 1 ELSE 0 END AS ready
+FROM jobs AS j
+WHERE j.id = (
+    SELECT MIN(h.id) FROM (
+        SELECT MIN(id) AS id FROM jobs
+        WHERE status = 'queued' AND limit_key IS NOT NULL
+          AND limit_key = :key AND limit_group = :grp
+        UNION ALL
+        SELECT MIN(id) AS id FROM jobs
+        WHERE status = 'running' AND limit_key IS NOT NULL
+          AND limit_key = :key AND limit_group = :grp
+        UNION ALL
+        SELECT MIN(id) AS id FROM jobs
+        WHERE status = 'waiting' AND limit_key = :key AND limit_group = :grp
+    ) AS h);
+
+-- name: order_failed_head
+-- The lowest-id failed job of (:key, :grp) (order_on_failure="block": a failed job ahead of
+-- the others holds them back until it is retried or cancelled).
+SELECT MIN(id) AS id FROM jobs
+WHERE status = 'failed' AND finished_at IS NOT NULL AND limit_key = :key AND limit_group = :grp;
+
+-- name: order_queued_groups
+-- The groups of some keys (:keys, a JSON array) with queued jobs, up to :n: where `errands
+-- check` looks for a blocked value.
+SELECT DISTINCT limit_key, limit_group FROM jobs
+WHERE status = 'queued' AND limit_key IS NOT NULL
+  AND limit_key IN (SELECT jsonb_array_elements_text(CAST(:keys AS jsonb)))
+ORDER BY limit_key, limit_group
+LIMIT :n;

@@ -1,0 +1,50 @@
+-- The operator activity log (backends/activity.py): one row per operator action.
+-- Same names as sql/postgres/activity.sql.
+
+-- name: insert_activity
+-- Record one operator action; returns its id.
+INSERT INTO operator_actions (at, actor, action, target, count, filter, detail)
+VALUES (:now, :actor, :action, :target, :count, :filter, :detail)
+RETURNING id;
+
+-- name: list_activity
+-- Operator actions, newest first, keyset-paginated by id. One query per filter given (not
+-- "(:actor IS NULL OR actor = :actor)", which no index can serve: a rare actor would be
+-- looked for through the whole table).
+SELECT id, at, actor, action, target, count, filter, detail FROM operator_actions
+WHERE (:before IS NULL OR id < :before)
+ORDER BY id DESC
+LIMIT :limit;
+
+-- name: list_activity_by_actor
+-- One actor's actions, newest first (index operator_actions_actor).
+SELECT id, at, actor, action, target, count, filter, detail FROM operator_actions
+WHERE actor = :actor AND (:before IS NULL OR id < :before)
+ORDER BY id DESC
+LIMIT :limit;
+
+-- name: list_activity_by_action
+-- One action's rows, newest first (index operator_actions_action).
+SELECT id, at, actor, action, target, count, filter, detail FROM operator_actions
+WHERE action = :action AND (:before IS NULL OR id < :before)
+ORDER BY id DESC
+LIMIT :limit;
+
+-- name: list_activity_by_actor_action
+-- One actor's rows of one action, newest first.
+SELECT id, at, actor, action, target, count, filter, detail FROM operator_actions
+WHERE actor = :actor AND action = :action AND (:before IS NULL OR id < :before)
+ORDER BY id DESC
+LIMIT :limit;
+
+-- name: activity_actors
+-- The actors and actions seen among the newest rows (the page's filter choices).
+SELECT DISTINCT actor, action FROM (
+    SELECT actor, action FROM operator_actions ORDER BY id DESC LIMIT :scan
+) AS recent;
+
+-- name: prune_activity
+-- Delete up to :limit operator actions older than :cutoff, oldest first; returns how many.
+DELETE FROM operator_actions WHERE id IN (
+    SELECT id FROM operator_actions WHERE at < :cutoff ORDER BY at LIMIT :limit
+) RETURNING id;

@@ -1,0 +1,45 @@
+-- Order per key (docs/flow-control.md, backends/order.py): the head of an ordered value, the
+-- lowest-id job of its key and group not yet finished. Same names as sql/postgres/order.sql.
+-- Read inside the claim's write transaction (BEGIN IMMEDIATE: no other claim runs between).
+
+-- name: order_head
+-- The lowest-id job of (:key, :grp) that is queued (due or not: a retry's backoff, a snooze, a
+-- sleep), running or waiting, and whether this worker may start it now (ready). Each probe is
+-- one index range of its own state.
+SELECT j.id, j.priority, j.run_at, j.status,
+       CASE WHEN j.status = 'queued' AND j.run_at <= :now
+             AND (j.expires_at IS NULL OR j.expires_at > :now OR j.started_at IS NOT NULL)
+             AND j.type IN (SELECT value FROM json_each(:types))
+             AND (:queues IS NULL OR j.queue IN (SELECT value FROM json_each(:queues)))
+             AND j.queue NOT IN (SELECT queue FROM queue_pauses)
+             AND NOT EXISTS (SELECT 1 FROM queue_pauses WHERE queue = '*')
+            THEN 1 ELSE 0 END AS ready
+FROM jobs AS j
+WHERE j.id = (
+    SELECT MIN(h.id) FROM (
+        SELECT MIN(id) AS id FROM jobs INDEXED BY jobs_limited_due
+        WHERE status = 'queued' AND limit_key IS NOT NULL
+          AND limit_key = :key AND limit_group = :grp
+        UNION ALL
+        SELECT MIN(id) AS id FROM jobs INDEXED BY jobs_limited_running
+        WHERE status = 'running' AND limit_key IS NOT NULL
+          AND limit_key = :key AND limit_group = :grp
+        UNION ALL
+        SELECT MIN(id) AS id FROM jobs INDEXED BY jobs_waiting
+        WHERE status = 'waiting' AND limit_key = :key AND limit_group = :grp
+    ) AS h);
+
+-- name: order_failed_head
+-- The lowest-id failed job of (:key, :grp) (order_on_failure="block": a failed job ahead of
+-- the others holds them back until it is retried or cancelled).
+SELECT MIN(id) AS id FROM jobs INDEXED BY jobs_finished
+WHERE status = 'failed' AND finished_at IS NOT NULL AND limit_key = :key AND limit_group = :grp;
+
+-- name: order_queued_groups
+-- The groups of some keys (:keys, a JSON array) with queued jobs, up to :n: where `errands
+-- check` looks for a blocked value.
+SELECT DISTINCT limit_key, limit_group FROM jobs INDEXED BY jobs_limited_due
+WHERE status = 'queued' AND limit_key IS NOT NULL
+  AND limit_key IN (SELECT value FROM json_each(:keys))
+ORDER BY limit_key, limit_group
+LIMIT :n;
