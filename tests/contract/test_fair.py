@@ -192,3 +192,32 @@ def test_an_operator_limit_on_the_fair_key_caps_each_value(clocked_queue: errand
     assert claim(q, n=10) == []
     q.clear_limit("fair:tenant")
     assert len(claim(q, n=10)) == 8
+
+
+def test_the_fair_claim_never_starts_an_expired_job(
+    clocked_queue: errands.Queue, clock: FixedClock
+) -> None:
+    """The fair probe passes over an expired job as the other claims do; the expiry service
+    ends it (tests/client/test_expiry.py)."""
+    q = clocked_queue
+    t = app(q)
+    late = t["work"].with_options(expires_in=60).enqueue(tenant="A", n=1)
+    timely = t["work"].with_options(expires_in=600).enqueue(tenant="B", n=2)
+    clock.advance(120)  # A's window is over, B's is not
+    assert [j.id for j in claim(q, n=10)] == [timely]
+    job = q.backend.get_job(late)
+    assert job is not None and job.status == "queued"  # until the service ends it
+
+
+def test_turns_a_value_cannot_use_go_to_the_others_in_the_same_claim(
+    clocked_queue: errands.Queue,
+) -> None:
+    """Work-conserving within one claim: the claim asks each value for the turns its tag
+    gives, and when one has fewer due jobs than that, the others take the rest."""
+    q = clocked_queue
+    app(q)
+    backlog(q, "work", "A", 1)
+    backlog(q, "work", "B", 50)
+    got = claim(q, n=10)
+    assert len(got) == 10
+    assert sorted(tenants(got)) == ["A"] + ["B"] * 9

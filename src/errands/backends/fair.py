@@ -17,9 +17,13 @@ Values are probed for due jobs by the highest priority they hold, then by tag, a
 claim stops after as many values with due jobs as it wants jobs: a value further on could
 only be served after each of them. (The highest priority held counts jobs not due yet: a
 value whose best job is scheduled is probed early, so a claim may stop before a value whose
-due jobs rank higher than those it found; the next claims reach it.) Cost per claim: the
-groups' scan, one query for the tags and one for the clock, one probe per value served, one
-write each for tags and clock.
+due jobs rank higher than those it found; the next claims reach it.) When the values probed
+share one priority, each is asked for exactly the turns the tags give it (PostgreSQL locks no
+spare job); one with fewer due jobs than that leaves its turns to the others in a second probe
+of the same claim. Cost per claim: the groups' scan, one read of the clock with the tags
+ahead of it (a tag at or behind the clock counts as the clock, so those need not be read),
+one statement probing the values served (two when one falls short), one write each for tags
+and clock.
 Only values with jobs due count, and a capped group gets no probe, so the turn never waits
 on one: the work is conserved. On PostgreSQL a value's tag is written only by the claim
 holding its group's lock, and the clock only moves forward (``GREATEST``), so concurrent
@@ -80,6 +84,24 @@ def take_turns(turns: Iterable[Turn], n: int) -> list[Pick]:
     return picks
 
 
+def turns_each(
+    tags: Mapping[str, float], rooms: Mapping[str, tuple[int, int]], weights: FairWeights, n: int
+) -> dict[str, int]:
+    """How many of ``n`` starts the turns give each value of ``tags`` (its tag), were each to
+    have due jobs enough at one priority: at most its room (``rooms[value][0]``)."""
+    counts = dict.fromkeys(tags, 0)
+    heap = [(tag, v) for v, tag in tags.items() if rooms[v][0] > 0]
+    heapq.heapify(heap)
+    for _ in range(n):
+        if not heap:
+            break
+        tag, v = heapq.heappop(heap)
+        counts[v] += 1
+        if counts[v] < rooms[v][0]:
+            heapq.heappush(heap, (tag + 1.0 / weights.of(v), v))
+    return counts
+
+
 @dataclass(slots=True)
 class FairPlan:
     """A fair key's picks in one claim, and its clock when they were taken."""
@@ -134,13 +156,13 @@ class SQLFair(SQLHost):
         locked (PostgreSQL: FOR UPDATE SKIP LOCKED) but not claimed. With ``heads`` (an
         ordered key: each value's head, backends/order.py) a value's only job is its head."""
         q = self.q
-        row = conn.execute(q["fair_clock"], {"key": key}).fetchone()
-        vtime = float(row[0]) if row else 0.0
+        vtime, stored = 0.0, {}
+        for value, tag in conn.execute(q["fair_turns_of"], {"key": key}):
+            if value is None:
+                vtime = float(tag)
+            else:
+                stored[value] = float(tag)
         values = sorted(rooms)
-        stored = {
-            r[0]: float(r[1])
-            for r in conn.execute(q["fair_tags"], {"key": key, "values": dumps(values)})
-        }
         order = sorted(values, key=lambda v: (-rooms[v][1], max(stored.get(v, vtime), vtime), v))
         turns: list[Turn] = []
         at = 0
@@ -149,26 +171,53 @@ class SQLFair(SQLHost):
             # them: probe in batches of what is still wanted, one statement each.
             batch = order[at : at + limit - len(turns)]
             at += len(batch)
-            share = sum(weights.of(v) for v in batch)
-            # Each value's share of the starts wanted, and one more: enough for its turns.
-            wants = {
-                v: min(rooms[v][0], 1 + math.ceil(limit * weights.of(v) / share)) for v in batch
-            }
-            due: dict[str, list[Candidate]] = {}
-            if heads is not None:
+            tags = {v: max(stored.get(v, vtime), vtime) for v in batch}
+            exact = heads is None and len({rooms[v][1] for v in batch}) == 1
+            short = 0
+            if heads is not None:  # an ordered key: a value's only job is its head
+                wants = {v: 1 for v in batch}
                 due = {v: [heads[v]] for v in batch if v in heads}
             else:
-                rows = dumps([[v, n] for v, n in wants.items()])
-                params = {**base, "key": key, "rows": rows, "n": max(wants.values())}
-                for r in conn.execute(q["fair_due"], params):
-                    jobs = due.setdefault(r[3], [])
-                    if len(jobs) < wants[r[3]]:
-                        jobs.append((r[0], r[1], r[2]))
+                if exact:  # one priority: the turns the tags give, exactly (no spare locked)
+                    wants = turns_each(tags, rooms, weights, limit)
+                else:  # each value's share of the starts wanted, and one more for its turns
+                    share = sum(weights.of(v) for v in batch)
+                    wants = {
+                        v: min(rooms[v][0], 1 + math.ceil(limit * weights.of(v) / share))
+                        for v in batch
+                    }
+                due = self._fair_due(conn, key, base, wants)
+                short = sum(wants.values()) - sum(len(jobs) for jobs in due.values())
+                if short > 0:  # a value had fewer due than its turns: the others may use them
+                    more = {
+                        v: min(rooms[v][0], n + short)
+                        for v, n in wants.items()
+                        if len(due.get(v, ())) == n and n < rooms[v][0]
+                    }
+                    due.update(self._fair_due(conn, key, base, more))
             for value in batch:
-                if value in due:
-                    tag = max(stored.get(value, vtime), vtime)
-                    turns.append(Turn(value, tag, weights.of(value), due[value]))
+                if due.get(value):
+                    turns.append(Turn(value, tags[value], weights.of(value), due[value]))
+            if exact and short <= 0 and 0 in wants.values():
+                break  # the starts went to values before the rest: later ones come after
         return FairPlan(key, take_turns(turns, limit))
+
+    def _fair_due(
+        self, conn: Conn, key: str, base: dict[str, Any], wants: Mapping[str, int]
+    ) -> dict[str, list[Candidate]]:
+        """Up to ``wants[value]`` best due jobs of each value of fair ``key``, best first,
+        locked (PostgreSQL: FOR UPDATE SKIP LOCKED); one statement."""
+        asked = {v: n for v, n in wants.items() if n > 0}
+        if not asked:
+            return {}
+        rows = dumps([[v, n] for v, n in asked.items()])
+        params = {**base, "key": key, "rows": rows, "n": max(asked.values())}
+        due: dict[str, list[Candidate]] = {}
+        for r in conn.execute(self.q["fair_due"], params):
+            jobs = due.setdefault(r[3], [])
+            if len(jobs) < asked[r[3]]:
+                jobs.append((r[0], r[1], r[2]))
+        return due
 
     def _fair_headroom(
         self, conn: Conn, groups: list[tuple[str, str]], fair: Collection[str]

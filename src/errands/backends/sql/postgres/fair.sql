@@ -2,10 +2,6 @@
 -- names as sql/sqlite/fair.sql. Read and written inside the claim's transaction, for values
 -- whose group lock (limited_groups) the claim holds: only it moves their tags.
 
--- name: fair_clock
--- A fair key's virtual time (no row: 0).
-SELECT vtime FROM fair_clocks WHERE key = :key;
-
 -- name: fair_keys
 -- The fair keys whose turns are stored (a key is served once before it has a clock).
 SELECT key FROM fair_clocks ORDER BY key;
@@ -14,10 +10,15 @@ SELECT key FROM fair_clocks ORDER BY key;
 -- Every key with a stored limit (the code's or an operator's): a fair key among them is capped.
 SELECT key FROM flow_limits;
 
--- name: fair_tags
--- The stored start tags of some values of a fair key (:values is a JSON array of values).
+-- name: fair_turns_of
+-- A fair key's stored turns in one read: a first row (value NULL) with its virtual time (no
+-- row: 0), then the values whose start tag is ahead of it; a value not listed stands at the
+-- clock (its tag is behind it, or it was trimmed or never served).
+SELECT NULL AS value, vtime AS tag FROM fair_clocks WHERE key = :key
+UNION ALL
 SELECT value, tag FROM fair_turns
-WHERE key = :key AND value IN (SELECT jsonb_array_elements_text(CAST(:values AS jsonb)));
+WHERE key = :key
+  AND tag > COALESCE((SELECT vtime FROM fair_clocks WHERE key = :key), 0);
 
 -- name: save_fair_tags
 -- The new start tags of the values a claim served: :rows is a JSON array of [value, tag].
@@ -56,8 +57,8 @@ GROUP BY j.limit_key, j.limit_group;
 
 -- name: fair_due
 -- The best due jobs of many values of a fair key in one statement (:rows is a JSON array of
--- [value, n]): per value, limited_due's probe, up to :n (the largest n: a LIMIT cannot read
--- the row; the caller keeps each value's n), locked like it.
+-- [value, n]): per value, limited_due's probe (an expired job is passed over), up to its n
+-- (and :n, the largest: SQLite's LIMIT cannot read the row, so both bind it), locked like it.
 SELECT d.id, d.priority, d.run_at, d.limit_group
 FROM jsonb_array_elements(CAST(:rows AS jsonb)) WITH ORDINALITY AS v(e, n),
 LATERAL (
@@ -72,6 +73,6 @@ LATERAL (
       AND queue NOT IN (SELECT queue FROM queue_pauses)
       AND NOT EXISTS (SELECT 1 FROM queue_pauses WHERE queue = '*')
     ORDER BY priority DESC, run_at, id
-    LIMIT :n
+    LIMIT LEAST((v.e->>1)::integer, :n)
     FOR UPDATE SKIP LOCKED) AS d
 ORDER BY v.n, d.priority DESC, d.run_at, d.id;

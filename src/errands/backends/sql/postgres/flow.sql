@@ -189,7 +189,11 @@ FOR UPDATE SKIP LOCKED;
 
 -- name: claim_ids
 -- Claim the chosen jobs (:job_ids is a JSON array) still queued; claim's columns, and the
--- limit each counts against.
+-- limit each counts against. Each id is one probe of the primary key whatever the statistics
+-- say: with the queued rows underestimated (a burst enqueued since the last ANALYZE), `id IN
+-- (SELECT ...)` was planned as a walk of a partial index of queued rows per id (~80 ms for
+-- 1,000 ids among 5,000 jobs). Hence the ids as an array, and the status test written so that
+-- it implies no partial index's predicate (the same test for a column that is never NULL).
 UPDATE jobs
 SET status = :to_state,
     attempts = attempts + 1,
@@ -198,8 +202,8 @@ SET status = :to_state,
     heartbeat_at = NULL,
     lease_expires_at = to_timestamp(:now + :lease_seconds),
     finished_at = NULL
-WHERE id IN (SELECT value::bigint FROM jsonb_array_elements_text(CAST(:job_ids AS jsonb)))
-  AND status = 'queued'
+WHERE id = ANY(ARRAY(SELECT value::bigint FROM jsonb_array_elements_text(CAST(:job_ids AS jsonb))))
+  AND (status = 'queued') IS TRUE
 RETURNING id, queue, type, payload, priority, attempts, max_attempts, run_at, created_at,
           cancel_requested, headers, error_code, limit_key, limit_group;
 

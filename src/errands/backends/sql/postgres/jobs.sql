@@ -162,10 +162,11 @@ RETURNING jobs.id, jobs.queue, jobs.type, jobs.payload, jobs.priority, jobs.atte
           jobs.error_code;
 
 -- name: open_attempts
--- Open the attempt rows of just-claimed jobs (:job_ids is a JSON array).
+-- Open the attempt rows of just-claimed jobs (:job_ids is a JSON array; read into an array,
+-- so the rows are found through the primary key whatever the statistics say: see claim_ids).
 INSERT INTO job_attempts (job_id, attempt, worker_id, started_at, status)
 SELECT id, attempts, worker_id, to_timestamp(:now), :status FROM jobs
-WHERE id IN (SELECT value::bigint FROM jsonb_array_elements_text(CAST(:job_ids AS jsonb)));
+WHERE id = ANY(ARRAY(SELECT value::bigint FROM jsonb_array_elements_text(CAST(:job_ids AS jsonb))));
 
 -- name: insert_events
 -- Append many audit events: :rows is a JSON array of [job_id, ts, event, actor, detail].
@@ -192,11 +193,12 @@ RETURNING jobs.id, jobs.attempts;
 
 -- name: insert_claimed_events
 -- The CLAIMED audit event of each just-claimed job (:job_ids is a JSON array), its attempt
--- number read from the row rather than shipped in as JSON.
+-- number read from the row rather than shipped in as JSON (the ids found as open_attempts
+-- finds them).
 INSERT INTO job_events (job_id, ts, event, actor, detail)
 SELECT id, to_timestamp(:now), :event, worker_id, jsonb_build_object('attempt', attempts)
 FROM jobs
-WHERE id IN (SELECT value::bigint FROM jsonb_array_elements_text(CAST(:job_ids AS jsonb)));
+WHERE id = ANY(ARRAY(SELECT value::bigint FROM jsonb_array_elements_text(CAST(:job_ids AS jsonb))));
 
 -- name: close_succeeded_attempts
 -- Close the attempt rows of applied successes; :batch is succeed_jobs' own batch.

@@ -1,10 +1,6 @@
 -- Fair share (docs/flow-control.md, backends/fair.py): the stored turns of fair keys. Same
 -- names as sql/postgres/fair.sql. Read and written inside the claim's write transaction.
 
--- name: fair_clock
--- A fair key's virtual time (no row: 0).
-SELECT vtime FROM fair_clocks WHERE key = :key;
-
 -- name: fair_keys
 -- The fair keys whose turns are stored (a key is served once before it has a clock).
 SELECT key FROM fair_clocks ORDER BY key;
@@ -13,10 +9,15 @@ SELECT key FROM fair_clocks ORDER BY key;
 -- Every key with a stored limit (the code's or an operator's): a fair key among them is capped.
 SELECT key FROM flow_limits;
 
--- name: fair_tags
--- The stored start tags of some values of a fair key (:values is a JSON array of values).
+-- name: fair_turns_of
+-- A fair key's stored turns in one read: a first row (value NULL) with its virtual time (no
+-- row: 0), then the values whose start tag is ahead of it; a value not listed stands at the
+-- clock (its tag is behind it, or it was trimmed or never served).
+SELECT NULL AS value, vtime AS tag FROM fair_clocks WHERE key = :key
+UNION ALL
 SELECT value, tag FROM fair_turns
-WHERE key = :key AND value IN (SELECT value FROM json_each(:values));
+WHERE key = :key
+  AND tag > COALESCE((SELECT vtime FROM fair_clocks WHERE key = :key), 0);
 
 -- name: save_fair_tags
 -- The new start tags of the values a claim served: :rows is a JSON array of [value, tag].
@@ -54,8 +55,8 @@ GROUP BY j.limit_key, j.limit_group;
 
 -- name: fair_due
 -- The best due jobs of many values of a fair key in one statement (:rows is a JSON array of
--- [value, n]): per value, limited_due's probe, up to :n (the largest n: a LIMIT cannot read
--- the row; the caller keeps each value's n).
+-- [value, n]): per value, limited_due's probe (an expired job is passed over), up to :n (the
+-- largest n: a LIMIT cannot read the row; the caller keeps each value's n).
 SELECT j.id, j.priority, j.run_at, j.limit_group FROM json_each(:rows) AS v
 JOIN jobs AS j ON j.id IN (
     SELECT id FROM jobs INDEXED BY jobs_limited_due
