@@ -108,9 +108,9 @@ def order_specs(options: Iterable[Any]) -> dict[str, bool]:
     return out
 
 
-def blocked(reads: ReadVerbs, now: float) -> list[str]:
-    """What ``errands check`` reports: each value of a blocking ordered key held back by a
-    failed head, with that head's id and what lets the value go on."""
+def blocked_heads(reads: ReadVerbs, now: float) -> list[dict[str, Any]]:
+    """Each value of a blocking ordered key held back by a failed head: ``key``, ``value``
+    and ``head_id`` (what ``errands check`` and the dashboard's queues page show)."""
     # The keys whose failed heads block, as the workers running them declared them.
     keys = sorted(
         {
@@ -119,9 +119,15 @@ def blocked(reads: ReadVerbs, now: float) -> list[str]:
             if t.options.get("order_on_failure") == "block" and "order_key" in t.options
         }
     )
+    return reads.order_blocked(keys, now)
+
+
+def blocked(reads: ReadVerbs, now: float) -> list[str]:
+    """What ``errands check`` reports: each blocked value with its head's id and what lets
+    the value go on."""
     return [
         f"ordered key {r['key']!r} value {r['value']!r} is blocked by failed job "
         f"#{r['head_id']} (order_on_failure='block'): `errands retry {r['head_id']}` runs it "
         f"again; `errands delete {r['head_id']}` gives up on it and lets the jobs after it go"
-        for r in reads.order_blocked(keys, now)
+        for r in blocked_heads(reads, now)
     ]

@@ -17,7 +17,7 @@ from starlette.datastructures import URL
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
-from .. import reports
+from .. import order, reports
 from ..core import rollup
 from . import api, charts, pages, params, search
 
@@ -240,14 +240,32 @@ def _queues_data(dash: Dashboard) -> list[dict[str, Any]]:
     return [per[name] for name in sorted(per)]
 
 
+# Fair values shown on the queues page (most due first); the rest: `errands fair`.
+FAIR_SHOWN = 50
+
+
+def _flow_order_data(dash: Dashboard) -> dict[str, Any]:
+    """The queues page's fair share (each value's due, queued, running and recent starts)
+    and the ordered keys a failed head holds back (docs/flow-control.md)."""
+    q = dash.queue
+    fair = sorted(q.fairness(), key=lambda f: (-f.due, f.key, f.value))
+    return {
+        "fairness": fair[:FAIR_SHOWN],
+        "fair_more": max(len(fair) - FAIR_SHOWN, 0),
+        "blocked": order.blocked_heads(q.reads, q.clock()),
+    }
+
+
 async def queues(request: Request, dash: Dashboard) -> Response:
     rows = await run_in_threadpool(_queues_data, dash)
     caps = await run_in_threadpool(dash.queue.limits)
+    flow = await run_in_threadpool(_flow_order_data, dash)
     context = {
         "page": "queues",
         "queues": rows,
         "limits": caps,
         "limit_done": _limit_done(request.query_params),
+        **flow,
     }
     return pages.render(request, dash, "queues.html", context)
 
