@@ -40,7 +40,8 @@ from collections.abc import Callable
 from typing import Any
 
 import errands
-from errands.backends.base import ClaimRequest, Succeeded
+from errands.backends.base import ClaimRequest, NewJob, Succeeded
+from errands.backends.job_rows import insert_params
 from errands.cli.bench import raw as bench_raw
 
 BATCH = 500  # the worker's typical outcome batch with max_prefetch 1000 (BENCHMARKS.md)
@@ -72,20 +73,9 @@ def statements_enqueue(t: Template, d: str, n: int, durability: str, event: bool
     for i in range(n):
         now = time.time()
         conn.execute("BEGIN IMMEDIATE")
-        params = {
-            "queue": "default",
-            "type": "noop",
-            "payload": f'{{"i":{i}}}',
-            "to_state": "queued",
-            "priority": 0,
-            "max_attempts": 20,
-            "run_at": now,
-            "now": now,
-            "unique_key": None,
-            "headers": None,
-            "limit_key": None,
-            "limit_group": None,
-        }
+        # The parameters errands' own insert binds (one definition: backends/job_rows.py).
+        job = NewJob("noop", f'{{"i":{i}}}', "default", 0, now, 20)
+        params = insert_params(job, now, "queued")
         (job_id,) = conn.execute(insert, params).fetchone()
         if event:
             row = {"job_id": job_id, "ts": now, "event": "ENQUEUED", "actor": "api", "detail": None}
