@@ -89,3 +89,23 @@ def test_many_claims_in_a_row_take_every_job_once_in_order(
     for k in range(30):  # each claim a little later, the position moving with it
         got += ids(claim(q, ["t"], now=t + 1 + k * 0.05, limit=2))
     assert got == order
+
+
+def test_a_burst_worker_finds_a_due_job_behind_the_position_before_it_returns(
+    make_queue: Callable[..., errands.Queue], clock: FixedClock
+) -> None:
+    """A burst returns when a claim finds nothing: that claim scans from the front, or a job
+    due behind the position (a recovered lease, another host's late clock) is left queued."""
+    q = make_queue(clock=clock)
+    ran: list[int] = []
+
+    @q.task
+    def t(n: int) -> None:
+        ran.append(n)
+
+    t.enqueue(n=1)
+    q.run_worker(burst=True)  # the position is now near the clock
+    behind = q.enqueue("t", {"n": 2}, run_at=clock() - 3600)
+    q.run_worker(burst=True)
+    assert ran == [1, 2]
+    assert q.get(behind).status == "succeeded"  # type: ignore[union-attr]

@@ -71,6 +71,9 @@ class ClaimRequest:
     # The ordered keys among ``types`` (order=), each with whether a failed head blocks it:
     # the limited claim takes of each value only its head (backends/order.py).
     order: Mapping[str, bool] = field(default_factory=dict)
+    # Scan from the front, not from where this claimer last found work (claim_position.py):
+    # what a burst asks before it decides nothing is left.
+    from_front: bool = False
 
 
 # Not frozen: a frozen dataclass's __init__ costs ~4x a plain one (object.__setattr__ per

@@ -114,8 +114,10 @@ class ClaimScans(SQLHost):
         position: ClaimPosition = self.__dict__.setdefault("_claim_position", ClaimPosition())
         return position
 
-    def _claim_start(self, types: Bound, queues: Bound | None, now: float) -> dict[str, Any]:
-        if not self.claim_resumes:
+    def _claim_start(
+        self, types: Bound, queues: Bound | None, now: float, from_front: bool = False
+    ) -> dict[str, Any]:
+        if not self.claim_resumes or from_front:
             return FROM_THE_FRONT
         return self.claim_position.params(types, queues, now)
 

@@ -238,7 +238,7 @@ class SQLJobs(ClaimScans):
             "queues": None if request.queues is None else self._list(list(request.queues)),
             "limit": request.limit,
         }
-        params.update(self._claim_start(params["types"], params["queues"], now))
+        params.update(self._claim_start(params["types"], params["queues"], now, request.from_front))
         if request.limited:  # limits are counted in this transaction (flow.py)
             return self._claim_limited(conn, request, params, now)
         return self._claim_rows(conn, params, now)

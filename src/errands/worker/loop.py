@@ -48,6 +48,7 @@ from .lease import HandlerLeases, JobLease
 from .quarantine import Quarantine
 from .recorder import Recorder, WorkerSummary
 from .signals import SignalHandlers, Stop
+from .supervisor import pid_alive
 
 log = logging.getLogger("errands.worker")
 
@@ -315,16 +316,21 @@ class Worker(Attached, HandlerLeases):
             prefetch = int(self.concurrency * PREFETCH_HORIZON / self._avg_run)
         return self.concurrency + max(0, min(prefetch, self.max_prefetch))
 
-    def _request(self, want: int) -> ClaimRequest:
+    def _request(self, want: int, from_front: bool = False) -> ClaimRequest:
         lease, limited = self.settings.lease_seconds, self._limited
+        fair, order = self._fair, self._order
         return ClaimRequest(
-            self.id, self.types, self.queues, want, lease, limited, self._fair, self._order
+            self.id, self.types, self.queues, want, lease, limited, fair, order, from_front
         )
 
     def _claim(self, want: int, now: float) -> list[ClaimedJob]:
-        request = self._request(want)
         try:
-            jobs = self.db.call(self.backend.claim, request, now)
+            jobs = self.db.call(self.backend.claim, self._request(want), now)
+            if not jobs and self.burst:
+                # The claim may have resumed past a due job (backends/claim_position.py: a
+                # lease recovered, a clock behind): a burst decides "nothing left" only from
+                # a claim that scanned from the front.
+                jobs = self.db.call(self.backend.claim, self._request(want, True), now)
         except DatabaseError as exc:
             self.db.survive("claim skipped", exc)
             return []
@@ -508,7 +514,7 @@ class Worker(Attached, HandlerLeases):
         dead = [
             wid
             for wid, pid in self.db.call(self.backend.host_workers, host)
-            if wid != self.id and not _pid_alive(pid)
+            if wid != self.id and not pid_alive(pid)
         ]
         if dead:
             report = self.db.call(self.backend.recover_workers, dead, now)
@@ -587,13 +593,3 @@ class Worker(Attached, HandlerLeases):
         except DatabaseError as exc:
             log.warning("could not mark worker stopped: %s", exc)
         self.summary.db_errors = self.db.errors
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # exists, owned by someone else
-    return True

@@ -209,3 +209,15 @@ def _load_prctl() -> Any:
 
 
 _prctl = _load_prctl()
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid exists on this host (the worker's startup cleanup
+    recovers the jobs of its host's workers whose process is gone)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # exists, owned by someone else
+    return True
