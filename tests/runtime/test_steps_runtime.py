@@ -6,6 +6,7 @@ sleep holds no worker."""
 from __future__ import annotations
 
 import random
+import signal
 import time
 from collections import defaultdict
 
@@ -42,16 +43,24 @@ def kill_and_resume(cluster: Cluster, queue: errands.Queue, jobs: int, kills: in
     final = cluster.worker("--concurrency", "2")
 
     def all_done() -> bool:
+        assert final.alive(), f"the last worker exited:\n{final.stderr()[-3000:]}"
         states = [s for (s,) in rows(url, "SELECT status FROM jobs")]
         return states.count("succeeded") == len(ids)
 
     try:
-        wait_for(all_done, 300, "every steps_job to succeed")  # a bound for a hang
-    except AssertionError:
-        left = rows(url, "SELECT id, status, attempts, run_at, error_code FROM jobs")
+        # A bound for a hang, well inside the test's timeout so that what follows is shown.
+        wait_for(all_done, 120, "every steps_job to succeed")
+    except AssertionError as exc:
+        final.signal(signal.SIGUSR1)  # worker_app prints every thread's stack
+        time.sleep(1)
+        left = rows(
+            url, "SELECT id, status, attempts, run_at, lease_expires_at, worker_id FROM jobs"
+        )
+        steps = rows(url, "SELECT job_id, name, attempt FROM job_steps ORDER BY job_id, seq")
         raise AssertionError(
-            f"not all succeeded: {[r for r in left if r[1] != 'succeeded']}\n"
-            f"{final.stderr()[-3000:]}"
+            f"{exc}; not succeeded: {[r for r in left if r[1] != 'succeeded']}\n"
+            f"steps: {steps}\nworkers: {rows(url, 'SELECT id, pid FROM workers')}\n"
+            f"the last worker's log:\n{final.stderr()[-6000:]}"
         ) from None
     assert final.stop() == 0
 
