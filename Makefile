@@ -30,12 +30,16 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
+# Two pytest processes (pytest-xdist): most tests wait on worker processes and databases, so
+# two share two cores well; each test has its own SQLite file or PostgreSQL database.
+# PYTEST_WORKERS=0 runs in one process (a debugger, -x, a clean traceback order).
+PYTEST_WORKERS ?= 2
 unit: $(STAMP)
-	$(VENV)/bin/pytest $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 # The suite without the long fault tests (tests/runtime: real crashes, signals, chaos).
 unit-fast: $(STAMP)
-	$(VENV)/bin/pytest --ignore=tests/runtime $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) --ignore=tests/runtime $(PYTEST_ARGS)
 
 # The documentation site, into site/ (open site/index.html); --strict: a warning fails it.
 docs: $(STAMP)
@@ -47,7 +51,7 @@ test: lint typecheck docs unit
 # (marked heavy: the benchmarks' smoke runs and the SIGKILL chaos figures), which CI runs.
 test-fast: $(STAMP)
 	$(MAKE) lint typecheck
-	$(VENV)/bin/pytest -m "not heavy" $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) -m "not heavy" $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(VENV)/bin/errands bench

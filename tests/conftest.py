@@ -87,9 +87,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if len(_POSTGRES_SKIP) == 2:
-        reason, count = _POSTGRES_SKIP
-        terminalreporter.write_line(f"{count} PostgreSQL tests not run: {reason}", yellow=True)
+    if not _POSTGRES_SKIP:
+        return
+    # In one process the count is known here; under pytest-xdist (make test) the workers
+    # collect and deselect, and this controller knows only the reason.
+    count = f"{_POSTGRES_SKIP[1]} " if len(_POSTGRES_SKIP) == 2 else "the "
+    terminalreporter.write_line(
+        f"{count}PostgreSQL tests not run: {_POSTGRES_SKIP[0]}", yellow=True
+    )
 
 
 def postgres_base_url() -> str:
