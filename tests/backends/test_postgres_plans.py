@@ -171,7 +171,24 @@ def test_the_limited_claim_finds_its_chosen_ids_by_primary_key_with_stale_statis
         )
         opened = plan(q, "claim", "open_attempts", {**chosen, "status": "running"})
         events = plan(q, "claim", "insert_claimed_events", {**chosen, "event": "CLAIMED"})
-        for found in (claimed, opened, events):
+        # PostgreSQL's own statement writing them all at once (own.sql) finds them the same way.
+        recorded = plan(
+            q,
+            "claim",
+            "claim_ids_recorded",
+            {
+                **chosen,
+                "to_state": "running",
+                "worker_id": "w",
+                "lease_seconds": 60.0,
+                "status": "running",
+                "event": "CLAIMED",
+                "rated": json.dumps({"fair:tenant": {"t1": 1}}),
+                "started_at": now + 60.0,
+                "picks": json.dumps({i: [0.0, 1.0] for i in ids[:1000]}),
+            },
+        )
+        for found in (claimed, opened, events, recorded):
             assert "jobs_pkey" in found, found
             assert "Nested Loop" not in found and "Seq Scan on jobs" not in found, found
             assert "jobs_queued_run_at" not in found and "jobs_limited_due" not in found, found

@@ -139,6 +139,8 @@ def test_every_query_returns_the_same_columns_in_both_dialects(tmp_path: Path, p
     # PostgreSQL's own claim (claim + open_attempts + insert_claimed_events in one statement)
     # stands in for claim, so the shared verbs read its rows with claim's columns.
     assert pg["claim_recorded"] == pg["claim"] == lite["claim"]
+    # And its limited claim's writes in one statement stand in for claim_ids and the rest.
+    assert pg["claim_ids_recorded"] == pg["claim_ids"] == lite["claim_ids"]
     assert pg["insert_job_recorded"] == pg["insert_job"] == lite["insert_job"] == ["id"]
     pg = {name: cols for name, cols in pg.items() if name not in own}
     assert lite["limit_group_bytes"] == ["raw"]  # SQLite's own: mending text (sqlite_text.py)

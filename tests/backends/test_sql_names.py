@@ -22,7 +22,11 @@ def test_dialects_define_the_same_query_names() -> None:
 
 def test_own_queries_are_only_the_dialects_own() -> None:
     # own.sql holds what only one dialect has; a name in both would be shared, and checked.
-    assert sql.own_queries("postgres") == {"claim_recorded", "insert_job_recorded"}
+    assert sql.own_queries("postgres") == {
+        "claim_recorded",
+        "claim_ids_recorded",
+        "insert_job_recorded",
+    }
     assert sql.own_queries("sqlite") == {
         "limit_group_bytes",
         "mend_limit_group",

@@ -231,20 +231,34 @@ class SQLFair(SQLHost):
         free = keys - capped
         return {g: (1 << 30, False) for g in groups if g[0] in free}
 
-    def _fair_served(self, conn: Conn, plan: FairPlan, claimed: set[int]) -> None:
-        """After the claim: the tags of the values whose picks were claimed, and the clock."""
-        tags: dict[str, float] = {}
-        vtime: float | None = None
-        for p in plan.picks:
-            if p.job[0] in claimed:
-                tags[p.value] = max(tags.get(p.value, p.finish), p.finish)
-                vtime = p.start if vtime is None else max(vtime, p.start)
-        if vtime is None:
-            return
-        q, key = self.q, plan.key
-        rows = dumps([[v, t] for v, t in sorted(tags.items())])
-        conn.execute(q["save_fair_tags"], {"key": key, "rows": rows})
-        conn.execute(q["advance_fair_clock"], {"key": key, "vtime": vtime})
-        SQLFair._fair_claims += 1
-        if SQLFair._fair_claims % TRIM_EVERY == 0:
-            conn.execute(q["trim_fair_tags"], {"key": key, "vtime": vtime})
+    def _fair_served(
+        self, conn: Conn, plans: Sequence[FairPlan], claimed: set[int], written: bool = False
+    ) -> None:
+        """After the claim: the tags of the values whose picks were claimed, and each key's
+        clock (``written``: the claim's own statement wrote them, PostgreSQL's
+        ``claim_ids_recorded``); now and then, the tags left behind a clock are trimmed."""
+        q = self.q
+        for plan in plans:
+            tags, vtime = served(plan, claimed)
+            if vtime is None:
+                continue
+            key = plan.key
+            if not written:
+                rows = dumps([[v, t] for v, t in sorted(tags.items())])
+                conn.execute(q["save_fair_tags"], {"key": key, "rows": rows})
+                conn.execute(q["advance_fair_clock"], {"key": key, "vtime": vtime})
+            SQLFair._fair_claims += 1
+            if SQLFair._fair_claims % TRIM_EVERY == 0:
+                conn.execute(q["trim_fair_tags"], {"key": key, "vtime": vtime})
+
+
+def served(plan: FairPlan, claimed: set[int]) -> tuple[dict[str, float], float | None]:
+    """Of ``plan``'s picks whose jobs were ``claimed``: each value's new tag (its largest
+    finish) and the key's clock (the largest start; None: none claimed)."""
+    tags: dict[str, float] = {}
+    vtime: float | None = None
+    for p in plan.picks:
+        if p.job[0] in claimed:
+            tags[p.value] = max(tags.get(p.value, p.finish), p.finish)
+            vtime = p.start if vtime is None else max(vtime, p.start)
+    return tags, vtime
