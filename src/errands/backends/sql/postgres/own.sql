@@ -1,14 +1,25 @@
 -- Named queries only the PostgreSQL dialect has (sql.own_queries): each does in one statement
 -- what several shared queries do, where a round trip to the server is what costs. A hook on
 -- PostgresBackend runs it in place of the shared sequence; the shared queries stay, for SQLite
--- (in-process: a statement costs no round trip) and for the parity tests.
+-- (in-process: a statement costs no round trip) and for the parity tests — but for those this
+-- dialect could never run (sql.REPLACED: claim, whose three ranges are written here only).
 
 -- name: claim_recorded
--- claim, open_attempts and insert_claimed_events in one statement (data-modifying CTEs): the
--- claimed jobs, their attempt rows, and — when :event is not NULL (the audit records CLAIMED)
--- — their CLAIMED events, with the detail insert_claimed_events writes. Returns claim's
--- columns in claim's order (tests/backends/test_sql_columns.py). The due rows are chosen exactly as
--- claim chooses them (same index, same SKIP LOCKED, the same resumed scan).
+-- The plain claim: SQLite's claim, open_attempts and insert_claimed_events in one statement
+-- (data-modifying CTEs; this dialect has no claim of its own, sql.REPLACED). Up to :limit due
+-- jobs of the worker's types and queues, highest priority first; unlimited jobs only (limited
+-- ones: flow.sql, claim_ids_recorded), none of a paused queue. error_code is the previous
+-- attempt's (a claim does not clear it): LOST:LEASE_EXPIRED puts the job in quarantine
+-- (worker/quarantine.py). SKIP LOCKED: concurrent claimers pass over rows another transaction
+-- is claiming instead of waiting for it, so many workers never claim the same attempt and
+-- never queue up on a lock. The scan resumes from the claimer's position
+-- (backends/claim_position.py): jobs of a higher priority than :after_priority from the front
+-- of jobs_due, that priority past (:after_run_at, :after_id), lower ones from their front.
+-- Dead entries of jobs claimed before the position (kept in the index while a long transaction
+-- holds back VACUUM) are not read. :after_priority above every priority scans from the front.
+-- Then the claimed jobs' attempt rows and — when :event is not NULL (the audit records
+-- CLAIMED) — their CLAIMED events, with the detail insert_claimed_events writes. Returns
+-- SQLite's claim's columns in its order (tests/backends/test_sql_columns.py).
 WITH above AS (
     SELECT id FROM jobs
     WHERE status = 'queued' AND limit_key IS NULL
