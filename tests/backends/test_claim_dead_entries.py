@@ -23,7 +23,7 @@ def buffers(q: errands.Queue, params: dict[str, Any]) -> int:
     """Shared buffers the claim statement touched, run for real under EXPLAIN ANALYZE."""
     backend: Any = q.backend
     with backend._write("claim") as conn:
-        sql = "EXPLAIN (ANALYZE, BUFFERS) " + backend.q["claim"]
+        sql = "EXPLAIN (ANALYZE, BUFFERS) " + backend.q["claim_recorded"]
         lines = [r[0] for r in conn.raw.execute(sql.encode(), params).fetchall()]
     plan = "\n".join(lines)
     hits = re.search(r"Buffers: shared hit=(\d+)(?: read=(\d+))?", plan)
@@ -54,6 +54,8 @@ def test_the_resumed_claim_does_not_read_the_entries_a_held_snapshot_keeps(pg_ur
             "types": ["t"],
             "queues": None,
             "limit": 100,
+            "status": "running",
+            "event": None,
         }
         backend: Any = q.backend
         resumed = backend.claim_position.params(["t"], None, base["now"])

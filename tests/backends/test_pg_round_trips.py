@@ -6,7 +6,8 @@ The one-by-one enqueue is one statement in one round trip (the job, its ENQUEUED
 the wake-up: own.sql insert_job_recorded, no BEGIN nor COMMIT), prepared after psycopg's
 prepare threshold (Bind without Parse); enqueue_many's round trips do not grow with the
 number of jobs (COPY). What those writes promise is checked too: every job and event is
-there, a held unique key returns its job, an idle worker is woken."""
+there, a held unique key returns its job, an idle worker is woken. And the worker's fair
+claim writes what it chose in one statement (own.sql claim_ids_recorded)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 
 import errands
+from errands.backends.base import ClaimRequest
 from helpers.support import sql_rows
 
 WARM = 6  # psycopg prepares a statement on its 6th execution (prepare_threshold=5)
@@ -242,3 +244,35 @@ def test_enqueue_many_round_trips_do_not_grow_with_the_jobs(
             )
             assert rows == [(n,)]
     assert trips[100] == trips[5000] <= 6, trips
+
+
+def test_the_fair_claim_writes_what_it_chose_in_one_round_trip(
+    wire: tuple[WireCounter, str], pg_url: str
+) -> None:
+    """Once the turns have chosen the jobs, one statement claims them and writes their
+    attempt rows, their CLAIMED events and the values' tags and the key's clock (it was six
+    round trips): a fair claim is its reads, that write, and the commit."""
+    proxy, url = wire
+    with errands.Queue(url) as q:
+
+        @q.task(fair="tenant")
+        def work(tenant: str) -> None: ...
+
+        q.enqueue_many([("work", {"tenant": f"t{i % 3}"}) for i in range(9)])
+        key, spec = work.options.fair_key(), work.options.fair
+        assert key is not None and spec is not None
+        request = ClaimRequest("w1", ["work"], None, 6, 60.0, True, {key: spec.spec()})
+        with proxy.count() as sent:
+            got = q.backend.claim(request, q.clock())
+    # BEGIN; the groups' scan, the stored limits, the stored turns, the probe of the values,
+    # the unlimited jobs beside them; the one write; COMMIT.
+    assert round_trips(sent) == 8, dict(sent)
+    ids = ",".join(str(j.id) for j in got)
+    tenants = sql_rows(pg_url, f"SELECT payload->>'tenant' FROM jobs WHERE id IN ({ids})")
+    assert sorted(t for (t,) in tenants) == ["t0", "t0", "t1", "t1", "t2", "t2"]
+    assert sql_rows(pg_url, "SELECT count(*) FROM job_attempts") == [(6,)]
+    assert sql_rows(pg_url, "SELECT count(*) FROM job_events WHERE event = 'CLAIMED'") == [(6,)]
+    # Two starts each from the clock at 0: each tag at 2, the clock at the last start, 1.
+    turns = sql_rows(pg_url, "SELECT value, tag FROM fair_turns ORDER BY value")
+    assert turns == [("t0", 2.0), ("t1", 2.0), ("t2", 2.0)]
+    assert sql_rows(pg_url, "SELECT vtime FROM fair_clocks") == [(1.0,)]

@@ -199,6 +199,8 @@ def test_each_claim_range_has_the_predicate() -> None:
         for name in ("claim", "limited_due", "unlimited_due", "fair_due", "claim_recorded"):
             if name == "claim_recorded" and name not in sql.own_queries(dialect):
                 continue
+            if name in sql.REPLACED[dialect]:  # PostgreSQL's claim is claim_recorded
+                continue
             text = queries[name]
             ranges = text.count("WHERE status = 'queued'")
             assert ranges and text.count("deadline_at IS NULL OR deadline_at >") == ranges, (

@@ -23,7 +23,7 @@ spare job); one with fewer due jobs than that leaves its turns to the others in 
 of the same claim. Cost per claim: the groups' scan, one read of the clock with the tags
 ahead of it (a tag at or behind the clock counts as the clock, so those need not be read),
 one statement probing the values served (two when one falls short), one write each for tags
-and clock.
+and clock (on PostgreSQL, part of the claim's own statement: backends/pg_claim.py).
 Only values with jobs due count, and a capped group gets no probe, so the turn never waits
 on one: the work is conserved. On PostgreSQL a value's tag is written only by the claim
 holding its group's lock, and the clock only moves forward (``GREATEST``), so concurrent
@@ -70,9 +70,14 @@ def take_turns(turns: Iterable[Turn], n: int) -> list[Pick]:
     """Up to ``n`` starts, in the order the turns give them (highest head priority, then
     smallest tag, then value)."""
     heap: list[tuple[int, float, str, int, Turn]] = []
+    single = True
     for t in turns:
         if t.jobs:
             heap.append((-t.jobs[0][1], t.tag, t.value, 0, t))
+            single = single and len(t.jobs) == 1
+    if single:  # one job each (a claim over many values): the order is a sort, no heap
+        heap.sort()
+        return [Pick(t.jobs[0], v, tag, tag + 1.0 / t.weight) for _, tag, v, _, t in heap[:n]]
     heapq.heapify(heap)
     picks: list[Pick] = []
     while heap and len(picks) < n:
@@ -162,8 +167,8 @@ class SQLFair(SQLHost):
                 vtime = float(tag)
             else:
                 stored[value] = float(tag)
-        values = sorted(rooms)
-        order = sorted(values, key=lambda v: (-rooms[v][1], max(stored.get(v, vtime), vtime), v))
+        tag_of = {v: max(stored.get(v, vtime), vtime) for v in rooms}
+        order = [v for _, _, v in sorted((-rooms[v][1], tag_of[v], v) for v in rooms)]
         turns: list[Turn] = []
         at = 0
         while at < len(order) and len(turns) < limit:
@@ -171,7 +176,7 @@ class SQLFair(SQLHost):
             # them: probe in batches of what is still wanted, one statement each.
             batch = order[at : at + limit - len(turns)]
             at += len(batch)
-            tags = {v: max(stored.get(v, vtime), vtime) for v in batch}
+            tags = {v: tag_of[v] for v in batch}
             exact = heads is None and len({rooms[v][1] for v in batch}) == 1
             short = 0
             if heads is not None:  # an ordered key: a value's only job is its head
@@ -231,20 +236,42 @@ class SQLFair(SQLHost):
         free = keys - capped
         return {g: (1 << 30, False) for g in groups if g[0] in free}
 
-    def _fair_served(self, conn: Conn, plan: FairPlan, claimed: set[int]) -> None:
-        """After the claim: the tags of the values whose picks were claimed, and the clock."""
-        tags: dict[str, float] = {}
-        vtime: float | None = None
-        for p in plan.picks:
-            if p.job[0] in claimed:
-                tags[p.value] = max(tags.get(p.value, p.finish), p.finish)
-                vtime = p.start if vtime is None else max(vtime, p.start)
-        if vtime is None:
-            return
-        q, key = self.q, plan.key
-        rows = dumps([[v, t] for v, t in sorted(tags.items())])
-        conn.execute(q["save_fair_tags"], {"key": key, "rows": rows})
-        conn.execute(q["advance_fair_clock"], {"key": key, "vtime": vtime})
-        SQLFair._fair_claims += 1
-        if SQLFair._fair_claims % TRIM_EVERY == 0:
-            conn.execute(q["trim_fair_tags"], {"key": key, "vtime": vtime})
+    def _fair_served(
+        self, conn: Conn, plans: Sequence[FairPlan], claimed: set[int], written: bool = False
+    ) -> None:
+        """After the claim: the tags of the values whose picks were claimed, and each key's
+        clock (``written``: the claim's own statement wrote them, PostgreSQL's
+        ``claim_ids_recorded``); now and then, the tags left behind a clock are trimmed."""
+        q = self.q
+        for plan in plans:
+            if written:  # only a trim needs the clock (a claim of no pick counts here too)
+                if not plan.picks:
+                    continue
+                SQLFair._fair_claims += 1
+                if SQLFair._fair_claims % TRIM_EVERY == 0:
+                    _, vtime = served(plan, claimed)
+                    if vtime is not None:
+                        conn.execute(q["trim_fair_tags"], {"key": plan.key, "vtime": vtime})
+                continue
+            tags, vtime = served(plan, claimed)
+            if vtime is None:
+                continue
+            key = plan.key
+            rows = dumps([[v, t] for v, t in sorted(tags.items())])
+            conn.execute(q["save_fair_tags"], {"key": key, "rows": rows})
+            conn.execute(q["advance_fair_clock"], {"key": key, "vtime": vtime})
+            SQLFair._fair_claims += 1
+            if SQLFair._fair_claims % TRIM_EVERY == 0:
+                conn.execute(q["trim_fair_tags"], {"key": key, "vtime": vtime})
+
+
+def served(plan: FairPlan, claimed: set[int]) -> tuple[dict[str, float], float | None]:
+    """Of ``plan``'s picks whose jobs were ``claimed``: each value's new tag (its largest
+    finish) and the key's clock (the largest start; None: none claimed)."""
+    tags: dict[str, float] = {}
+    vtime: float | None = None
+    for p in plan.picks:
+        if p.job[0] in claimed:
+            tags[p.value] = max(tags.get(p.value, p.finish), p.finish)
+            vtime = p.start if vtime is None else max(vtime, p.start)
+    return tags, vtime

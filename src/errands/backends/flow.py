@@ -249,12 +249,42 @@ class SQLFlow(SQLFair, SQLOrder, SQLHost):
             for r in conn.execute(q["unlimited_due"], {**base, "n": limit}).fetchall()
         )
         ranked.sort()
+        chosen = ranked[:limit]
+        ids = [c[3] for c in chosen]
+        rows, col = self._claim_chosen(conn, request, ids, plans, rated, now)
+        if not rows:
+            return [], {}
+        i_id, i_key, i_grp = col["id"], col["limit_key"], col["limit_group"]
+        # In the order chosen (RETURNING's is the table's): the worker starts them in it.
+        place = {job_id: n for n, job_id in enumerate(ids)}
+        rows.sort(key=lambda r: place[r[i_id]])
+        col = {**col, IN_ORDER: -1}
+        rated_ids = {r[i_id] for r in rows if (r[i_key], r[i_grp]) in rated}
+        if rated_ids:  # marks the rate-counted jobs (ClaimedJob.claimed_at, read by _claimed)
+            rows = [(*r, now if r[i_id] in rated_ids else None) for r in rows]
+            col = {**col, "claimed_at": len(rows[0]) - 1}
+        return rows, col
+
+    def _claim_chosen(
+        self,
+        conn: Conn,
+        request: ClaimRequest,
+        ids: list[int],
+        plans: Sequence[FairPlan],
+        rated: set[tuple[str, str]],
+        now: float,
+    ) -> tuple[list[Any], dict[str, int]]:
+        """Claim the chosen jobs (``ids``) still queued, with their attempt rows, CLAIMED
+        events, the starts of the rate-counted groups' (``rated``) and the fair turns
+        (``plans``) they served; claim_ids' rows, in the table's order. A statement each;
+        PostgreSQL writes them all in one (backends/pg_claim.py)."""
+        q = self.q
         claim = {
             "to_state": T_CLAIM.target.value,
             "worker_id": request.worker_id,
             "now": now,
             "lease_seconds": request.lease_seconds,
-            "job_ids": dumps([c[3] for c in ranked[:limit]]),
+            "job_ids": dumps(ids),
         }
         cur = conn.execute(q["claim_ids"], claim)
         rows: list[Any] = cur.fetchall()
@@ -262,28 +292,18 @@ class SQLFlow(SQLFair, SQLOrder, SQLHost):
             return [], {}
         col = column_index(cur)
         i_id, i_key, i_grp = col["id"], col["limit_key"], col["limit_group"]
-        # In the order chosen (RETURNING's is the table's): the worker starts them in it.
-        place = {c[3]: n for n, c in enumerate(ranked[:limit])}
-        rows.sort(key=lambda r: place[r[i_id]])
-        col = {**col, IN_ORDER: -1}
         if plans:
-            claimed = {r[i_id] for r in rows}
-            for plan in plans:
-                self._fair_served(conn, plan, claimed)
-        ids = dumps([r[i_id] for r in rows])
+            self._fair_served(conn, plans, {r[i_id] for r in rows})
+        claimed = dumps([r[i_id] for r in rows])
         running = AttemptStatus.RUNNING.value
-        conn.execute(q["open_attempts"], {"job_ids": ids, "now": now, "status": running})
+        conn.execute(q["open_attempts"], {"job_ids": claimed, "now": now, "status": running})
         if CLAIMED in self._audit:
-            event = {"job_ids": ids, "now": now, "event": CLAIMED.value}
+            event = {"job_ids": claimed, "now": now, "event": CLAIMED.value}
             conn.execute(q["insert_claimed_events"], event)
         starts = [[r[i_key], r[i_grp], r[i_id]] for r in rows if (r[i_key], r[i_grp]) in rated]
         if starts:
             latest = now + request.lease_seconds  # see the module's docstring
             conn.execute(q["record_limit_starts"], {"rows": dumps(starts), "started_at": latest})
-            # Marks the rate-counted jobs (ClaimedJob.claimed_at, read by _claimed).
-            rated_ids = {s[2] for s in starts}
-            rows = [(*r, now if r[i_id] in rated_ids else None) for r in rows]
-            col = {**col, "claimed_at": len(rows[0]) - 1}
         return rows, col
 
     def _limited_groups(

@@ -24,16 +24,16 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from ..core import faults
 from ..core.settings import Settings
-from ..core.states import AttemptStatus
 from ..errors import ConfigurationError, DatabaseError
 from . import forks, sql
 from .base import Needs, NewJob
 from .bulk_rows import LIMIT_KEY
 from .debounce import debounced
-from .host import ALL, COPY, EXEC, T_ENQUEUE, WORK, Step, Steps, column_index, drive
+from .host import ALL, COPY, EXEC, T_ENQUEUE, WORK, Step, Steps, drive
 from .job_rows import insert_params
-from .jobs import CLAIMED, ENQUEUED
+from .jobs import ENQUEUED
 from .pg_async import AsyncPool, close_async_pool, drive_async
+from .pg_claim import PostgresClaim
 from .pg_connection import (
     Conn,
     Freshness,
@@ -92,7 +92,7 @@ _COPY_EVENTS = "COPY job_events (job_id, ts, event, actor, detail) FROM STDIN"
 _INHERITED: list[ConnectionPool[Any]] = []
 
 
-class PostgresBackend(PostgresOwnTx, SQLBackend):
+class PostgresBackend(PostgresClaim, PostgresOwnTx, SQLBackend):
     dialect = "postgres"
     q = sql.queries("postgres")
     schema_target = SCHEMA_VERSION
@@ -513,25 +513,6 @@ class PostgresBackend(PostgresOwnTx, SQLBackend):
             events = [(job_id, created, event.value, actor, None) for job_id in ids]
             yield Step(self._fixed["copy_events"], events, COPY)
         return ids
-
-    def _claim_rows(
-        self, conn: Any, params: dict[str, Any], now: float
-    ) -> tuple[list[Any], dict[str, int]]:
-        # One statement (own.sql) instead of claim, open_attempts and insert_claimed_events:
-        # two round trips fewer per claim. The audit setting travels as :event (NULL: none).
-        event = CLAIMED.value if CLAIMED in self._audit else None
-        cur = conn.execute(
-            self.q["claim_recorded"],
-            {**params, "status": AttemptStatus.RUNNING.value, "event": event},
-        )
-        rows: list[Any] = cur.fetchall()
-        if not rows:
-            return [], {}
-        col = column_index(cur)
-        i_prio, i_run, i_id, ep = col["priority"], col["run_at"], col["id"], self._epoch
-        found = [(r[i_prio], ep(r[i_run]) or 0.0, r[i_id]) for r in rows]
-        self.claim_position.claimed(params["types"], params["queues"], now, found)
-        return rows, col
 
     def listen(self, on_change: Callable[[], None], *, completions: bool = False) -> NotifyListener:
         # completions: not announced on this channel (waiters use listen_finished, one NOTIFY

@@ -12,20 +12,17 @@ threads), each on a fresh database, alternated over ``--rounds``:
 
 from __future__ import annotations
 
-import statistics
-import time
 from typing import Any
 
 from ...queue import Queue
-from ...worker import Worker
-from . import Databases, progress
+from . import Databases
+from .drain import Setup, drain, median_paired, rounds_of
 
 VALUES = 1000
 
 
-def _run(url: str, jobs: int, concurrency: int, variant: str, durability: str) -> float:
-    """jobs/s of ``jobs`` no-ops drained by one burst worker."""
-    with Queue(url, durability=durability) as q:
+def _setup(jobs: int) -> Setup:
+    def setup(q: Queue, variant: str) -> None:
         if variant == "plain":
 
             @q.task(name="work")
@@ -39,13 +36,8 @@ def _run(url: str, jobs: int, concurrency: int, variant: str, durability: str) -
                 pass
 
         q.enqueue_many([("work", {"tenant": f"t{i % VALUES}"}) for i in range(jobs)])
-        start = time.perf_counter()
-        Worker(q, concurrency=concurrency, burst=True, handle_signals=False).run()
-        elapsed = time.perf_counter() - start
-        done = q.stats()["counts"]["succeeded"]
-        if done != jobs:
-            raise RuntimeError(f"{variant}: {done} of {jobs} jobs ran")
-    return jobs / elapsed
+
+    return setup
 
 
 def measure_fairness(
@@ -58,18 +50,17 @@ def measure_fairness(
     directory: str | None,
 ) -> dict[str, Any]:
     dbs = Databases(url, directory)
-    figures: dict[str, list[float]] = {"plain": [], "fair": []}
+    setup = _setup(jobs)
     try:
-        for r in range(rounds):
-            for variant in figures:
-                per_s = _run(
-                    dbs.fresh(f"fair_{variant}_{r}"), jobs, concurrency, variant, durability
-                )
-                figures[variant].append(per_s)
-                progress(f"fairness round {r + 1}/{rounds} {variant}: {per_s:,.0f} jobs/s")
+        figures = rounds_of(
+            dbs,
+            "fairness",
+            ("plain", "fair"),
+            rounds,
+            lambda url, variant: drain(url, jobs, concurrency, durability, variant, setup),
+        )
     finally:
         dbs.close()
-    paired = [f / p for f, p in zip(figures["fair"], figures["plain"], strict=True)]
     return {
         "backend": "postgresql" if dbs.postgres else "sqlite",
         "jobs": jobs,
@@ -77,7 +68,7 @@ def measure_fairness(
         "concurrency": concurrency,
         "rounds": figures,
         "best": {k: max(v) for k, v in figures.items()},
-        "fair_vs_plain": statistics.median(paired),
+        "fair_vs_plain": median_paired(figures["fair"], figures["plain"]),
     }
 
 

@@ -16,7 +16,6 @@ worker of 16 threads: its jobs/s against the cap's 200/s, and the most that ran 
 
 from __future__ import annotations
 
-import statistics
 import threading
 import time
 from typing import Any
@@ -24,16 +23,15 @@ from typing import Any
 from ...limits import Limit
 from ...queue import Queue
 from ...worker import Worker
-from . import Databases, progress
+from . import Databases
+from .drain import Setup, drain, median_paired, rounds_of
 
 HELD = 10_000
 CAP, CAP_JOBS, CAP_SECONDS = 4, 200, 0.02
 
 
-def _run(url: str, jobs: int, concurrency: int, variant: str, durability: str) -> float:
-    """jobs/s of ``jobs`` unlimited no-ops drained by one burst worker."""
-    with Queue(url, durability=durability) as q:
-
+def _setup(jobs: int) -> Setup:
+    def setup(q: Queue, variant: str) -> None:
         @q.task
         def free() -> None:
             pass
@@ -47,13 +45,8 @@ def _run(url: str, jobs: int, concurrency: int, variant: str, durability: str) -
             if variant == "saturated":
                 q.enqueue_many([("held", {})] * HELD)
         q.enqueue_many([("free", {})] * jobs)
-        start = time.perf_counter()
-        Worker(q, concurrency=concurrency, burst=True, handle_signals=False).run()
-        elapsed = time.perf_counter() - start
-        done = q.stats()["counts"]["succeeded"]
-        if done != jobs:
-            raise RuntimeError(f"{variant}: {done} of {jobs} jobs ran")
-    return jobs / elapsed
+
+    return setup
 
 
 def _cap(url: str, durability: str) -> dict[str, Any]:
@@ -94,20 +87,18 @@ def measure_limits(
     directory: str | None,
 ) -> dict[str, Any]:
     dbs = Databases(url, directory)
-    figures: dict[str, list[float]] = {"plain": [], "limited": [], "saturated": []}
+    setup = _setup(jobs)
     try:
-        for r in range(rounds):
-            for variant in figures:
-                per_s = _run(
-                    dbs.fresh(f"lim_{variant}_{r}"), jobs, concurrency, variant, durability
-                )
-                figures[variant].append(per_s)
-                progress(f"limits round {r + 1}/{rounds} {variant}: {per_s:,.0f} jobs/s")
+        figures = rounds_of(
+            dbs,
+            "limits",
+            ("plain", "limited", "saturated"),
+            rounds,
+            lambda url, variant: drain(url, jobs, concurrency, durability, variant, setup),
+        )
         cap = _cap(dbs.fresh("lim_cap"), durability)
     finally:
         dbs.close()
-    paired = [s / lim for s, lim in zip(figures["saturated"], figures["limited"], strict=True)]
-    cost = [lim / p for lim, p in zip(figures["limited"], figures["plain"], strict=True)]
     return {
         "backend": "postgresql" if dbs.postgres else "sqlite",
         "jobs": jobs,
@@ -115,8 +106,8 @@ def measure_limits(
         "concurrency": concurrency,
         "rounds": figures,
         "best": {k: max(v) for k, v in figures.items()},
-        "saturated_vs_limited": statistics.median(paired),
-        "limited_vs_plain": statistics.median(cost),
+        "saturated_vs_limited": median_paired(figures["saturated"], figures["limited"]),
+        "limited_vs_plain": median_paired(figures["limited"], figures["plain"]),
         "cap": cap,
     }
 
