@@ -161,6 +161,26 @@ RETURNING jobs.id, jobs.queue, jobs.type, jobs.payload, jobs.priority, jobs.atte
           jobs.max_attempts, jobs.run_at, jobs.created_at, jobs.cancel_requested, jobs.headers,
           jobs.error_code;
 
+-- name: claim_behind
+-- The first job the claim would take at priority :after_priority, from the front of jobs_due
+-- up to the claimer's position (:after_run_at, :after_id), or none: a probe run on a thread
+-- of its own every few seconds (backends/claim_position.py), so that a job come due behind
+-- the position (a run_at in the past, a resumed queue) is claimed though the claim resumes
+-- past it. It reads the dead entries a held snapshot keeps there; the claim does not.
+SELECT run_at, id FROM jobs
+WHERE status = 'queued' AND limit_key IS NULL
+  AND run_at <= to_timestamp(:now)
+  AND (expires_at IS NULL OR expires_at > to_timestamp(:now) OR started_at IS NOT NULL)
+  AND (deadline_at IS NULL OR deadline_at > to_timestamp(:now))
+  AND type = ANY(CAST(:types AS text[]))
+  AND (CAST(:queues AS text[]) IS NULL OR queue = ANY(CAST(:queues AS text[])))
+  AND queue NOT IN (SELECT queue FROM queue_pauses)
+  AND NOT EXISTS (SELECT 1 FROM queue_pauses WHERE queue = '*')
+  AND priority = CAST(:after_priority AS bigint)
+  AND (run_at, id) <= (to_timestamp(:after_run_at), CAST(:after_id AS bigint))
+ORDER BY priority DESC, run_at, id
+LIMIT 1;
+
 -- name: open_attempts
 -- Open the attempt rows of just-claimed jobs (:job_ids is a JSON array; read into an array,
 -- so the rows are found through the primary key whatever the statistics say: see claim_ids).
@@ -303,6 +323,16 @@ FOR UPDATE SKIP LOCKED;
 SELECT COUNT(*) AS n FROM jobs
 WHERE status = 'running' AND lease_expires_at < to_timestamp(:now)
   AND lease_expires_at >= to_timestamp(:after);
+
+-- name: expired_lease_behind
+-- The first expired lease before :after, where the rescuer's sweep starts (or none): a probe
+-- run on a thread of its own every 30 s or more (backends/lease_sweep.py), so a lease written
+-- behind the sweep's position (a host whose clock runs behind) is still recovered. It reads
+-- the entries finished jobs leave in jobs_running until VACUUM; the sweep does not.
+SELECT lease_expires_at FROM jobs
+WHERE status = 'running' AND lease_expires_at < to_timestamp(:now)
+  AND lease_expires_at < to_timestamp(:after)
+ORDER BY lease_expires_at LIMIT 1;
 
 -- name: recover_job
 -- Fenced: a lost attempt goes back to queued (attempts left) or to failed (exhausted).

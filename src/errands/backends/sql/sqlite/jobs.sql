@@ -127,6 +127,25 @@ WHERE id IN (
 RETURNING id, queue, type, payload, priority, attempts, max_attempts, run_at, created_at, cancel_requested,
           headers, error_code;
 
+-- name: claim_behind
+-- The first job the claim would take at priority :after_priority, from the front of jobs_due
+-- up to a position (:after_run_at, :after_id), or none. PostgreSQL's claim position is probed
+-- with it (backends/claim_position.py); SQLite's claim always scans from the front, so only
+-- the probe's own checks run this here.
+SELECT run_at, id FROM jobs INDEXED BY jobs_due
+WHERE status = 'queued' AND limit_key IS NULL
+  AND run_at <= :now
+  AND (expires_at IS NULL OR expires_at > :now OR started_at IS NOT NULL)
+  AND (deadline_at IS NULL OR deadline_at > :now)
+  AND type IN (SELECT value FROM json_each(:types))
+  AND (:queues IS NULL OR queue IN (SELECT value FROM json_each(:queues)))
+  AND queue NOT IN (SELECT queue FROM queue_pauses)
+  AND NOT EXISTS (SELECT 1 FROM queue_pauses WHERE queue = '*')
+  AND priority = :after_priority
+  AND (run_at < :after_run_at OR (run_at = :after_run_at AND id <= :after_id))
+ORDER BY priority DESC, run_at, id
+LIMIT 1;
+
 -- name: open_attempts
 -- Open the attempt rows of just-claimed jobs (:job_ids is a JSON array).
 INSERT INTO job_attempts (job_id, attempt, worker_id, started_at, status)
@@ -249,6 +268,14 @@ ORDER BY lease_expires_at LIMIT :limit;
 -- compares it with what SKIP LOCKED returned; SQLite's never skips).
 SELECT COUNT(*) AS n FROM jobs INDEXED BY jobs_running
 WHERE status = 'running' AND lease_expires_at < :now AND lease_expires_at >= :after;
+
+-- name: expired_lease_behind
+-- The first expired lease before :after (or none): PostgreSQL's rescuer probes behind its
+-- sweep's position with it (backends/lease_sweep.py); SQLite's sweep starts at the front, so
+-- only the probe's own checks run this here.
+SELECT lease_expires_at FROM jobs INDEXED BY jobs_running
+WHERE status = 'running' AND lease_expires_at < :now AND lease_expires_at < :after
+ORDER BY lease_expires_at LIMIT 1;
 
 -- name: recover_job
 -- Fenced: a lost attempt goes back to queued (attempts left) or to failed (exhausted).
