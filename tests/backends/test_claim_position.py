@@ -8,6 +8,7 @@ reached."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import errands
 from errands.backends.claim_position import (
@@ -197,3 +198,32 @@ def test_a_burst_worker_finds_a_due_job_behind_the_position_before_it_returns(
     q.run_worker(burst=True)
     assert ran == [1, 2]
     assert q.get(behind).status == "succeeded"  # type: ignore[union-attr]
+
+
+def test_the_probe_finds_the_first_job_the_claim_would_take_behind_a_position(
+    clocked_queue: errands.Queue, clock: FixedClock
+) -> None:
+    """``claim_behind``, the probe's query, on both dialects: at the position's priority, the
+    first due job up to the position in claim order; none of a paused queue, none after it."""
+    q = clocked_queue
+    t = clock()
+    q.pause("slow")
+    paused = q.enqueue("t", {}, queue="slow", run_at=t - 300)
+    old = q.enqueue("t", {}, run_at=t - 200)
+    older = q.enqueue("t", {}, run_at=t - 250)
+    q.enqueue("t", {}, priority=5, run_at=t - 400)  # another priority: the claim's own front
+    q.enqueue("t", {}, run_at=t - 50)  # past the position
+    backend: Any = q.backend
+    types = backend._list(["t"])
+
+    def behind(run_at: float, job_id: int) -> Found:
+        at = {"after_priority": 0, "after_run_at": run_at, "after_id": job_id}
+        found: Found = backend.claim_behind({"types": types, "queues": None, "now": t, **at})
+        return found
+
+    assert behind(t - 100, 0) == (t - 250, older)
+    assert behind(t - 250, older) == (t - 250, older)  # the position's own job is behind it
+    assert behind(t - 250, older - 1) is None
+    q.resume("slow")
+    assert behind(t - 100, 0) == (t - 300, paused)
+    assert old

@@ -8,6 +8,8 @@ period."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import errands
 from errands.backends.base import ClaimRequest
 from errands.backends.claim_position import PROBE_SHARE
@@ -111,3 +113,20 @@ def test_a_lease_behind_the_position_is_recovered_within_a_front_sweep_period(
         recovered += q.backend.rescue(clock()).recovered
         q.backend.lease_sweep.settle()  # type: ignore[attr-defined]
     assert recovered == [job_id]
+
+
+def test_the_probe_finds_the_first_expired_lease_behind_a_position(
+    clocked_queue: errands.Queue, clock: FixedClock
+) -> None:
+    """``expired_lease_behind``, the probe's query, on both dialects."""
+    q = clocked_queue
+    first, second = q.enqueue("t", {}), q.enqueue("t", {})
+    t = clock()
+    q.backend.claim(ClaimRequest("w", ["t"], None, 1, 10.0), t)  # lease t + 10
+    q.backend.claim(ClaimRequest("w", ["t"], None, 1, 20.0), t)  # lease t + 20
+    backend: Any = q.backend
+    assert backend.expired_lease_behind(t + 100, t + 100) == t + 10
+    assert backend.expired_lease_behind(t + 10, t + 100) is None  # none before the position
+    assert backend.expired_lease_behind(t + 100, t + 15) == t + 10  # only expired leases
+    assert backend.expired_lease_behind(t + 100, t + 5) is None
+    assert first and second
