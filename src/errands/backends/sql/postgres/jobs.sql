@@ -563,9 +563,16 @@ ON CONFLICT (minute, error_code, type, shard) DO UPDATE SET
 -- The worker's batch counts into job_counts what count_batch_jobs would read back from the
 -- rows, grouped in Python from the outcomes and the claimed jobs (figures.py: count_held):
 -- :rows is a JSON array of [status, queue, type, n], each key once; into this backend's
--- shard, in key order.
+-- shard of the minute of :now (pid * 64 + minute mod 64), in key order. The shard moves on
+-- every minute because each upsert leaves a version of its row, which a held snapshot keeps
+-- (VACUUM cannot remove it), and the next upsert of the same key walks every version: with
+-- one row per backend for good, its cost grew with the whole hold (20,000 upserts: 150
+-- buffers each); with a row per minute, with one minute of batches. Readers sum the shards
+-- and prune folds them into shard 0 as before.
 INSERT INTO job_counts AS c (status, queue, type, shard, n)
-SELECT e->>0, e->>1, e->>2, pg_backend_pid(), (e->>3)::bigint
+SELECT e->>0, e->>1, e->>2,
+       pg_backend_pid() * 64 + CAST(floor(CAST(:now AS float8) / 60) AS bigint) % 64,
+       (e->>3)::bigint
 FROM jsonb_array_elements(CAST(:rows AS jsonb)) AS e
 ORDER BY 1, 2, 3
 ON CONFLICT (status, queue, type, shard) DO UPDATE SET n = c.n + EXCLUDED.n;

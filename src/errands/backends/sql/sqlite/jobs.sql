@@ -466,12 +466,13 @@ ON CONFLICT (minute, error_code, type, shard) DO UPDATE SET
 -- name: count_grouped_jobs
 -- The worker's batch counts into job_counts what count_batch_jobs would read back from the
 -- rows, grouped in Python from the outcomes and the claimed jobs (figures.py: count_held):
--- :rows is a JSON array of [status, queue, type, n], each key once. (WHERE true: without a
--- WHERE the parser would read ON CONFLICT as a join's ON.)
+-- :rows is a JSON array of [status, queue, type, n], each key once. (A WHERE, always true:
+-- without one the parser would read ON CONFLICT as a join's ON. Its :now picks PostgreSQL's
+-- shard of the minute there; SQLite keeps no row versions and writes shard 0.)
 INSERT INTO job_counts (status, queue, type, shard, n)
 SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'), 0,
        json_extract(value, '$[3]')
-FROM json_each(:rows) WHERE true
+FROM json_each(:rows) WHERE :now IS NOT NULL
 ON CONFLICT (status, queue, type, shard) DO UPDATE SET n = n + excluded.n;
 
 -- name: count_grouped_minutes
