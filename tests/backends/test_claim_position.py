@@ -7,6 +7,7 @@ reached."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -80,6 +81,24 @@ def test_a_failed_probe_sends_the_next_claim_to_the_front() -> None:
     position.probe(["t"], None, T + FRONT_SCAN_SECONDS, fails)
     position.settle()
     assert position.params(["t"], None, T + FRONT_SCAN_SECONDS) == FROM_THE_FRONT
+
+
+def test_a_probe_a_forked_process_inherited_does_not_stop_its_own() -> None:
+    """os.fork copies the position with its parent's probe registered, a thread not alive in
+    the child: the child still probes."""
+    position = ClaimPosition()
+    position.params(["t"], None, T)
+    position.claimed(["t"], None, T, [(0, T - 10, 7)])
+    position._probes[(("t",), None)] = threading.Thread(target=lambda: None)  # never alive here
+    looked: list[dict[str, object]] = []
+
+    def look(at: dict[str, object]) -> Found:
+        looked.append(at)
+        return None
+
+    position.probe(["t"], None, T + FRONT_SCAN_SECONDS, look)
+    position.settle()
+    assert len(looked) == 1
 
 
 def test_a_slow_probe_spaces_out_the_next() -> None:

@@ -111,8 +111,9 @@ class ClaimPosition:
         the first due job behind it; the position moves back to that job."""
         key = _key(types, queues)
         with self._lock:
-            at = self._at.get(key)
-            if at is None or key in self._probes:
+            at, running = self._at.get(key), self._probes.get(key)
+            # (A thread not alive: this is a process forked while its parent probed.)
+            if at is None or (running is not None and running.is_alive()):
                 return
             if now - self._probed_at.get(key, now) < self._period.get(key, FRONT_SCAN_SECONDS):
                 return

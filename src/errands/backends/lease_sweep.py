@@ -74,8 +74,9 @@ class LeaseSweep:
         passed and none runs: ``look`` gets the position and returns the first expired lease
         behind it (or None); the position moves back to that lease."""
         with self._lock:
-            after, probed_at = self._after, self._probed_at
-            if after is None or probed_at is None or self._probe is not None:
+            after, probed_at, running = self._after, self._probed_at, self._probe
+            # (A thread not alive: this is a process forked while its parent probed.)
+            if after is None or probed_at is None or (running is not None and running.is_alive()):
                 return
             if now - probed_at < self._period:
                 return
