@@ -2,7 +2,9 @@
 a transaction holds a snapshot, VACUUM cannot remove the due-jobs index entries of claimed
 jobs. A claim that scans from the front reads each of them (and its heap row) before the first
 live job; the worker's claim, resumed from its position, does not: its reads stay a few pages
-however many jobs were claimed under the snapshot. Counted in buffers, not timed."""
+however many jobs were claimed under the snapshot, also past the probe period, when the look
+behind the position is a probe's on a thread of its own, not the claim's. Counted in buffers,
+not timed."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import psycopg
 
 import errands
 from errands.backends.base import ClaimRequest
-from errands.backends.claim_position import FROM_THE_FRONT
+from errands.backends.claim_position import FROM_THE_FRONT, FRONT_SCAN_SECONDS
 from helpers.support import FixedClock
 
 CLAIMED_UNDER_SNAPSHOT = 10_000
@@ -63,4 +65,17 @@ def test_the_resumed_claim_does_not_read_the_entries_a_held_snapshot_keeps(pg_ur
         from_the_front = buffers(q, {**base, **FROM_THE_FRONT})
         resumed_reads = buffers(q, {**base, **resumed})
         assert from_the_front > 5 * resumed_reads, (from_the_front, resumed_reads)
+        # A probe period later the claim still resumes; the probe behind the position finds a
+        # job come due there (enqueued with a run_at before every dead entry) and moves the
+        # position back to it.
+        clock.advance(FRONT_SCAN_SECONDS)
+        behind = q.enqueue("t", {}, run_at=q.clock() - 3600)
+        later = backend.claim_position.params(["t"], None, q.clock())
+        assert later != FROM_THE_FRONT
+        assert buffers(q, {**base, "now": q.clock(), **later}) < from_the_front / 5
+        one = ClaimRequest("w", ["t"], None, 1, 60.0)
+        taken = [j.id for j in q.backend.claim(one, q.clock())]  # resumed; starts the probe
+        backend.claim_position.settle()
+        taken += [j.id for j in q.backend.claim(one, q.clock())]
+        assert behind in taken
         holder.rollback()

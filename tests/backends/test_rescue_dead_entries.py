@@ -3,7 +3,9 @@ transaction holds a snapshot, VACUUM cannot remove the entries finished jobs lea
 of running jobs. A rescuer's sweep from the front reads each of them whose lease has passed
 (and its heap row) to find the live ones; the resumed sweep starts where the last one saw
 every lease expired, so its reads stay a few pages however many jobs finished under the
-snapshot, and it still recovers the lease that expired since. Counted in buffers, not timed."""
+snapshot, and it still recovers the lease that expired since; past the probe period too, the
+look behind the position being a probe's on a thread of its own. Counted in buffers, not
+timed."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import psycopg
 
 import errands
 from errands.backends.base import ClaimRequest, Succeeded
-from errands.backends.lease_sweep import FROM_THE_FRONT, SLACK
+from errands.backends.lease_sweep import FROM_THE_FRONT, FRONT_SWEEP_SECONDS, SLACK
 from helpers.support import FixedClock
 
 FINISHED_UNDER_SNAPSHOT = 10_000
@@ -67,6 +69,8 @@ def test_the_resumed_sweep_does_not_read_the_entries_a_held_snapshot_keeps(pg_ur
         resumed_reads = buffers(q, {**base, "after": resumed})
         assert from_the_front > 5 * resumed_reads, (from_the_front, resumed_reads)
         assert q.backend.rescue(clock()).recovered == [lost]  # resumed, and it found the lease
+        clock.advance(FRONT_SWEEP_SECONDS)
+        assert backend.lease_sweep.start(clock()) != FROM_THE_FRONT  # a probe period later too
         holder.rollback()
 
 

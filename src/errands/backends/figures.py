@@ -28,7 +28,9 @@ statement per figure table whatever the number of jobs:
   ``jobs`` rows by hand (errands cannot see such a change: docs/operations.md).
 
 PostgreSQL writes into its backend's shard (``pg_backend_pid()``), as the triggers did, so
-concurrent writers never wait on each other's counter rows; the Pruner folds the shards.
+concurrent writers never wait on each other's counter rows; the Pruner folds the shards. The
+worker's ``count_grouped_jobs`` moves to a new shard of its backend every minute: each upsert
+leaves a version of its row that a held snapshot keeps, and the next walks them all.
 """
 
 from __future__ import annotations
@@ -208,7 +210,7 @@ def _write_grouped(
     queries cut a stored ``finished_at``."""
     if counts:
         rows = [[s, qu, t, n] for (s, qu, t), n in counts.items()]
-        conn.execute(q["count_grouped_jobs"], {"rows": dumps(rows)})
+        conn.execute(q["count_grouped_jobs"], {"rows": dumps(rows), "now": now})
     if minutes:
         conn.execute(q["count_grouped_minutes"], {"rows": dumps(minutes), "now": now})
     if errors:

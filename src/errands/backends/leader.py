@@ -58,7 +58,11 @@ class SQLLeader(SQLHost):
     def rescue(self, now: float, *, limit: int = 1000) -> RescueReport:
         """Recover running jobs whose lease expired: attempt → lost, job → queued (attempts
         left) or failed (that was the last one)."""
-        after = self.lease_sweep.start(now) if self.sweep_resumes else FROM_THE_FRONT
+        after = FROM_THE_FRONT
+        if self.sweep_resumes:
+            after = self.lease_sweep.start(now)
+            if after != FROM_THE_FRONT:
+                self.lease_sweep.probe(now, lambda at: self.expired_lease_behind(at, now))
         with self._write("rescue") as conn:
             params = {"now": now, "limit": limit, "after": after}
             rows = self._dicts(conn.execute(self.q["expired_leases"], params))
@@ -76,6 +80,12 @@ class SQLLeader(SQLHost):
         if self.sweep_resumes:
             self.lease_sweep.swept(now, max(seen, len(rows)), limit, skipped=seen > len(rows))
         return report
+
+    def expired_lease_behind(self, after: float, now: float) -> float | None:
+        """The first lease expired before ``after`` (epoch seconds), where the sweep does not
+        look, or None (jobs.sql ``expired_lease_behind``, lease_sweep.py's probe)."""
+        rows = self._fetch("expired_lease_behind", {"after": after, "now": now})
+        return None if not rows else self._epoch(rows[0]["lease_expires_at"])
 
     def recover_workers(self, worker_ids: Sequence[str], now: float) -> RescueReport:
         """Startup cleanup: recover at once the running jobs of workers known to be dead

@@ -316,6 +316,8 @@ class PostgresBackend(PostgresClaim, PostgresOwnTx, SQLBackend):
             if not entry.pool.closed:
                 close_async_pool(loop, entry.pool)
         self.producers.close()  # sends a NOTIFY still owed first
+        self.claim_position.settle(5.0)  # probes behind positions end before their pool
+        self.lease_sweep.settle(5.0)
         self._pool.close()
 
     # -- producers --------------------------------------------------------------------------

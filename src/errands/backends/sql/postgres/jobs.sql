@@ -89,6 +89,26 @@ ORDER BY rank, id DESC LIMIT 1;
 INSERT INTO job_events (job_id, ts, event, actor, detail)
 VALUES (:job_id, to_timestamp(:ts), :event, :actor, :detail);
 
+-- name: claim_behind
+-- The first job the claim would take at priority :after_priority, from the front of jobs_due
+-- up to the claimer's position (:after_run_at, :after_id), or none: a probe run on a thread
+-- of its own every few seconds (backends/claim_position.py), so that a job come due behind
+-- the position (a run_at in the past, a resumed queue) is claimed though the claim resumes
+-- past it. It reads the dead entries a held snapshot keeps there; the claim does not.
+SELECT run_at, id FROM jobs
+WHERE status = 'queued' AND limit_key IS NULL
+  AND run_at <= to_timestamp(:now)
+  AND (expires_at IS NULL OR expires_at > to_timestamp(:now) OR started_at IS NOT NULL)
+  AND (deadline_at IS NULL OR deadline_at > to_timestamp(:now))
+  AND type = ANY(CAST(:types AS text[]))
+  AND (CAST(:queues AS text[]) IS NULL OR queue = ANY(CAST(:queues AS text[])))
+  AND queue NOT IN (SELECT queue FROM queue_pauses)
+  AND NOT EXISTS (SELECT 1 FROM queue_pauses WHERE queue = '*')
+  AND priority = CAST(:after_priority AS bigint)
+  AND (run_at, id) <= (to_timestamp(:after_run_at), CAST(:after_id AS bigint))
+ORDER BY priority DESC, run_at, id
+LIMIT 1;
+
 -- name: open_attempts
 -- Open the attempt rows of just-claimed jobs (:job_ids is a JSON array; read into an array,
 -- so the rows are found through the primary key whatever the statistics say: see claim_ids).
@@ -231,6 +251,16 @@ FOR UPDATE SKIP LOCKED;
 SELECT COUNT(*) AS n FROM jobs
 WHERE status = 'running' AND lease_expires_at < to_timestamp(:now)
   AND lease_expires_at >= to_timestamp(:after);
+
+-- name: expired_lease_behind
+-- The first expired lease before :after, where the rescuer's sweep starts (or none): a probe
+-- run on a thread of its own every 30 s or more (backends/lease_sweep.py), so a lease written
+-- behind the sweep's position (a host whose clock runs behind) is still recovered. It reads
+-- the entries finished jobs leave in jobs_running until VACUUM; the sweep does not.
+SELECT lease_expires_at FROM jobs
+WHERE status = 'running' AND lease_expires_at < to_timestamp(:now)
+  AND lease_expires_at < to_timestamp(:after)
+ORDER BY lease_expires_at LIMIT 1;
 
 -- name: recover_job
 -- Fenced: a lost attempt goes back to queued (attempts left) or to failed (exhausted).
@@ -461,9 +491,16 @@ ON CONFLICT (minute, error_code, type, shard) DO UPDATE SET
 -- The worker's batch counts into job_counts what count_batch_jobs would read back from the
 -- rows, grouped in Python from the outcomes and the claimed jobs (figures.py: count_held):
 -- :rows is a JSON array of [status, queue, type, n], each key once; into this backend's
--- shard, in key order.
+-- shard of the minute of :now (pid * 64 + minute mod 64), in key order. The shard moves on
+-- every minute because each upsert leaves a version of its row, which a held snapshot keeps
+-- (VACUUM cannot remove it), and the next upsert of the same key walks every version: with
+-- one row per backend for good, its cost grew with the whole hold (20,000 upserts: 150
+-- buffers each); with a row per minute, with one minute of batches. Readers sum the shards
+-- and prune folds them into shard 0 as before.
 INSERT INTO job_counts AS c (status, queue, type, shard, n)
-SELECT e->>0, e->>1, e->>2, pg_backend_pid(), (e->>3)::bigint
+SELECT e->>0, e->>1, e->>2,
+       pg_backend_pid() * 64 + CAST(floor(CAST(:now AS float8) / 60) AS bigint) % 64,
+       (e->>3)::bigint
 FROM jsonb_array_elements(CAST(:rows AS jsonb)) AS e
 ORDER BY 1, 2, 3
 ON CONFLICT (status, queue, type, shard) DO UPDATE SET n = c.n + EXCLUDED.n;

@@ -127,6 +127,25 @@ WHERE id IN (
 RETURNING id, queue, type, payload, priority, attempts, max_attempts, run_at, created_at, cancel_requested,
           headers, error_code;
 
+-- name: claim_behind
+-- The first job the claim would take at priority :after_priority, from the front of jobs_due
+-- up to a position (:after_run_at, :after_id), or none. PostgreSQL's claim position is probed
+-- with it (backends/claim_position.py); SQLite's claim always scans from the front, so only
+-- the probe's own checks run this here.
+SELECT run_at, id FROM jobs INDEXED BY jobs_due
+WHERE status = 'queued' AND limit_key IS NULL
+  AND run_at <= :now
+  AND (expires_at IS NULL OR expires_at > :now OR started_at IS NOT NULL)
+  AND (deadline_at IS NULL OR deadline_at > :now)
+  AND type IN (SELECT value FROM json_each(:types))
+  AND (:queues IS NULL OR queue IN (SELECT value FROM json_each(:queues)))
+  AND queue NOT IN (SELECT queue FROM queue_pauses)
+  AND NOT EXISTS (SELECT 1 FROM queue_pauses WHERE queue = '*')
+  AND priority = :after_priority
+  AND (run_at < :after_run_at OR (run_at = :after_run_at AND id <= :after_id))
+ORDER BY priority DESC, run_at, id
+LIMIT 1;
+
 -- name: open_attempts
 -- Open the attempt rows of just-claimed jobs (:job_ids is a JSON array).
 INSERT INTO job_attempts (job_id, attempt, worker_id, started_at, status)
@@ -249,6 +268,14 @@ ORDER BY lease_expires_at LIMIT :limit;
 -- compares it with what SKIP LOCKED returned; SQLite's never skips).
 SELECT COUNT(*) AS n FROM jobs INDEXED BY jobs_running
 WHERE status = 'running' AND lease_expires_at < :now AND lease_expires_at >= :after;
+
+-- name: expired_lease_behind
+-- The first expired lease before :after (or none): PostgreSQL's rescuer probes behind its
+-- sweep's position with it (backends/lease_sweep.py); SQLite's sweep starts at the front, so
+-- only the probe's own checks run this here.
+SELECT lease_expires_at FROM jobs INDEXED BY jobs_running
+WHERE status = 'running' AND lease_expires_at < :now AND lease_expires_at < :after
+ORDER BY lease_expires_at LIMIT 1;
 
 -- name: recover_job
 -- Fenced: a lost attempt goes back to queued (attempts left) or to failed (exhausted).
@@ -439,12 +466,13 @@ ON CONFLICT (minute, error_code, type, shard) DO UPDATE SET
 -- name: count_grouped_jobs
 -- The worker's batch counts into job_counts what count_batch_jobs would read back from the
 -- rows, grouped in Python from the outcomes and the claimed jobs (figures.py: count_held):
--- :rows is a JSON array of [status, queue, type, n], each key once. (WHERE true: without a
--- WHERE the parser would read ON CONFLICT as a join's ON.)
+-- :rows is a JSON array of [status, queue, type, n], each key once. (A WHERE, always true:
+-- without one the parser would read ON CONFLICT as a join's ON. Its :now picks PostgreSQL's
+-- shard of the minute there; SQLite keeps no row versions and writes shard 0.)
 INSERT INTO job_counts (status, queue, type, shard, n)
 SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'), 0,
        json_extract(value, '$[3]')
-FROM json_each(:rows) WHERE true
+FROM json_each(:rows) WHERE :now IS NOT NULL
 ON CONFLICT (status, queue, type, shard) DO UPDATE SET n = n + excluded.n;
 
 -- name: count_grouped_minutes
