@@ -176,7 +176,8 @@ def classify(name: str, text: str) -> list[Finding]:
             problem = (
                 None
                 if values in (ACTIVE_NAMES, TERMINAL_NAMES, UNFINISHED_NAMES)
-                else "a list of job states must be states.ACTIVE, TERMINAL or UNFINISHED"
+                else "a list of job states must be states.ACTIVE or states.TERMINAL "
+                "(or states.UNFINISHED)"
             )
             add(m.start(), "job status list", values, problem)
 
