@@ -18,12 +18,20 @@ from importlib import resources
 
 import pytest
 
-from errands.core.states import ACTIVE, TERMINAL, AttemptStatus, State, transition
+from errands.core.states import (
+    ACTIVE,
+    TERMINAL,
+    UNFINISHED,
+    AttemptStatus,
+    State,
+    transition,
+)
 
 JOB_STATES = frozenset(s.value for s in State)
 ATTEMPT_STATES = frozenset(s.value for s in AttemptStatus)
 ACTIVE_NAMES = frozenset(s.value for s in ACTIVE)
 TERMINAL_NAMES = frozenset(s.value for s in TERMINAL)
+UNFINISHED_NAMES = frozenset(s.value for s in UNFINISHED)
 # job_stats_minutely.measure: an outcome (a terminal state) or a duration histogram.
 DURATIONS = frozenset({"wait", "run"})
 # The tables whose status column holds each vocabulary, for the CHECK lists.
@@ -167,8 +175,9 @@ def classify(name: str, text: str) -> list[Finding]:
         else:
             problem = (
                 None
-                if values in (ACTIVE_NAMES, TERMINAL_NAMES)
-                else "a list of job states must be states.ACTIVE or states.TERMINAL"
+                if values in (ACTIVE_NAMES, TERMINAL_NAMES, UNFINISHED_NAMES)
+                else "a list of job states must be states.ACTIVE or states.TERMINAL "
+                "(or states.UNFINISHED)"
             )
             add(m.start(), "job status list", values, problem)
 

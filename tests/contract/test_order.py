@@ -238,6 +238,40 @@ def test_a_stuck_value_never_delays_another(clocked_queue: errands.Queue) -> Non
         succeed(q, got)
 
 
+def test_the_head_probe_is_one_seek_however_long_the_backlog(clocked_queue: errands.Queue) -> None:
+    # docs/flow-control.md, "Cost": the head of a value with a long backlog behind a running
+    # head is the value's first entry in jobs_order_head (migration 20), not a read of every
+    # queued job of the value (jobs_limited_due orders them by priority and run_at first).
+    q = clocked_queue
+    app(q)
+    q.enqueue_many([("plain", {"n": i}) for i in range(2000)])  # other work, at lower ids
+    (head,) = claim_one(q, enqueue(q, "sync", "stuck", 1))
+    q.enqueue_many([("sync", {"account": "stuck", "n": i}) for i in range(1, 2000)])
+    backend: Any = q.backend
+    params = {"now": q.clock(), "types": backend._list(TYPES), "queues": None}
+    params |= {"key": "order:account", "grp": "stuck"}
+    sqlite = backend.dialect == "sqlite"
+    with backend._write("test") as conn:
+        if not sqlite:
+            conn.execute("ANALYZE jobs")
+        explain = "EXPLAIN QUERY PLAN " if sqlite else "EXPLAIN "
+        plan = " | ".join(
+            str(r[-1]) for r in conn.execute(explain + backend.q["order_head"], params)
+        )
+        assert conn.execute(backend.q["order_head"], params).fetchone()[0] == head.id
+    assert "jobs_order_head" in plan, plan
+    assert "jobs_limited_due" not in plan and "Filter: ((limit_key" not in plan, plan
+
+
+def claim_one(q: errands.Queue, ids: list[int]) -> list[ClaimedJob]:
+    """Claim one ``sync`` job, which must be ``ids``'s."""
+    order = order_specs([t.options for t in q.tasks.values()])
+    request = ClaimRequest("w1", ["sync"], None, 1, 60.0, True, {}, order)
+    got = q.backend.claim(request, q.clock())
+    assert [j.id for j in got] == ids
+    return got
+
+
 def test_fair_and_ordered_take_turns_between_values_in_order_within(
     clocked_queue: errands.Queue,
 ) -> None:

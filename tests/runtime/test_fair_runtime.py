@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from .conftest import Proc, read_ledger, status_counts, wait_for, worker_pids
-from .fair_app import build
+from .flow_app import build
 
-APP = Path(__file__).with_name("fair_app.py")
+APP = Path(__file__).with_name("flow_app.py")
 pytestmark = pytest.mark.heavy
 
 
@@ -32,7 +32,7 @@ class Workers:
         for i in range(n):
             out, err = self.root / f"fair-{i}.out", self.root / f"fair-{i}.err"
             cmd = [sys.executable, str(APP), "--db", self.db_url, "--ledger", str(self.ledger_dir)]
-            cmd += ["--concurrency", str(concurrency)]
+            cmd += ["--concurrency", str(concurrency), "--poll", "0.2"]
             with out.open("wb") as o, err.open("wb") as e:
                 self.procs.append(Proc(subprocess.Popen(cmd, stdout=o, stderr=e), out, err))
 

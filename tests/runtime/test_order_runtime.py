@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from .conftest import Proc, read_ledger, status_counts, wait_for
-from .order_app import build
+from .flow_app import build
 
-APP = Path(__file__).with_name("order_app.py")
+APP = Path(__file__).with_name("flow_app.py")
 KEYS, PER_KEY = ("k1", "k2", "k3"), 200
 pytestmark = pytest.mark.heavy
 
@@ -26,6 +26,7 @@ pytestmark = pytest.mark.heavy
 def start(db_url: str, root: Path, n: int) -> Proc:
     out, err = root / f"order-{n}.out", root / f"order-{n}.err"
     cmd = [sys.executable, str(APP), "--db", db_url, "--ledger", str(root / "ledger")]
+    cmd += ["--lease", "3", "--poll", "0.05"]  # a short lease: a killed head is recovered soon
     with out.open("wb") as o, err.open("wb") as e:
         return Proc(subprocess.Popen(cmd, stdout=o, stderr=e), out, err)
 

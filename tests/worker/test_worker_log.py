@@ -151,3 +151,30 @@ def test_rescues_and_fence_refusals_are_logged(
         (refused,) = caplog.records
         assert "refused by the fence" in refused.getMessage()
         assert refused.errands["event"] == "refused"  # type: ignore[attr-defined]
+
+
+def test_a_retry_past_the_deadline_is_logged_as_the_failure_it_became(
+    db_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # docs/flow-control.md, "A deadline over all attempts": the retry would start 2 h in,
+    # past the 1 h deadline, so the job fails at once — the log says so, not "retry at".
+    with errands.Queue(db_url) as q:
+
+        @q.task(deadline=3600, max_attempts=5, backoff=errands.fixed(7200))
+        def settle(order: int) -> None:
+            raise errands.JobError("PSP:DOWN", "the payment provider did not answer", retry=True)
+
+        job_id = q.enqueue("settle", {"order": 42})
+        with caplog.at_level(logging.WARNING, logger="errands"):
+            summary = q.run_worker(burst=True, concurrency=1)
+        job = q.get(job_id)
+        assert job is not None and job.error_code == "DEADLINE:EXCEEDED"
+    (rec,) = [r for r in caplog.records if r.name == "errands.worker"]
+    message = rec.getMessage()
+    assert "retry at" not in message
+    assert f"job {job_id} settle attempt 1/5 failed" in message
+    assert "DEADLINE:EXCEEDED" in message and "failed for good" in message
+    fields = rec.errands  # type: ignore[attr-defined]
+    assert fields["event"] == "failed" and fields["error_code"] == "DEADLINE:EXCEEDED"
+    assert "next_run_at" not in fields and "PSP:DOWN" in fields["error"]
+    assert (summary.failed, summary.retried) == (1, 0)

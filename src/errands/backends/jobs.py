@@ -305,6 +305,8 @@ class SQLJobs(ClaimScans):
         worker_id: str,
         now: float,
         held: Sequence[ClaimedJob] | None = None,
+        *,
+        recorded: list[Outcome] | None = None,
     ) -> list[bool]:
         """Record outcomes of attempts this worker holds, in one transaction.
 
@@ -313,11 +315,12 @@ class SQLJobs(ClaimScans):
         Successes — the hot path — go in one batched statement; the rest one by one.
         ``held``: the claimed job of each outcome, in the same order (the worker's slots hold
         them); with them the batch's figures are grouped in Python instead of read back from
-        the rows it wrote (figures.py: count_held).
+        the rows it wrote (figures.py: count_held). ``recorded``, if given, is filled with
+        the outcomes as recorded: a retry past its job's deadline became its failure.
         """
         _check_held(outcomes, held)
         with self._write("finish") as conn:
-            return self._finish_in(conn, outcomes, worker_id, now, held)
+            return self._finish_in(conn, outcomes, worker_id, now, held, recorded)
 
     def finish_and_claim(
         self,
@@ -326,13 +329,15 @@ class SQLJobs(ClaimScans):
         request: ClaimRequest,
         now: float,
         held: Sequence[ClaimedJob] | None = None,
+        *,
+        recorded: list[Outcome] | None = None,
     ) -> tuple[list[bool], list[ClaimedJob]]:
         """``finish`` then ``claim`` in one transaction: one commit (one fsync with SQLite's
         synchronous=FULL, one WAL flush on PostgreSQL) per batch instead of two. All or
         nothing: if the claim fails, the outcomes are not recorded either."""
         _check_held(outcomes, held)
         with self._write("finish") as conn:
-            applied = self._finish_in(conn, outcomes, worker_id, now, held)
+            applied = self._finish_in(conn, outcomes, worker_id, now, held, recorded)
             rows, col = self._claim_in(conn, request, now)
         return applied, self._claimed(rows, col)
 
@@ -343,11 +348,14 @@ class SQLJobs(ClaimScans):
         worker_id: str,
         now: float,
         held: Sequence[ClaimedJob] | None,
+        recorded: list[Outcome] | None = None,
     ) -> list[bool]:
         attempts: list[list[Any]] = []
         events: list[list[Any]] = []
         if not all(isinstance(o, Succeeded) for o in outcomes):
             outcomes = past_deadline(conn, self.q, outcomes)  # deadline.py
+        if recorded is not None:  # (a transaction tried again overwrites it)
+            recorded[:] = outcomes
         succeeded = [o for o in outcomes if isinstance(o, Succeeded)]
         done: set[tuple[int, int]] = set()
         other: dict[int, bool] = {}

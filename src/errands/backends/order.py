@@ -9,8 +9,8 @@ with ``order_on_failure="block"``, failed too. A value whose head is running, no
 starts nothing; one head at a time is also what keeps one job of a value running. Each value
 is probed on its own, so a stuck value costs its probe and never delays another.
 
-Cost per claim: one statement per ordered value with jobs queued (each a few index ranges:
-the value's queued jobs, its running and waiting ones), and one more per value of a
+Cost per claim: one statement per ordered value with jobs queued (one seek: the value's
+first entry in jobs_order_head, its unfinished jobs by id), and one more per value of a
 blocking key (its failed jobs, found through the finished jobs' index). On PostgreSQL the
 group's advisory lock (limited_groups) serialises the claims of one value, so two claims
 never both take its head.

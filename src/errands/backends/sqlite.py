@@ -10,6 +10,7 @@ half-way with SQLITE_BUSY on lock upgrade, and the busy timeout applies at BEGIN
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import re
@@ -541,10 +542,11 @@ class SQLiteBackend(SQLiteOwnTx, SQLBackend):
         request: ClaimRequest,
         now: float,
         held: Sequence[ClaimedJob] | None = None,
+        *,
+        recorded: list[Outcome] | None = None,
     ) -> tuple[list[bool], list[ClaimedJob]]:
-        return sqlite_text.mending(
-            self, super().finish_and_claim, outcomes, worker_id, request, now, held
-        )
+        verb = functools.partial(super().finish_and_claim, recorded=recorded)
+        return sqlite_text.mending(self, verb, outcomes, worker_id, request, now, held)
 
     def claim(self, request: ClaimRequest, now: float) -> list[ClaimedJob]:
         return sqlite_text.mending(self, super().claim, request, now)

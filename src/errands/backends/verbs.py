@@ -83,6 +83,8 @@ class JobVerbs(JobReads, Protocol):
         worker_id: str,
         now: float,
         held: Sequence[ClaimedJob] | None = None,
+        *,
+        recorded: list[Outcome] | None = None,
     ) -> list[bool]: ...
     def finish_and_claim(
         self,
@@ -91,6 +93,8 @@ class JobVerbs(JobReads, Protocol):
         request: ClaimRequest,
         now: float,
         held: Sequence[ClaimedJob] | None = None,
+        *,
+        recorded: list[Outcome] | None = None,
     ) -> tuple[list[bool], list[ClaimedJob]]: ...
     def complete_in(
         self, connection: Any, outcome: Succeeded, worker_id: str, now: float

@@ -24,6 +24,9 @@ class State(StrEnum):
 
 TERMINAL: frozenset[State] = frozenset({State.SUCCEEDED, State.FAILED, State.CANCELLED})
 ACTIVE: frozenset[State] = frozenset({State.QUEUED, State.RUNNING})
+# Not final yet: what the head of an ordered value may be (docs/flow-control.md, "Order per
+# key"; the partial index jobs_order_head).
+UNFINISHED: frozenset[State] = frozenset(State) - TERMINAL
 
 
 class AttemptStatus(StrEnum):

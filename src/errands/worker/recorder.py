@@ -58,6 +58,16 @@ class Recorded:
     kept: int = 0  # the batch's last ``kept`` entries were not written: they wait for the next
 
 
+def as_recorded(
+    outcomes: list[tuple[Slot, Outcome]], recorded: list[Outcome]
+) -> list[tuple[Slot, Outcome]]:
+    """``outcomes`` with each replaced by the one the database recorded (the same, but for a
+    retry that would start past its job's deadline: the job failed with DEADLINE:EXCEEDED)."""
+    if len(recorded) != len(outcomes):
+        return outcomes  # a backend that does not say: as sent
+    return [(slot, r) for (slot, _), r in zip(outcomes, recorded, strict=True)]
+
+
 class Recorder:
     def __init__(
         self, backend: Backend, db: WorkerDatabase, worker_id: str, summary: WorkerSummary
@@ -81,19 +91,23 @@ class Recorder:
         in trouble (disk full…) and the rest of the batch waits, as for contention."""
         db, backend, wid = self.db, self.backend, self.worker_id
         jobs: list[ClaimedJob] = []
-        try:
+        recorded: list[Outcome] = []  # as the database recorded them (a retry past its
+        try:  # deadline became the job's failure): what is counted and logged
             # The slots' claimed jobs go with the outcomes: the batch's figures are grouped
             # from them rather than read back from the rows (backends/figures.py).
             given, held = [o for _, o in outcomes], [s.job for s, _ in outcomes]
             if request is None:
-                applied = db.call(backend.finish, given, wid, now, held)
+                applied = db.call(backend.finish, given, wid, now, held, recorded=recorded)
             else:
-                applied, jobs = db.call(backend.finish_and_claim, given, wid, request, now, held)
+                applied, jobs = db.call(
+                    backend.finish_and_claim, given, wid, request, now, held, recorded=recorded
+                )
         except DatabaseBusyError as exc:
             db.survive(f"recording {len(outcomes)} outcome(s) postponed", exc)
             return Recorded([], [], [], claimed=False, kept=len(batch))
         except Exception as exc:
             return self._one_by_one(batch, exc, now)  # the claim rolled back with the batch
+        outcomes = as_recorded(outcomes, recorded)
         self._count(outcomes, applied)
         if log.isEnabledFor(logging.WARNING):  # failures, retries, refusals (worker/log.py)
             worker_log.outcomes(batch, [o for _, o in outcomes], applied, wid, now)
@@ -114,8 +128,10 @@ class Recorder:
         for i, (slot, outcome, _) in enumerate(batch):
             if outcome is None:
                 continue
+            recorded: list[Outcome] = []
             try:
-                (ok,) = db.call(backend.finish, [outcome], wid, now, [slot.job])
+                (ok,) = db.call(backend.finish, [outcome], wid, now, [slot.job], recorded=recorded)
+                outcome = recorded[0] if recorded else outcome
             except DatabaseBusyError as exc:
                 return self._keep_rest(batch, i, written, applied, exc)
             except Exception as exc:

@@ -6,7 +6,8 @@
 -- The lowest-id job of (:key, :grp) that is queued (due or not: a retry's backoff, a snooze, a
 -- sleep), running or waiting, and whether this worker may start it now (ready). Not locked:
 -- the group's advisory lock keeps other claims off it, and claim_ids takes only a job still
--- queued (also what `errands check` reads, in a read-only transaction).
+-- queued (also what `errands check` reads, in a read-only transaction). The lowest id is the
+-- value's first entry in jobs_order_head (migration 20), however long its backlog.
 SELECT j.id, j.priority, j.run_at, j.status,
        CASE WHEN j.status = 'queued' AND j.run_at <= to_timestamp(:now)
              AND (j.expires_at IS NULL OR j.expires_at > to_timestamp(:now)
@@ -18,18 +19,9 @@ SELECT j.id, j.priority, j.run_at, j.status,
             THEN 1 ELSE 0 END AS ready
 FROM jobs AS j
 WHERE j.id = (
-    SELECT MIN(h.id) FROM (
-        SELECT MIN(id) AS id FROM jobs
-        WHERE status = 'queued' AND limit_key IS NOT NULL
-          AND limit_key = :key AND limit_group = :grp
-        UNION ALL
-        SELECT MIN(id) AS id FROM jobs
-        WHERE status = 'running' AND limit_key IS NOT NULL
-          AND limit_key = :key AND limit_group = :grp
-        UNION ALL
-        SELECT MIN(id) AS id FROM jobs
-        WHERE status = 'waiting' AND limit_key = :key AND limit_group = :grp
-    ) AS h);
+    SELECT MIN(id) FROM jobs
+    WHERE status IN ('waiting', 'queued', 'running') AND limit_key IS NOT NULL
+      AND limit_key = :key AND limit_group = :grp);
 
 -- name: order_failed_head
 -- The lowest-id failed job of (:key, :grp) (order_on_failure="block": a failed job ahead of

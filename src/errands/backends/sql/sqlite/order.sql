@@ -4,8 +4,8 @@
 
 -- name: order_head
 -- The lowest-id job of (:key, :grp) that is queued (due or not: a retry's backoff, a snooze, a
--- sleep), running or waiting, and whether this worker may start it now (ready). Each probe is
--- one index range of its own state.
+-- sleep), running or waiting, and whether this worker may start it now (ready): the first
+-- entry of the value in jobs_order_head (migration 20), however long its backlog.
 SELECT j.id, j.priority, j.run_at, j.status,
        CASE WHEN j.status = 'queued' AND j.run_at <= :now
              AND (j.expires_at IS NULL OR j.expires_at > :now OR j.started_at IS NOT NULL)
@@ -16,18 +16,9 @@ SELECT j.id, j.priority, j.run_at, j.status,
             THEN 1 ELSE 0 END AS ready
 FROM jobs AS j
 WHERE j.id = (
-    SELECT MIN(h.id) FROM (
-        SELECT MIN(id) AS id FROM jobs INDEXED BY jobs_limited_due
-        WHERE status = 'queued' AND limit_key IS NOT NULL
-          AND limit_key = :key AND limit_group = :grp
-        UNION ALL
-        SELECT MIN(id) AS id FROM jobs INDEXED BY jobs_limited_running
-        WHERE status = 'running' AND limit_key IS NOT NULL
-          AND limit_key = :key AND limit_group = :grp
-        UNION ALL
-        SELECT MIN(id) AS id FROM jobs INDEXED BY jobs_waiting
-        WHERE status = 'waiting' AND limit_key = :key AND limit_group = :grp
-    ) AS h);
+    SELECT MIN(id) FROM jobs INDEXED BY jobs_order_head
+    WHERE status IN ('waiting', 'queued', 'running') AND limit_key IS NOT NULL
+      AND limit_key = :key AND limit_group = :grp);
 
 -- name: order_failed_head
 -- The lowest-id failed job of (:key, :grp) (order_on_failure="block": a failed job ahead of
