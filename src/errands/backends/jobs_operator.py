@@ -163,6 +163,28 @@ class SQLJobOperator(SQLHost):
             rows = self._dicts(conn.execute(self.q["search_jobs"], params))
         return [self._job(r) for r in rows]
 
+    def snoozed_jobs(
+        self, flt: JobFilter, scan: int, floor_id: int = 0
+    ) -> tuple[list[Job], int, int | None]:
+        """Queued jobs whose latest attempt ended snoozed, newest first, at most ``flt.limit``,
+        among the newest ``scan`` snoozed attempts of jobs with ``floor_id <= id <
+        flt.before_id`` (the partial index job_attempts_snoozed); with how many attempts that
+        window held and the lowest job id in it (None: it was empty)."""
+        params = {
+            "type": flt.type,
+            "queue": flt.queue,
+            "error_code": flt.error_code,
+            "before_id": flt.before_id if flt.before_id is not None else 2**62,
+            "floor_id": floor_id,
+            "scan": scan,
+            "limit": flt.limit,
+        }
+        with self._read_rows() as conn:
+            rows = self._dicts(conn.execute(self.q["snoozed_jobs"], params))
+            window = self._dicts(conn.execute(self.q["snoozed_window"], params))[0]
+        floor = None if window["floor"] is None else int(window["floor"])
+        return [self._job(r) for r in rows], int(window["n"]), floor
+
     def attempts(self, job_id: int) -> list[Attempt]:
         with self._read_rows() as conn:
             rows = self._dicts(conn.execute(self.q["job_attempts"], {"job_id": job_id}))
