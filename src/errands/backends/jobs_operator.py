@@ -12,7 +12,8 @@ from typing import Any
 from ..core.records import Attempt, EventRecord, Job
 from ..core.states import TERMINAL, Event, State
 from . import figures
-from .base import CancelReport, JobFilter
+from .activity import write_audit
+from .base import Audit, CancelReport, JobFilter
 from .host import (
     DONE,
     F_CANCEL,
@@ -43,7 +44,9 @@ class SQLJobOperator(SQLHost):
 
     # -- operator actions ------------------------------------------------------------------
 
-    def retry(self, job_ids: Sequence[int], actor: str, now: float) -> list[int]:
+    def retry(
+        self, job_ids: Sequence[int], actor: str, now: float, *, audit: Audit | None = None
+    ) -> list[int]:
         done: list[int] = []
         params = {
             "to_state": T_RETRY.target.value,
@@ -76,9 +79,12 @@ class SQLJobOperator(SQLHost):
             if done:  # the dependents their outcome cancelled wait for them again
                 self._revive(conn, done, now, actor)
                 self._woke(conn, WORK)
+            write_audit(conn, q, audit, done)
         return done
 
-    def cancel(self, job_ids: Sequence[int], actor: str, now: float) -> CancelReport:
+    def cancel(
+        self, job_ids: Sequence[int], actor: str, now: float, *, audit: Audit | None = None
+    ) -> CancelReport:
         report = CancelReport()
         q = self.q
         event = F_CANCEL.event
@@ -111,6 +117,7 @@ class SQLJobOperator(SQLHost):
                 cancelled = report.cancelled
                 figures.count(conn, q, cancelled, cancelled, with_runs=False)
                 self._release(conn, cancelled, now, actor)  # cancels their dependents
+            write_audit(conn, q, audit, report)
         return report
 
     def match_ids(

@@ -20,7 +20,7 @@ from ..backends.base import (
 )
 from ..core import validate
 from ..core.options import EnqueueOptions
-from ..core.records import Attempt, EventRecord, Job
+from ..core.records import ActivityEntry, Attempt, EventRecord, Job
 from ..core.schedule import next_tick
 from ..core.settings import Duration, seconds
 from ..core.states import State
@@ -297,41 +297,51 @@ class Actions(ActivityLog):
             raise ConfigurationError(
                 f"unknown action {action!r:.40}; use one of {', '.join(bulk.SELECTABLE)}"
             )
-        report = self._act(action, ids, actor, priority)
-        detail: dict[str, Any] = {
-            "asked": len(ids),
-            "changed": report.changed[:IDS_KEPT],
-            "skipped": report.skipped,
-        }
-        if report.requested:
-            detail["stop_requested"] = report.requested[:IDS_KEPT]
-        if action == "priority":
-            detail["priority"] = priority
-        self.record_activity(
-            action,
-            actor=actor,
-            target=jobs_target(ids) if ids else None,
-            count=len(report.changed) + len(report.requested),
-            filter=selected_by,
-            detail=detail,
-        )
+
+        def row(report: bulk.BulkReport) -> ActivityEntry:
+            detail: dict[str, Any] = {
+                "asked": len(ids),
+                "changed": report.changed[:IDS_KEPT],
+                "skipped": report.skipped,
+            }
+            if report.requested:
+                detail["stop_requested"] = report.requested[:IDS_KEPT]
+            if action == "priority":
+                detail["priority"] = priority
+            return self._activity_entry(
+                action,
+                actor=actor,
+                target=jobs_target(ids) if ids else None,
+                count=len(report.changed) + len(report.requested),
+                filter=selected_by,
+                detail=detail,
+            )
+
+        report = self._act(action, ids, actor, priority, row)
+        if not ids:  # no transaction ran: the row says nothing was asked
+            self.backend.record_activity(row(report))
         return report
 
     def _act(
-        self, action: str, ids: list[int], actor: str, priority: int | None
+        self,
+        action: str,
+        ids: list[int],
+        actor: str,
+        priority: int | None,
+        row: Callable[[bulk.BulkReport], ActivityEntry],
     ) -> bulk.BulkReport:
         b, now = self.backend, self.clock()
         if action == "retry":
-            return bulk.chunked(lambda c: b.retry(c, actor, now), ids)
+            return bulk.chunked(lambda c, a: b.retry(c, actor, now, audit=a), ids, row)
         if action == "cancel":
-            return bulk.chunked(lambda c: b.cancel(c, actor, now), ids)
+            return bulk.chunked(lambda c, a: b.cancel(c, actor, now, audit=a), ids, row)
         if action == "run_now":
-            return bulk.chunked(lambda c: b.run_now(c, actor, now), ids)
+            return bulk.chunked(lambda c, a: b.run_now(c, actor, now, audit=a), ids, row)
         if action == "priority":
             p = validate.integer(priority, "priority", *validate.PRIORITY_RANGE)
-            return bulk.chunked(lambda c: b.set_priority(c, p, actor, now), ids)
+            return bulk.chunked(lambda c, a: b.set_priority(c, p, actor, now, audit=a), ids, row)
         if action == "delete":
-            report = bulk.chunked(lambda c: b.delete_jobs(c, actor, now), ids)
+            report = bulk.chunked(lambda c, a: b.delete_jobs(c, actor, now, audit=a), ids, row)
             if report.changed:  # a deleted job's events go with it: the log keeps who and which
                 shown = ", ".join(map(str, report.changed[:50]))
                 more = f" … ({len(report.changed)} in all)" if len(report.changed) > 50 else ""
