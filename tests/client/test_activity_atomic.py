@@ -1,9 +1,10 @@
 """An operator action and its activity-log row commit together (docs/operations.md, "The
 activity log"), on both backends: the main mutation paths — retry, cancel, delete, run now,
-priority, pause, resume, set and clear a limit — write their row inside the transaction that
-changes the jobs, queues or limits. A process killed right after that commit has left both;
-a row the database refuses undoes the action; a bulk action is logged chunk by chunk, so the
-row always counts exactly the changes committed so far."""
+priority, pause, resume, set and clear a limit, and the schedule actions — write their row
+inside the transaction that changes the jobs, queues, limits or schedules. A process killed
+right after that commit has left both; a row the database refuses undoes the action; a bulk
+action is logged chunk by chunk, so the row always counts exactly the changes committed so
+far."""
 
 from __future__ import annotations
 
@@ -60,7 +61,19 @@ def _world(q: errands.Queue) -> dict[str, int]:
     later = q.enqueue("b", {}, delay=HOUR)
     q.pause("held", actor="setup")
     q.set_limit("k", running=1, actor="setup")
+
+    @q.periodic(every=HOUR)
+    def hourly() -> None: ...
+
+    @q.periodic(every=HOUR)
+    def paused_hourly() -> None: ...
+
+    q.disable_periodic("paused_hourly", actor="setup")
     return {"failed": failed, "later": later}
+
+
+def _schedules(q: errands.Queue) -> list[tuple[str, bool]]:
+    return [(r.name, r.disabled_at is None) for r in q.backend.list_periodic()]
 
 
 # Each action, and what the database shows of it: the same before and after when the action
@@ -101,6 +114,22 @@ ACTIONS: dict[str, tuple[Callable[[errands.Queue, dict[str, int]], Any], Callabl
     "clear_limit": (
         lambda q, w: q.clear_limit("k", actor="ops"),
         lambda q, w: [(x.key, x.running) for x in q.limits()],
+    ),
+    "periodic_disable": (
+        lambda q, w: q.disable_periodic("hourly", actor="ops"),
+        lambda q, w: _schedules(q),
+    ),
+    "periodic_enable": (
+        lambda q, w: q.enable_periodic("paused_hourly", actor="ops"),
+        lambda q, w: _schedules(q),
+    ),
+    "periodic_remove": (
+        lambda q, w: q.remove_periodic("hourly", actor="ops"),
+        lambda q, w: _schedules(q),
+    ),
+    "periodic_run": (
+        lambda q, w: q.run_periodic("hourly", actor="ops"),
+        lambda q, w: len(q.jobs(type="hourly")),
     ),
 }
 

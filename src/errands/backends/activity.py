@@ -61,9 +61,10 @@ def write_audit(conn: Conn, q: Mapping[str, str], audit: Audit | None, result: A
     """In an operator verb's transaction, its activity row: inserted by the action's first
     transaction, brought up to date (count, detail) by each later one. Nothing if ``audit``
     is None (the verb was called by something that logs nothing: a worker, a test)."""
-    if audit is None:
+    entry = None if audit is None else audit.entry(result)
+    if audit is None or entry is None:
         return
-    params = _params(audit.entry(result))
+    params = _params(entry)
     if audit.row_id is None:
         audit.row_id = int(conn.execute(q["insert_activity"], params).fetchall()[0][0])
     else:

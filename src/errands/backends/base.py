@@ -219,10 +219,11 @@ class Audit:
     """The activity log's row for an operator verb, written in the verb's own transaction, so
     the change and its row commit together or not at all (docs/dashboard.md, "Activity").
     Inside the transaction ``entry`` is given the verb's result and returns the row as it then
-    stands; the first transaction inserts it, a later one of the same action (a bulk action's
-    next chunk of ids) updates its count and detail (``row_id``)."""
+    stands (None: no row, as for a schedule that does not exist); the first transaction
+    inserts it, a later one of the same action (a bulk action's next chunk of ids) updates
+    its count and detail (``row_id``)."""
 
-    entry: Callable[[Any], ActivityEntry]
+    entry: Callable[[Any], ActivityEntry | None]
     row_id: int | None = None
 
 

@@ -8,11 +8,13 @@ import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from .. import limits
 from .. import reports as stats
 from ..backends.base import (
+    Audit,
     Graduation,
     JobFilter,
     PruneProgress,
@@ -401,10 +403,10 @@ class Actions(ActivityLog):
         """Stop a schedule enqueuing its ticks (until ``enable_periodic``); not overdue while
         disabled. True if this disabled it, False if it already was."""
         actor = _actor(actor)
-        done = self.backend.disable_periodic(_schedule_name(name), actor, self.clock())
+        audit = self._periodic_audit("periodic_disable", actor, name)
+        done = self.backend.disable_periodic(_schedule_name(name), actor, self.clock(), audit=audit)
         if done is None:
             raise _no_schedule(name)
-        self.record_activity("periodic_disable", actor=actor, target=name, count=int(done))
         return done
 
     def enable_periodic(self, name: str, *, actor: str = "api") -> bool:
@@ -415,10 +417,10 @@ class Actions(ActivityLog):
         now = self.clock()
         row = self._schedule(name)
         upcoming = next_tick(row.cron, row.interval_seconds, row.timezone, now)
-        done = self.backend.enable_periodic(row.name, upcoming, now)
+        audit = self._periodic_audit("periodic_enable", actor, row.name)
+        done = self.backend.enable_periodic(row.name, upcoming, now, audit=audit)
         if done is None:
             raise _no_schedule(name)
-        self.record_activity("periodic_enable", actor=actor, target=row.name, count=int(done))
         return done
 
     def remove_periodic(self, name: str, *, actor: str = "api") -> None:
@@ -434,10 +436,12 @@ class Actions(ActivityLog):
                 "would come back; remove its @q.periodic from the code and redeploy first, "
                 "then remove it"
             )
-        if not self.backend.remove_periodic(name):
+        row = partial(self._activity_entry, "periodic_remove", actor=actor, target=name, count=1)
+        if not self.backend.remove_periodic(
+            name, audit=Audit(lambda gone: row() if gone else None)
+        ):
             raise _no_schedule(name)
         log.info("schedule %r removed by %s", name, actor)
-        self.record_activity("periodic_remove", actor=actor, target=name, count=1)
 
     def run_periodic(self, name: str, *, actor: str = "api") -> int:
         """Enqueue one run of a schedule now, outside its ticks (its next tick is not moved),
@@ -451,13 +455,26 @@ class Actions(ActivityLog):
             row.type, json.loads(row.payload), EnqueueOptions(queue=row.queue)
         ).jobs
         job = replace(job, headers=encode_headers({"periodic": row.name, "trigger": "manual"}))
-        job_id = self.backend.run_periodic(row.name, job, actor, self.clock())
+        audit = Audit(
+            lambda job_id: self._activity_entry(
+                "periodic_run", actor=actor, target=row.name, count=1, detail={"job_id": job_id}
+            )
+        )
+        job_id = self.backend.run_periodic(row.name, job, actor, self.clock(), audit=audit)
         if job_id is None:
             raise _no_schedule(name)
-        self.record_activity(
-            "periodic_run", actor=actor, target=row.name, count=1, detail={"job_id": job_id}
-        )
         return job_id
+
+    def _periodic_audit(self, action: str, actor: str, name: str) -> Audit:
+        """A schedule action's row: its count is whether it changed the schedule (a bool);
+        none when there is no such schedule (None: refused, as unknown input is)."""
+        return Audit(
+            lambda done: (
+                None
+                if done is None
+                else self._activity_entry(action, actor=actor, target=name, count=int(done))
+            )
+        )
 
     def _schedule(self, name: str) -> Any:
         name = _schedule_name(name)
