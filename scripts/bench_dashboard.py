@@ -6,14 +6,15 @@ the time a real chromium takes to load each one.
     .venv/bin/python scripts/bench_dashboard.py --postgres postgresql://postgres@127.0.0.1/postgres
 
 With ``--postgres SERVER_URL`` the same jobs go into a fresh database ``errands_dash_bench``
-on that server (dropped and made again on each run).
+(or ``--pg-name``) on that server (dropped and made again on each run).
 
 Builds (unless ``--db`` names an existing file) a file holding ``--jobs`` jobs written with
 plain SQL over the last 7 days: 80 % succeeded, 8 % failed (60 error groups, each with a
-message), 2 % cancelled, 10 % queued (half due later, a fifth of those after a failed
-attempt), a few running; then recounts the figures as errands' own writes would have kept
-them. Each page is asked for through Starlette's TestClient (in-process: the server's time,
-no network) by a fresh app (nothing cached: the first view) and then five times more; the
+message), 2 % cancelled, 10 % queued (half due later; a tenth after one attempt, whose row
+in ``job_attempts`` is written too: failed, or for a tenth of them snoozed and due within two
+hours), a few running; then recounts the figures as errands' own writes would have kept them.
+Each page is asked for through Starlette's TestClient (in-process: the server's time, no
+network) by a fresh app (nothing cached: the first view) and then five times more; the
 first time and the median of the five are printed. With ``--browser``, each page is loaded by
 chromium from ``errands dashboard`` and the
 navigation's load time is printed (the first and the median of three).
@@ -69,6 +70,28 @@ BUILD = [
     """UPDATE jobs SET lease_expires_at = :now + 60, heartbeat_at = :now
        WHERE status = 'running'""",
 ]
+# The queued jobs attempted once get their attempt row: a tenth of them snoozed (due again
+# within the next two hours, no error), the rest failed with the job's error.
+ATTEMPTS = [
+    """UPDATE jobs SET error_code = NULL, error_detail = NULL, run_at = :now + 60 + id % 7200
+       WHERE status = 'queued' AND attempts = 1 AND id % 1000 = 391""",
+    """INSERT INTO job_attempts (job_id, attempt, worker_id, started_at, finished_at, status,
+                                error_code, error_detail)
+    SELECT id, 1, 'w-' || (id % 8), created_at + 0.5, created_at + 1.0,
+           CASE WHEN id % 1000 = 391 THEN 'snoozed' ELSE 'failed' END, error_code, error_detail
+    FROM jobs WHERE status = 'queued' AND attempts = 1""",
+]
+PG_ATTEMPTS = [
+    """UPDATE jobs SET error_code = NULL, error_detail = NULL,
+       run_at = to_timestamp(%(now)s + 60 + id %% 7200)
+       WHERE status = 'queued' AND attempts = 1 AND id %% 1000 = 391""",
+    """INSERT INTO job_attempts (job_id, attempt, worker_id, started_at, finished_at, status,
+                                error_code, error_detail)
+    SELECT id, 1, 'w-' || (id %% 8), created_at + interval '0.5 second',
+           created_at + interval '1 second',
+           CASE WHEN id %% 1000 = 391 THEN 'snoozed' ELSE 'failed' END, error_code, error_detail
+    FROM jobs WHERE status = 'queued' AND attempts = 1""",
+]
 PAGES = [
     "/",
     "/?window=7d",
@@ -111,10 +134,11 @@ def build(path: str, jobs: int) -> float:
     try:
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("BEGIN IMMEDIATE")
+        bind = {"count": jobs, "t0": now - 7 * 86400, "step": step, "now": now}
         for statement in BUILD:
-            conn.execute(
-                statement, {"count": jobs, "t0": now - 7 * 86400, "step": step, "now": now}
-            )
+            conn.execute(statement, bind)
+        for statement in ATTEMPTS:
+            conn.execute(statement, {"now": now})
         conn.execute("COMMIT")
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         conn.execute("ANALYZE")
@@ -147,23 +171,28 @@ PG_BUILD = (
 )
 
 
-def build_postgres(server: str, jobs: int, reuse: bool = False) -> tuple[str, float]:
-    """A fresh ``errands_dash_bench`` database on ``server`` holding ``jobs`` jobs (with
-    ``reuse``, the one a previous run left, if any: migrated, not rebuilt)."""
+def build_postgres(
+    server: str, jobs: int, reuse: bool = False, name: str = "errands_dash_bench"
+) -> tuple[str, float]:
+    """A fresh database ``name`` on ``server`` holding ``jobs`` jobs (with ``reuse``, the one
+    a previous run left, if any: migrated, not rebuilt)."""
     import psycopg
+    from psycopg import sql
 
-    url = server.rsplit("/", 1)[0] + "/errands_dash_bench"
+    url = server.rsplit("/", 1)[0] + "/" + name
     if reuse:
         with psycopg.connect(server, autocommit=True) as admin:
             found = admin.execute(
-                "SELECT 1 FROM pg_database WHERE datname = 'errands_dash_bench'"
+                "SELECT 1 FROM pg_database WHERE datname = %s", (name,)
             ).fetchone()
         if found:
             errands.Queue(url).close()
             return url, 0.0
     with psycopg.connect(server, autocommit=True) as admin:
-        admin.execute("DROP DATABASE IF EXISTS errands_dash_bench WITH (FORCE)")
-        admin.execute("CREATE DATABASE errands_dash_bench")
+        admin.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+        )
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     errands.Queue(url).close()
     start = time.perf_counter()
     now = time.time()
@@ -175,6 +204,8 @@ def build_postgres(server: str, jobs: int, reuse: bool = False) -> tuple[str, fl
             "heartbeat_at = to_timestamp(%(now)s) WHERE status = 'running'",
             bind,
         )
+        for statement in PG_ATTEMPTS:
+            conn.execute(statement, bind)
         conn.execute("SELECT setval(pg_get_serial_sequence('jobs', 'id'), %(count)s)", bind)
     with errands.Queue(url) as q:
         q.recount_figures()
@@ -270,9 +301,12 @@ def main() -> None:
     ap.add_argument("--browser", action="store_true")
     ap.add_argument("--postgres", metavar="SERVER_URL")
     ap.add_argument("--reuse", action="store_true", help="PostgreSQL: keep a previous build")
+    ap.add_argument(
+        "--pg-name", default="errands_dash_bench", help="PostgreSQL: the database to (re)build"
+    )
     args = ap.parse_args()
     if args.postgres:
-        path, took = build_postgres(args.postgres, args.jobs, args.reuse)
+        path, took = build_postgres(args.postgres, args.jobs, args.reuse, args.pg_name)
         print(f"building {args.jobs:,} jobs in {path}: {took:.1f} s")
     else:
         path = args.db or os.path.join(tempfile.mkdtemp(), "dash.db")

@@ -12,6 +12,7 @@ from typing import Any
 
 import errands
 from errands.backends.claim_position import FRONT
+from helpers.ops import run_job
 
 
 def plan(q: errands.Queue, verb: str, name: str, params: dict[str, Any]) -> str:
@@ -175,3 +176,45 @@ def test_the_limited_claim_finds_its_chosen_ids_by_primary_key_with_stale_statis
             assert "jobs_pkey" in found, found
             assert "Nested Loop" not in found and "Seq Scan on jobs" not in found, found
             assert "jobs_queued_run_at" not in found and "jobs_limited_due" not in found, found
+
+
+def test_the_sample_of_an_error_group_is_one_step_down_its_index(pg_url: str) -> None:
+    """/failures shows each error group's newest message (error_sample, once per group): it
+    must read a row or two however big the group, not the whole group sorted (an ORDER BY
+    finished_at DESC NULLS LAST, id DESC did: ~150 ms a group of 3,334 at 1,000,000 jobs,
+    BENCHMARKS.md); and the sample is the newest finish, the highest id among jobs that
+    finished at that same instant."""
+    import psycopg
+
+    with errands.Queue(pg_url) as q:
+        t = q.clock()
+        ids = [
+            run_job(q, "t", run_at=t - 100, started=t - 90, finished=f, outcome="failed")
+            for f in (t - 50, t - 10, t - 10, t - 30)
+        ]
+        q.enqueue_many([("t", {"n": n}) for n in range(2000)])
+        with psycopg.connect(pg_url, autocommit=True) as pg:
+            # An old, big group: finished long before the four above (its rows as a bulk
+            # load would leave them), then the statistics autovacuum would gather.
+            pg.execute(
+                "UPDATE jobs SET status = 'failed', attempts = 1, error_code = 'APP:BROKEN', "
+                "finished_at = to_timestamp(%s - 3600 - id) WHERE status = 'queued'",
+                (t,),
+            )
+            pg.execute("ANALYZE jobs")
+        backend: Any = q.backend
+        params = {"error_code": "APP:BROKEN", "type": "t"}
+        with backend._write("plan") as conn:
+            sql = "EXPLAIN (ANALYZE, FORMAT JSON) " + backend.q["error_sample"]
+            (explained,) = conn.raw.execute(sql.encode(), params).fetchone()
+        if isinstance(explained, str):  # errands reads json as text
+            explained = json.loads(explained)
+        nodes, read = [explained[0]["Plan"]], []
+        while nodes:
+            node = nodes.pop()
+            nodes += node.get("Plans", [])
+            if node.get("Relation Name") == "jobs" or "Index Name" in node:
+                read.append(node["Actual Rows"] * node["Actual Loops"])
+        assert read and max(read) <= 2, json.dumps(explained)
+        (sample,) = backend._fetch("error_sample", params)
+        assert sample["id"] == ids[2]

@@ -360,6 +360,7 @@ BOUNDED_INDEXES = {
     "jobs_error_code",
     "jobs_errors_unfinished",
     "jobs_waiting",
+    "job_attempts_snoozed",
 }
 CHECKED = {"jobs", "job_attempts", "job_stats_minutely", "job_errors_minutely"}
 STATS_QUERIES: dict[str, dict[str, float]] = {
@@ -387,7 +388,13 @@ OPERATOR_QUERIES: dict[str, dict[str, float | str | None]] = {
     "prune_count": {"status": "succeeded", "cutoff": EPOCH - HOUR, "now": EPOCH},
     "prune_ids": {"status": "succeeded", "cutoff": EPOCH - HOUR, "limit": 500, "now": EPOCH},
 }
-BOUNDED_READS: dict[str, dict[str, Any]] = {**STATS_QUERIES, **OPERATOR_QUERIES}
+# The job list's snoozed view: a window of the index of snoozed attempts, then its jobs by key.
+SNOOZED_WINDOW: dict[str, Any] = {**NO_FILTER, "before_id": 2**62, "floor_id": 0, "scan": 10_000}
+VIEW_QUERIES: dict[str, dict[str, Any]] = {
+    "snoozed_jobs": {**SNOOZED_WINDOW, "limit": 51},
+    "snoozed_window": SNOOZED_WINDOW,
+}
+BOUNDED_READS: dict[str, dict[str, Any]] = {**STATS_QUERIES, **OPERATOR_QUERIES, **VIEW_QUERIES}
 
 
 def _pg_scans(node: dict[str, Any]) -> Iterator[dict[str, Any]]:

@@ -18,7 +18,10 @@ from typing import Any
 import pytest
 
 import errands
-from errands.backends.base import Retried
+from errands.backends.base import ClaimRequest, Failed, Retried
+from errands.fair import fair_specs
+from errands.order import order_specs
+from errands.tasks import declared_rows
 from helpers.ops import HOUR, register_worker, run_job
 from helpers.support import is_postgres
 from helpers.web import launch_chromium, served
@@ -28,6 +31,14 @@ SHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 UPDATE = os.environ.get("ERRANDS_UPDATE_SCREENSHOTS") == "1"
 LONG_WORKER = "worker-on-a-host-with-a-rather-long-name.eu-west-1.compute.internal.48213"
 LONG_CODE = "INTERNAL:ConnectionRefusedErrorFromTheUpstreamPaymentGateway"
+TENANTS = (
+    "acme",
+    "globex-corporation-holdings-international-eu-west-1-production",
+    "initech",
+    "umbrella_pharmaceuticals_research_division_7",
+    "x" * 90,
+)
+LONG_ACCOUNT = "account-7f3e9a1c-5b2d-4e8f-9a6b-3c1d2e4f5a6b-settlement-eur"
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +96,38 @@ def build(db_url: str) -> dict[str, Any]:
 
     q.task(name="send_email", queue="mail")(lambda to: None)
     q.enqueue("send_email", {"to": "ops@example.com"}, delay=1800)
+    failed.append(fair_and_ordered(q))
     return {"q": q, "failed": failed, "running": running}
+
+
+def fair_and_ordered(q: errands.Queue) -> int:
+    """Jobs the queues page shows in its fair-share table (values with long names) and an
+    ordered key held back by a failed head; returns the head's id."""
+
+    @q.task(fair="tenant", queue="statements")
+    def monthly_statement(tenant: str, n: int) -> None: ...
+
+    for n in range(14):
+        monthly_statement.enqueue(tenant=TENANTS[n % len(TENANTS)], n=n)
+    # Two starts, as a worker's fair claim makes them: the dashboard learns the fair keys from
+    # the turns stored (its own Queue registers no task).
+    fair = fair_specs(t.options for t in q.tasks.values())
+    started = ClaimRequest(LONG_WORKER, ["monthly_statement"], None, 2, 60.0, True, fair)
+    assert len(q.backend.claim(started, q.clock())) == 2
+
+    @q.task(order="account", order_on_failure="block", queue="ledger")
+    def post_ledger_entry(account: str) -> None: ...
+
+    head = post_ledger_entry.enqueue(account=LONG_ACCOUNT)
+    post_ledger_entry.enqueue(account=LONG_ACCOUNT)
+    now = q.clock()
+    q.backend.declare_task_types(declared_rows(q.tasks, LONG_WORKER), now)  # as a worker does
+    order = order_specs(t.options for t in q.tasks.values())
+    request = ClaimRequest(LONG_WORKER, ["post_ledger_entry"], None, 5, 60.0, True, {}, order)
+    (job,) = q.backend.claim(request, now)
+    failure = Failed(job.id, 1, now, "LEDGER:REJECTED", "account is frozen", None)
+    assert q.backend.finish([failure], LONG_WORKER, now, held=[job]) == [True]
+    return head
 
 
 PAGES = ("", "jobs", "jobs?view=retrying", "failures", "queues", "periodic", "workers", "activity")
@@ -109,6 +151,15 @@ def test_every_page_fits_800px_with_whole_error_codes(db_url: str, chromium: Any
                     ".filter(s => s.getClientRects().length > 1).map(s => s.textContent)"
                 )
                 assert broken == [], (path, broken)
+            # The queues page's tables fit without a scroll of their own: a long fair value,
+            # limit group or ordered value wraps, the counts beside it stay in sight.
+            page.goto(base + "queues")
+            boxes = page.evaluate(
+                "Array.from(document.querySelectorAll('.scroll'))"
+                ".filter(d => d.scrollWidth > d.clientWidth + 1)"
+                ".map(d => d.firstElementChild.className)"
+            )
+            assert boxes == [], f"/queues at 800 px hides columns of {boxes} behind a scroll"
             page.goto(base)
             # The per-state chart's labels keep a reading size (its SVG scaled to the column).
             height = page.evaluate(
@@ -143,6 +194,10 @@ def _screenshots(chromium: Any, base: str, world: dict[str, Any]) -> None:
             for path, name in names.items():
                 page.goto(base + path)
                 page.screenshot(path=str(SHOTS / f"{name}-{width}-{scheme}.png"))
+            # The queues page's fair share and blocked ordered keys, below its first screen.
+            page.goto(base + "queues")
+            page.evaluate("document.getElementById('fair-share').scrollIntoView()")
+            page.screenshot(path=str(SHOTS / f"queues-fair-order-{width}-{scheme}.png"))
             page.close()
 
 

@@ -9,11 +9,13 @@ the filter that chose the jobs, and a short JSON ``detail``. The Queue writes it
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from ..core.records import ActivityEntry, to_datetime
-from .host import SQLHost
+from .base import Audit
+from .host import Conn, SQLHost
 
 # The newest rows scanned for the page's actor and action choices: a bounded read at any size.
 CHOICES_SCAN = 5000
@@ -43,21 +45,41 @@ class ActivityVerbs(ActivityReads, Protocol):
     def prune_activity(self, cutoff: float, limit: int) -> int: ...
 
 
+def _params(entry: ActivityEntry) -> dict[str, Any]:
+    return {
+        "now": entry.at.timestamp(),
+        "actor": entry.actor,
+        "action": entry.action,
+        "target": entry.target,
+        "count": entry.count,
+        "filter": None if entry.filter is None else json.dumps(entry.filter),
+        "detail": None if entry.detail is None else json.dumps(entry.detail),
+    }
+
+
+def write_audit(conn: Conn, q: Mapping[str, str], audit: Audit | None, result: Any) -> None:
+    """In an operator verb's transaction, its activity row: inserted by the action's first
+    transaction, brought up to date (count, detail) by each later one. Nothing if ``audit``
+    is None (the verb was called by something that logs nothing: a worker, a test)."""
+    entry = None if audit is None else audit.entry(result)
+    if audit is None or entry is None:
+        return
+    params = _params(entry)
+    if audit.row_id is None:
+        audit.row_id = int(conn.execute(q["insert_activity"], params).fetchall()[0][0])
+    else:
+        conn.execute(q["update_activity"], {**params, "id": audit.row_id}).fetchall()
+
+
 class SQLActivity(SQLHost):
     """Write, read and prune the operator activity log."""
 
     def record_activity(self, entry: ActivityEntry) -> int:
-        params = {
-            "now": entry.at.timestamp(),
-            "actor": entry.actor,
-            "action": entry.action,
-            "target": entry.target,
-            "count": entry.count,
-            "filter": None if entry.filter is None else json.dumps(entry.filter),
-            "detail": None if entry.detail is None else json.dumps(entry.detail),
-        }
+        """One row on its own: an action that changes nothing else in the database (a signal
+        sent, a job enqueued by hand), or none at all. A verb that changes rows writes its row
+        itself, in its own transaction (write_audit)."""
         with self._write("activity") as conn:
-            return int(conn.execute(self.q["insert_activity"], params).fetchall()[0][0])
+            return int(conn.execute(self.q["insert_activity"], _params(entry)).fetchall()[0][0])
 
     def list_activity(
         self, *, limit: int, before: int | None, actor: str | None, action: str | None

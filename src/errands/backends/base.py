@@ -4,11 +4,11 @@ themselves: verbs.py). Times are float unix seconds; JSON columns travel as text
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.records import StepRecord
+from ..core.records import ActivityEntry, StepRecord
 from ..core.timerules import TimeRules
 
 
@@ -212,6 +212,19 @@ class RescueReport:
 class CancelReport:
     cancelled: list[int] = field(default_factory=list)  # were queued: now cancelled
     requested: list[int] = field(default_factory=list)  # were running: cancel_requested set
+
+
+@dataclass(slots=True)
+class Audit:
+    """The activity log's row for an operator verb, written in the verb's own transaction, so
+    the change and its row commit together or not at all (docs/dashboard.md, "Activity").
+    Inside the transaction ``entry`` is given the verb's result and returns the row as it then
+    stands (None: no row, as for a schedule that does not exist); the first transaction
+    inserts it, a later one of the same action (a bulk action's next chunk of ids) updates
+    its count and detail (``row_id``)."""
+
+    entry: Callable[[Any], ActivityEntry | None]
+    row_id: int | None = None
 
 
 @dataclass(slots=True)

@@ -34,7 +34,8 @@ from typing import Any
 
 from ..core.states import AttemptStatus
 from ..errors import ConfigurationError
-from .base import ClaimedJob, ClaimRequest, LimitSpec, Outcome, Released
+from .activity import write_audit
+from .base import Audit, ClaimedJob, ClaimRequest, LimitSpec, Outcome, Released
 from .fair import Candidate, FairPlan, SQLFair
 from .host import IN_ORDER, RUNNING, T_CLAIM, WORK, Conn, SQLHost, column_index, dumps, event_of
 from .order import SQLOrder
@@ -60,12 +61,15 @@ class SQLFlow(SQLFair, SQLOrder, SQLHost):
 
     # -- pause / resume --------------------------------------------------------------------
 
-    def pause_queue(self, queue: str, reason: str | None, actor: str, now: float) -> None:
+    def pause_queue(
+        self, queue: str, reason: str | None, actor: str, now: float, *, audit: Audit | None = None
+    ) -> None:
         params = {"queue": queue, "reason": reason, "actor": actor, "now": now}
         with self._write("pause") as conn:
             conn.execute(self.q["pause_queue"], params).fetchall()
+            write_audit(conn, self.q, audit, None)
 
-    def resume_queue(self, queue: str) -> list[str]:
+    def resume_queue(self, queue: str, *, audit: Audit | None = None) -> list[str]:
         """Resume ``queue`` ('*': every queue); the queues whose pause was lifted."""
         with self._write("resume") as conn:
             if queue == "*":
@@ -75,6 +79,7 @@ class SQLFlow(SQLFair, SQLOrder, SQLHost):
             resumed = [r[0] for r in cur.fetchall()]
             if resumed:
                 self._woke(conn, WORK)
+            write_audit(conn, self.q, audit, resumed)
         return resumed
 
     def paused_queues(self) -> list[dict[str, Any]]:
@@ -130,16 +135,20 @@ class SQLFlow(SQLFair, SQLOrder, SQLHost):
                     stale.append(spec.key)
         return stale
 
-    def set_limit(self, spec: LimitSpec, actor: str, now: float) -> None:
+    def set_limit(
+        self, spec: LimitSpec, actor: str, now: float, *, audit: Audit | None = None
+    ) -> None:
         with self._write("set_limit") as conn:
             conn.execute(self.q["set_limit"], {**_caps(spec), "now": now, "actor": actor})
             self._woke(conn, WORK)  # a raised cap may let held jobs start
+            write_audit(conn, self.q, audit, None)
 
-    def clear_limit(self, key: str) -> bool:
+    def clear_limit(self, key: str, *, audit: Audit | None = None) -> bool:
         with self._write("clear_limit") as conn:
             cleared = bool(conn.execute(self.q["clear_limit"], {"key": key}).fetchall())
             if cleared:
                 self._woke(conn, WORK)
+            write_audit(conn, self.q, audit, cleared)
         return cleared
 
     def limit_caps(self) -> list[dict[str, Any]]:

@@ -28,7 +28,8 @@ from typing import Any
 from ..core.states import DELETE_FROM, REPRIORITIZE_FROM, RUN_NOW_FROM, TERMINAL, Event, State
 from ..errors import InvalidTransitionError
 from . import figures
-from .base import ActionReport
+from .activity import write_audit
+from .base import ActionReport, Audit
 from .host import WORK, Conn, SQLHost, detail, dumps, iso
 
 FINAL = frozenset(s.value for s in TERMINAL)
@@ -59,7 +60,9 @@ class SQLJobActions(SQLHost):
         if rows and event in self._audit:
             conn.execute(self.q["insert_events"], {"rows": dumps(rows)})
 
-    def run_now(self, job_ids: Sequence[int], actor: str, now: float) -> ActionReport:
+    def run_now(
+        self, job_ids: Sequence[int], actor: str, now: float, *, audit: Audit | None = None
+    ) -> ActionReport:
         report = ActionReport()
         q = self.q
         with self._write("run_now") as conn:
@@ -90,10 +93,17 @@ class SQLJobActions(SQLHost):
                 self._events(conn, events, Event.RESCHEDULED)
             if report.changed:
                 self._woke(conn, WORK)
+            write_audit(conn, q, audit, report)
         return report
 
     def set_priority(
-        self, job_ids: Sequence[int], priority: int, actor: str, now: float
+        self,
+        job_ids: Sequence[int],
+        priority: int,
+        actor: str,
+        now: float,
+        *,
+        audit: Audit | None = None,
     ) -> ActionReport:
         report = ActionReport()
         q = self.q
@@ -127,9 +137,12 @@ class SQLJobActions(SQLHost):
                 self._events(conn, events, Event.PRIORITY_CHANGED)
             if report.changed:
                 self._woke(conn, WORK)  # a higher priority may be claimable first
+            write_audit(conn, q, audit, report)
         return report
 
-    def delete_jobs(self, job_ids: Sequence[int], actor: str, now: float) -> ActionReport:
+    def delete_jobs(
+        self, job_ids: Sequence[int], actor: str, now: float, *, audit: Audit | None = None
+    ) -> ActionReport:
         report = ActionReport()
         q = self.q
         with self._write("delete") as conn:
@@ -177,6 +190,7 @@ class SQLJobActions(SQLHost):
                 final = [r for r in gone if r["status"] in FINAL]
                 if final:
                     self._roll_up(conn, final)
+            write_audit(conn, q, audit, report)
         return report
 
 

@@ -12,7 +12,8 @@ from typing import Any
 from ..core.records import Attempt, EventRecord, Job
 from ..core.states import TERMINAL, Event, State
 from . import figures
-from .base import CancelReport, JobFilter
+from .activity import write_audit
+from .base import Audit, CancelReport, JobFilter
 from .host import (
     DONE,
     F_CANCEL,
@@ -43,7 +44,9 @@ class SQLJobOperator(SQLHost):
 
     # -- operator actions ------------------------------------------------------------------
 
-    def retry(self, job_ids: Sequence[int], actor: str, now: float) -> list[int]:
+    def retry(
+        self, job_ids: Sequence[int], actor: str, now: float, *, audit: Audit | None = None
+    ) -> list[int]:
         done: list[int] = []
         params = {
             "to_state": T_RETRY.target.value,
@@ -76,9 +79,12 @@ class SQLJobOperator(SQLHost):
             if done:  # the dependents their outcome cancelled wait for them again
                 self._revive(conn, done, now, actor)
                 self._woke(conn, WORK)
+            write_audit(conn, q, audit, done)
         return done
 
-    def cancel(self, job_ids: Sequence[int], actor: str, now: float) -> CancelReport:
+    def cancel(
+        self, job_ids: Sequence[int], actor: str, now: float, *, audit: Audit | None = None
+    ) -> CancelReport:
         report = CancelReport()
         q = self.q
         event = F_CANCEL.event
@@ -111,6 +117,7 @@ class SQLJobOperator(SQLHost):
                 cancelled = report.cancelled
                 figures.count(conn, q, cancelled, cancelled, with_runs=False)
                 self._release(conn, cancelled, now, actor)  # cancels their dependents
+            write_audit(conn, q, audit, report)
         return report
 
     def match_ids(
@@ -162,6 +169,28 @@ class SQLJobOperator(SQLHost):
         with self._read_rows() as conn:
             rows = self._dicts(conn.execute(self.q["search_jobs"], params))
         return [self._job(r) for r in rows]
+
+    def snoozed_jobs(
+        self, flt: JobFilter, scan: int, floor_id: int = 0
+    ) -> tuple[list[Job], int, int | None]:
+        """Queued jobs whose latest attempt ended snoozed, newest first, at most ``flt.limit``,
+        among the newest ``scan`` snoozed attempts of jobs with ``floor_id <= id <
+        flt.before_id`` (the partial index job_attempts_snoozed); with how many attempts that
+        window held and the lowest job id in it (None: it was empty)."""
+        params = {
+            "type": flt.type,
+            "queue": flt.queue,
+            "error_code": flt.error_code,
+            "before_id": flt.before_id if flt.before_id is not None else 2**62,
+            "floor_id": floor_id,
+            "scan": scan,
+            "limit": flt.limit,
+        }
+        with self._read_rows() as conn:
+            rows = self._dicts(conn.execute(self.q["snoozed_jobs"], params))
+            window = self._dicts(conn.execute(self.q["snoozed_window"], params))[0]
+        floor = None if window["floor"] is None else int(window["floor"])
+        return [self._job(r) for r in rows], int(window["n"]), floor
 
     def attempts(self, job_id: int) -> list[Attempt]:
         with self._read_rows() as conn:

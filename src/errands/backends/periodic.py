@@ -10,7 +10,8 @@ import contextlib
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from .base import NewJob, PeriodicRow
+from .activity import write_audit
+from .base import Audit, NewJob, PeriodicRow
 from .host import Conn, SQLHost, as_text
 
 
@@ -90,32 +91,46 @@ class SQLPeriodic(SQLHost):
             (job_id,) = self._insert(conn, [job], now, "system")
             return True, job_id
 
-    def remove_periodic(self, name: str) -> bool:
+    def remove_periodic(self, name: str, *, audit: Audit | None = None) -> bool:
         """Delete a schedule's row; False if there was none."""
         with self._write("remove_periodic") as conn:
-            return conn.execute(self.q["remove_periodic"], {"name": name}).fetchone() is not None
+            gone = conn.execute(self.q["remove_periodic"], {"name": name}).fetchone() is not None
+            write_audit(conn, self.q, audit, gone)
+            return gone
 
-    def disable_periodic(self, name: str, actor: str, now: float) -> bool | None:
+    def disable_periodic(
+        self, name: str, actor: str, now: float, *, audit: Audit | None = None
+    ) -> bool | None:
         """Disable a schedule (the scheduler enqueues none of its ticks until it is enabled);
         True if this disabled it, False if it already was, None if there is no such schedule."""
         with self._write("periodic_disable") as conn:
             params = {"name": name, "actor": actor, "now": now}
-            if conn.execute(self.q["disable_periodic"], params).fetchone() is not None:
-                return True
-            return _exists(conn, self.q, name)
+            done = conn.execute(self.q["disable_periodic"], params).fetchone() is not None
+            found = True if done else _exists(conn, self.q, name)
+            write_audit(conn, self.q, audit, found)
+            return found
 
-    def enable_periodic(self, name: str, next_run_at: float, now: float) -> bool | None:
+    def enable_periodic(
+        self, name: str, next_run_at: float, now: float, *, audit: Audit | None = None
+    ) -> bool | None:
         """Enable a disabled schedule, its next tick at ``next_run_at`` (the first after now:
         skipped ticks are not caught up); True if this enabled it, False if it was not
         disabled, None if there is no such schedule."""
         with self._write("periodic_enable") as conn:
             params = {"name": name, "next_run_at": next_run_at, "now": now}
-            if conn.execute(self.q["enable_periodic"], params).fetchone() is not None:
-                return True
-            return _exists(conn, self.q, name)
+            done = conn.execute(self.q["enable_periodic"], params).fetchone() is not None
+            found = True if done else _exists(conn, self.q, name)
+            write_audit(conn, self.q, audit, found)
+            return found
 
     def run_periodic(
-        self: JobInserter, name: str, job: NewJob, actor: str, now: float
+        self: JobInserter,
+        name: str,
+        job: NewJob,
+        actor: str,
+        now: float,
+        *,
+        audit: Audit | None = None,
     ) -> int | None:
         """Enqueue one run of a schedule now, outside its ticks (its own next tick is not
         moved), as ``actor`` — in one transaction with the check that the schedule exists;
@@ -124,6 +139,7 @@ class SQLPeriodic(SQLHost):
             if _exists(conn, self.q, name) is None:
                 return None
             (job_id,) = self._insert(conn, [job], now, actor)
+            write_audit(conn, self.q, audit, job_id)
             return job_id
 
     def record_periodic_success(self, name: str, succeeded_at: float) -> None:

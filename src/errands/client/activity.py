@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from ..backends.base import Audit
 from ..core import validate
 from ..core.records import ActivityEntry
 from .parts import QueueParts
@@ -54,7 +55,25 @@ class ActivityLog(QueueParts):
     ) -> int:
         """Add one row to the activity log (what the Queue's own operator actions do): an
         application's own operator action belongs there too. Returns its id."""
-        entry = ActivityEntry(
+        return self.backend.record_activity(
+            self._activity_entry(
+                action, actor=actor, target=target, count=count, filter=filter, detail=detail
+            )
+        )
+
+    def _activity_entry(
+        self,
+        action: str,
+        *,
+        actor: str,
+        target: str | None = None,
+        count: int = 0,
+        filter: Mapping[str, Any] | None = None,
+        detail: Mapping[str, Any] | None = None,
+    ) -> ActivityEntry:
+        """One activity row, checked, timed now: for ``record_activity``, or for a verb to
+        write in its own transaction (``_audit``)."""
+        return ActivityEntry(
             at=datetime.fromtimestamp(self.clock(), UTC),
             actor=validate.text(actor, "actor", max_bytes=200),
             action=validate.text(action, "action", max_bytes=64),
@@ -63,7 +82,11 @@ class ActivityLog(QueueParts):
             filter=None if filter is None else {k: v for k, v in filter.items() if v is not None},
             detail=None if detail is None else dict(detail),
         )
-        return self.backend.record_activity(entry)
+
+    def _audit(self, action: str, *, actor: str, target: str | None, **row: Any) -> Audit:
+        """The row of an action whose count and detail do not depend on what its verb did."""
+        entry = self._activity_entry(action, actor=actor, target=target, **row)
+        return Audit(lambda _result: entry)
 
 
 def jobs_target(ids: Sequence[int]) -> str:

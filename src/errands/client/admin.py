@@ -8,11 +8,13 @@ import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from .. import limits
 from .. import reports as stats
 from ..backends.base import (
+    Audit,
     Graduation,
     JobFilter,
     PruneProgress,
@@ -20,7 +22,7 @@ from ..backends.base import (
 )
 from ..core import validate
 from ..core.options import EnqueueOptions
-from ..core.records import Attempt, EventRecord, Job
+from ..core.records import ActivityEntry, Attempt, EventRecord, Job
 from ..core.schedule import next_tick
 from ..core.settings import Duration, seconds
 from ..core.states import State
@@ -297,41 +299,51 @@ class Actions(ActivityLog):
             raise ConfigurationError(
                 f"unknown action {action!r:.40}; use one of {', '.join(bulk.SELECTABLE)}"
             )
-        report = self._act(action, ids, actor, priority)
-        detail: dict[str, Any] = {
-            "asked": len(ids),
-            "changed": report.changed[:IDS_KEPT],
-            "skipped": report.skipped,
-        }
-        if report.requested:
-            detail["stop_requested"] = report.requested[:IDS_KEPT]
-        if action == "priority":
-            detail["priority"] = priority
-        self.record_activity(
-            action,
-            actor=actor,
-            target=jobs_target(ids) if ids else None,
-            count=len(report.changed) + len(report.requested),
-            filter=selected_by,
-            detail=detail,
-        )
+
+        def row(report: bulk.BulkReport) -> ActivityEntry:
+            detail: dict[str, Any] = {
+                "asked": len(ids),
+                "changed": report.changed[:IDS_KEPT],
+                "skipped": report.skipped,
+            }
+            if report.requested:
+                detail["stop_requested"] = report.requested[:IDS_KEPT]
+            if action == "priority":
+                detail["priority"] = priority
+            return self._activity_entry(
+                action,
+                actor=actor,
+                target=jobs_target(ids) if ids else None,
+                count=len(report.changed) + len(report.requested),
+                filter=selected_by,
+                detail=detail,
+            )
+
+        report = self._act(action, ids, actor, priority, row)
+        if not ids:  # no transaction ran: the row says nothing was asked
+            self.backend.record_activity(row(report))
         return report
 
     def _act(
-        self, action: str, ids: list[int], actor: str, priority: int | None
+        self,
+        action: str,
+        ids: list[int],
+        actor: str,
+        priority: int | None,
+        row: Callable[[bulk.BulkReport], ActivityEntry],
     ) -> bulk.BulkReport:
         b, now = self.backend, self.clock()
         if action == "retry":
-            return bulk.chunked(lambda c: b.retry(c, actor, now), ids)
+            return bulk.chunked(lambda c, a: b.retry(c, actor, now, audit=a), ids, row)
         if action == "cancel":
-            return bulk.chunked(lambda c: b.cancel(c, actor, now), ids)
+            return bulk.chunked(lambda c, a: b.cancel(c, actor, now, audit=a), ids, row)
         if action == "run_now":
-            return bulk.chunked(lambda c: b.run_now(c, actor, now), ids)
+            return bulk.chunked(lambda c, a: b.run_now(c, actor, now, audit=a), ids, row)
         if action == "priority":
             p = validate.integer(priority, "priority", *validate.PRIORITY_RANGE)
-            return bulk.chunked(lambda c: b.set_priority(c, p, actor, now), ids)
+            return bulk.chunked(lambda c, a: b.set_priority(c, p, actor, now, audit=a), ids, row)
         if action == "delete":
-            report = bulk.chunked(lambda c: b.delete_jobs(c, actor, now), ids)
+            report = bulk.chunked(lambda c, a: b.delete_jobs(c, actor, now, audit=a), ids, row)
             if report.changed:  # a deleted job's events go with it: the log keeps who and which
                 shown = ", ".join(map(str, report.changed[:50]))
                 more = f" … ({len(report.changed)} in all)" if len(report.changed) > 50 else ""
@@ -391,10 +403,10 @@ class Actions(ActivityLog):
         """Stop a schedule enqueuing its ticks (until ``enable_periodic``); not overdue while
         disabled. True if this disabled it, False if it already was."""
         actor = _actor(actor)
-        done = self.backend.disable_periodic(_schedule_name(name), actor, self.clock())
+        audit = self._periodic_audit("periodic_disable", actor, name)
+        done = self.backend.disable_periodic(_schedule_name(name), actor, self.clock(), audit=audit)
         if done is None:
             raise _no_schedule(name)
-        self.record_activity("periodic_disable", actor=actor, target=name, count=int(done))
         return done
 
     def enable_periodic(self, name: str, *, actor: str = "api") -> bool:
@@ -405,10 +417,10 @@ class Actions(ActivityLog):
         now = self.clock()
         row = self._schedule(name)
         upcoming = next_tick(row.cron, row.interval_seconds, row.timezone, now)
-        done = self.backend.enable_periodic(row.name, upcoming, now)
+        audit = self._periodic_audit("periodic_enable", actor, row.name)
+        done = self.backend.enable_periodic(row.name, upcoming, now, audit=audit)
         if done is None:
             raise _no_schedule(name)
-        self.record_activity("periodic_enable", actor=actor, target=row.name, count=int(done))
         return done
 
     def remove_periodic(self, name: str, *, actor: str = "api") -> None:
@@ -424,10 +436,12 @@ class Actions(ActivityLog):
                 "would come back; remove its @q.periodic from the code and redeploy first, "
                 "then remove it"
             )
-        if not self.backend.remove_periodic(name):
+        row = partial(self._activity_entry, "periodic_remove", actor=actor, target=name, count=1)
+        if not self.backend.remove_periodic(
+            name, audit=Audit(lambda gone: row() if gone else None)
+        ):
             raise _no_schedule(name)
         log.info("schedule %r removed by %s", name, actor)
-        self.record_activity("periodic_remove", actor=actor, target=name, count=1)
 
     def run_periodic(self, name: str, *, actor: str = "api") -> int:
         """Enqueue one run of a schedule now, outside its ticks (its next tick is not moved),
@@ -441,13 +455,26 @@ class Actions(ActivityLog):
             row.type, json.loads(row.payload), EnqueueOptions(queue=row.queue)
         ).jobs
         job = replace(job, headers=encode_headers({"periodic": row.name, "trigger": "manual"}))
-        job_id = self.backend.run_periodic(row.name, job, actor, self.clock())
+        audit = Audit(
+            lambda job_id: self._activity_entry(
+                "periodic_run", actor=actor, target=row.name, count=1, detail={"job_id": job_id}
+            )
+        )
+        job_id = self.backend.run_periodic(row.name, job, actor, self.clock(), audit=audit)
         if job_id is None:
             raise _no_schedule(name)
-        self.record_activity(
-            "periodic_run", actor=actor, target=row.name, count=1, detail={"job_id": job_id}
-        )
         return job_id
+
+    def _periodic_audit(self, action: str, actor: str, name: str) -> Audit:
+        """A schedule action's row: its count is whether it changed the schedule (a bool);
+        none when there is no such schedule (None: refused, as unknown input is)."""
+        return Audit(
+            lambda done: (
+                None
+                if done is None
+                else self._activity_entry(action, actor=actor, target=name, count=int(done))
+            )
+        )
 
     def _schedule(self, name: str) -> Any:
         name = _schedule_name(name)

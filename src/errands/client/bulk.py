@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from ..backends.base import ActionReport, CancelReport
+from ..backends.base import ActionReport, Audit, CancelReport
+from ..core.records import ActivityEntry
 from ..core.states import DELETE_FROM, REPRIORITIZE_FROM, RUN_NOW_FROM, State, transition
 
 CHUNK = 500  # ids per transaction: keeps the write lock short on large selections
@@ -45,23 +46,44 @@ class BulkReport:
         return self.selected - len(self.changed) - len(self.requested)
 
 
+Result = ActionReport | CancelReport | list[int]
+
+
 def chunked(
-    act: Callable[[Sequence[int]], ActionReport | CancelReport | list[int]], ids: Sequence[int]
+    act: Callable[[Sequence[int], Audit | None], Result],
+    ids: Sequence[int],
+    row: Callable[[BulkReport], ActivityEntry] | None = None,
 ) -> BulkReport:
     """Run ``act`` (a backend verb, its other arguments bound) on ``ids``, CHUNK ids per
     transaction, the reports merged; the first REFUSALS_SHOWN reasons kept (the count is
-    always whole). The one runner of every operator action (``Queue.act``)."""
+    always whole). The one runner of every operator action (``Queue.act``). ``row``: the
+    activity log's row for the whole report so far, which each transaction writes with its
+    own changes (the first inserts it, the next ones bring it up to date): a change is never
+    committed without the row that says who made it."""
     report = BulkReport(selected=len(ids))
+    audit = None
+    if row is not None:
+        audit = Audit(lambda done: row(_merged(_copy(report), done)))
     for i in range(0, len(ids), CHUNK):
-        done = act(ids[i : i + CHUNK])
-        if isinstance(done, list):  # retry: the ids it changed
-            report.changed += done
-        elif isinstance(done, CancelReport):
-            report.changed += done.cancelled
-            report.requested += done.requested
-        else:
-            report.changed += done.changed
-            for job_id, why in done.refused.items():
-                if len(report.refused) < REFUSALS_SHOWN:
-                    report.refused[job_id] = why
+        _merged(report, act(ids[i : i + CHUNK], audit))
+    return report
+
+
+def _copy(report: BulkReport) -> BulkReport:
+    return BulkReport(
+        report.selected, list(report.changed), list(report.requested), dict(report.refused)
+    )
+
+
+def _merged(report: BulkReport, done: Result) -> BulkReport:
+    if isinstance(done, list):  # retry: the ids it changed
+        report.changed += done
+    elif isinstance(done, CancelReport):
+        report.changed += done.cancelled
+        report.requested += done.requested
+    else:
+        report.changed += done.changed
+        for job_id, why in done.refused.items():
+            if len(report.refused) < REFUSALS_SHOWN:
+                report.refused[job_id] = why
     return report

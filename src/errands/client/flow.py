@@ -5,6 +5,7 @@ pause and resume queues, store and clear limits, and read both back. The promise
 from __future__ import annotations
 
 from .. import fair, limits
+from ..backends.base import Audit
 from ..core import validate
 from ..fair import FairInfo
 from ..limits import Limit, LimitInfo, QueueInfo
@@ -23,19 +24,20 @@ class FlowControl(ActivityLog):
         actor = validate.text(actor, "actor", max_bytes=200)
         if reason is not None:
             validate.text(reason, "reason", max_bytes=500)
-        self.backend.pause_queue(queue, reason, actor, self.clock())
-        self.record_activity("pause", actor=actor, target=queue, count=1, detail={"reason": reason})
+        audit = self._audit("pause", actor=actor, target=queue, count=1, detail={"reason": reason})
+        self.backend.pause_queue(queue, reason, actor, self.clock(), audit=audit)
 
     def resume(self, queue: str, *, actor: str = "api") -> bool:
         """Lift the pause of ``queue`` ('*': every pause) and wake workers; False if it was
         not paused. A queue stays paused while a '*' pause holds."""
         _queue_name(queue)
         actor = validate.text(actor, "actor", max_bytes=200)
-        resumed = self.backend.resume_queue(queue)
-        self.record_activity(
-            "resume", actor=actor, target=queue, count=len(resumed), detail={"resumed": resumed}
+        audit = Audit(
+            lambda resumed: self._activity_entry(
+                "resume", actor=actor, target=queue, count=len(resumed), detail={"resumed": resumed}
+            )
         )
-        return bool(resumed)
+        return bool(self.backend.resume_queue(queue, audit=audit))
 
     def queues(self) -> list[QueueInfo]:
         """Queues with active jobs or a pause: paused, by whom, since when, why; counts."""
@@ -53,22 +55,25 @@ class FlowControl(ActivityLog):
         it lets waiting jobs go at once, lowering it never stops running ones."""
         spec = Limit(key, running=running, rate=rate).spec()
         actor = validate.text(actor, "actor", max_bytes=200)
-        self.backend.set_limit(spec, actor, self.clock())
-        self.record_activity(
+        audit = self._audit(
             "set_limit",
             actor=actor,
             target=key,
             count=1,
             detail={"running": running, "rate": None if rate is None else list(rate)},
         )
+        self.backend.set_limit(spec, actor, self.clock(), audit=audit)
 
     def clear_limit(self, key: str, *, actor: str = "api") -> bool:
         """Drop the stored limit of ``key``: the code's applies again. False if none."""
         validate.text(key, "limit key")
         actor = validate.text(actor, "actor", max_bytes=200)
-        cleared = self.backend.clear_limit(key)
-        self.record_activity("clear_limit", actor=actor, target=key, count=int(cleared))
-        return cleared
+        audit = Audit(
+            lambda cleared: self._activity_entry(
+                "clear_limit", actor=actor, target=key, count=int(cleared)
+            )
+        )
+        return self.backend.clear_limit(key, audit=audit)
 
     def limits(self) -> list[LimitInfo]:
         """Every limit: its caps in force and where from, and per group running/waiting."""

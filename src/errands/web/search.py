@@ -12,8 +12,10 @@ Both are bounded, so a page costs the same on a million rows as on twenty thousa
 so. A text search looks at one window of ``SCAN_ROWS`` ids (the newest, or those below the
 cursor), in the database (``search_jobs``: a range of the primary key); a view that needs a
 look at each row (scheduled, retrying) reads at most ``SCAN_ROWS`` jobs that pass the exact
-filters, newest first, and checks them here. The answer says how many it looked at, and its
-cursor continues below them.
+filters, newest first, and checks them here. ``snoozed`` looks at the newest ``SCAN_ROWS``
+snoozed attempts instead, in the database (``snoozed_jobs``: a range of an index of the
+snoozed attempts only), so snoozes are found however few they are among the queued jobs. The
+answer says how many it looked at, and its cursor continues below them.
 """
 
 from __future__ import annotations
@@ -98,17 +100,36 @@ def filters(query: Any) -> Filters:
     )
 
 
-def _snoozed(dash: Dashboard, f: Filters) -> frozenset[int]:
-    """The queued jobs whose latest attempt ended snoozed (one read of at most ``SCAN_ROWS``
-    of them, with their latest attempt row each), for the ``snoozed`` view's check."""
-    if f.view != "snoozed":
-        return frozenset()
-    return frozenset(r["id"] for r in dash.queue.reads.snoozing_jobs(1, SCAN_ROWS))
+def _snoozed(dash: Dashboard, f: Filters) -> Found:
+    """The ``snoozed`` view: one window of the newest ``SCAN_ROWS`` snoozed attempts below the
+    cursor, and their jobs still queued with that attempt as their latest."""
+    flt = JobFilter(
+        type=f.type,
+        queue=f.queue,
+        error_code=f.error_code,
+        before_id=f.cursor,
+        limit=f.limit + 1,
+    )
+    rows, looked, floor = dash.queue.reads.snoozed_jobs(flt, SCAN_ROWS)
+    if len(rows) > f.limit:
+        rows = rows[: f.limit]
+        return Found(rows, rows[-1].id, looked, SCAN_ROWS)
+    return Found(rows, floor if looked == SCAN_ROWS else None, looked, SCAN_ROWS)
 
 
-def _in_view(job: Job, f: Filters, now: float, snoozed: frozenset[int] = frozenset()) -> bool:
-    if f.view == "snoozed":
-        return job.id in snoozed
+def _snoozed_in(dash: Dashboard, f: Filters, floor: int, top: int) -> tuple[set[int], int]:
+    """For a text search in the ``snoozed`` view: the snoozed jobs with ids in ``floor <= id
+    < top``, and the floor raised to where that look stopped, if it stopped short."""
+    flt = JobFilter(
+        type=f.type, queue=f.queue, error_code=f.error_code, before_id=top, limit=SCAN_ROWS
+    )
+    rows, looked, lowest = dash.queue.reads.snoozed_jobs(flt, SCAN_ROWS, floor)
+    if looked == SCAN_ROWS and lowest is not None:
+        floor = max(floor, lowest)
+    return {j.id for j in rows}, floor
+
+
+def _in_view(job: Job, f: Filters, now: float) -> bool:
     if f.view == "scheduled" and (
         job.attempts > 0 or job.run_at is None or job.run_at.timestamp() <= now
     ):
@@ -125,6 +146,9 @@ def _search(dash: Dashboard, f: Filters, text: str) -> Found:
             return Found([], None, 0, SCAN_ROWS)
         top = newest + 1
     floor = max(top - SCAN_ROWS, 1)
+    snoozed: set[int] | None = None
+    if f.view == "snoozed":
+        snoozed, floor = _snoozed_in(dash, f, floor, top)
     checks = f.view is not None and VIEWS[f.view][1]
     flt = JobFilter(
         status=f.status,
@@ -135,10 +159,11 @@ def _search(dash: Dashboard, f: Filters, text: str) -> Found:
         limit=SCAN_ROWS if checks else f.limit + 1,
     )
     rows = backend.search_jobs(flt, text, floor)
-    if checks:
+    if snoozed is not None:
+        rows = [j for j in rows if j.id in snoozed]
+    elif checks:
         now = dash.queue.clock()
-        snoozed = _snoozed(dash, f)
-        rows = [j for j in rows if _in_view(j, f, now, snoozed)]
+        rows = [j for j in rows if _in_view(j, f, now)]
     if len(rows) > f.limit:
         rows = rows[: f.limit]
         return Found(rows, rows[-1].id, top - floor, SCAN_ROWS)
@@ -178,6 +203,8 @@ def find(dash: Dashboard, f: Filters) -> Found:
             before_id=f.cursor,
         )
         return Found(rows, next_id, None, SCAN_ROWS)
+    if f.view == "snoozed":
+        return _snoozed(dash, f)
     if not f.bounded:
         # One more than asked: a next page exists only if that one came back.
         rows = q.jobs(**exact, limit=f.limit + 1, before_id=f.cursor)
@@ -185,7 +212,6 @@ def find(dash: Dashboard, f: Filters) -> Found:
         rows = rows[: f.limit]
         return Found(rows, rows[-1].id if more and rows else None, None, SCAN_ROWS)
     now = q.clock()
-    snoozed = _snoozed(dash, f)
     found: list[Job] = []
     scanned = 0
     cursor = f.cursor
@@ -196,7 +222,7 @@ def find(dash: Dashboard, f: Filters) -> Found:
         for job in batch:
             scanned += 1
             cursor = job.id
-            if _in_view(job, f, now, snoozed):
+            if _in_view(job, f, now):
                 found.append(job)
                 if len(found) > f.limit:
                     break

@@ -45,10 +45,17 @@ ORDER BY queue;
 
 -- name: error_sample
 -- The newest finished job of one error group (code and type), for its sample message: one
--- step down jobs_error_code (error_code, type, finished_at), whatever the group's size.
+-- step down jobs_error_code (error_code, type, finished_at) for the newest finish, then the
+-- highest id among the jobs that finished at that instant, whatever the group's size. (One
+-- ORDER BY finished_at, id read the whole group and sorted it: the index's entries are not
+-- in id order within a finish time, and it has no NULLS LAST to walk — 3,334 rows and about
+-- 150 ms per group at 1,000,000 jobs, for each of the page's groups.)
 SELECT id, attempts, error_detail FROM jobs
-WHERE error_code = :error_code AND type = :type AND finished_at IS NOT NULL
-ORDER BY finished_at DESC NULLS LAST, id DESC
+WHERE error_code = :error_code AND type = :type
+  AND finished_at = (SELECT MAX(finished_at) FROM jobs
+                     WHERE error_code = :error_code AND type = :type
+                       AND finished_at IS NOT NULL)
+ORDER BY id DESC
 LIMIT 1;
 
 -- name: retry_histogram

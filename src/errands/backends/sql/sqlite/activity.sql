@@ -7,6 +7,13 @@ INSERT INTO operator_actions (at, actor, action, target, count, filter, detail)
 VALUES (:now, :actor, :action, :target, :count, :filter, :detail)
 RETURNING id;
 
+-- name: update_activity
+-- A bulk action's row brought up to date by its next transaction (one per chunk of ids): the
+-- jobs it changed so far, and its detail.
+UPDATE operator_actions SET count = :count, detail = :detail
+WHERE id = :id
+RETURNING id;
+
 -- name: list_activity
 -- Operator actions, newest first, keyset-paginated by id. One query per filter given (not
 -- "(:actor IS NULL OR actor = :actor)", which no index can serve: a rare actor would be

@@ -365,6 +365,36 @@ WHERE id < :before_id AND id >= :floor_id
 ORDER BY id DESC
 LIMIT :limit;
 
+-- name: snoozed_jobs
+-- The snoozed view (docs/dashboard.md, "/jobs"): queued jobs whose latest attempt ended
+-- snoozed, newest first, among the newest :scan snoozed attempts of jobs in :floor_id <= id <
+-- :before_id (a range of job_attempts_snoozed, newest job and attempt first: the caller
+-- bounds it), with the exact filters. Each attempt in that window costs one primary-key look
+-- at its job; a job's latest snoozed attempt comes first of its own, so a window cut inside
+-- one job's attempts still holds the one that counts.
+SELECT j.* FROM (
+    SELECT a.job_id, a.attempt FROM job_attempts AS a
+    WHERE a.status = 'snoozed' AND a.job_id < :before_id AND a.job_id >= :floor_id
+    ORDER BY a.job_id DESC, a.attempt DESC
+    LIMIT :scan
+) AS w JOIN jobs AS j ON j.id = w.job_id AND j.attempts = w.attempt
+WHERE j.status = 'queued'
+  AND (:type IS NULL OR j.type = :type)
+  AND (:queue IS NULL OR j.queue = :queue)
+  AND (:error_code IS NULL OR j.error_code = :error_code)
+ORDER BY j.id DESC
+LIMIT :limit;
+
+-- name: snoozed_window
+-- The window snoozed_jobs looked at: how many snoozed attempts, and the lowest job id among
+-- them (where the next page starts when this one found too few).
+SELECT COUNT(*) AS n, MIN(job_id) AS floor FROM (
+    SELECT a.job_id FROM job_attempts AS a
+    WHERE a.status = 'snoozed' AND a.job_id < :before_id AND a.job_id >= :floor_id
+    ORDER BY a.job_id DESC, a.attempt DESC
+    LIMIT :scan
+) AS w;
+
 -- name: job_attempts
 -- A job's attempts in order.
 SELECT * FROM job_attempts WHERE job_id = :job_id ORDER BY attempt;

@@ -1,0 +1,197 @@
+"""An operator action and its activity-log row commit together (docs/operations.md, "The
+activity log"), on both backends: the main mutation paths — retry, cancel, delete, run now,
+priority, pause, resume, set and clear a limit, and the schedule actions — write their row
+inside the transaction that changes the jobs, queues, limits or schedules. A process killed
+right after that commit has left both; a row the database refuses undoes the action; a bulk
+action is logged chunk by chunk, so the row always counts exactly the changes committed so
+far."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+import errands
+from errands.client.bulk import CHUNK
+from errands.core import faults
+from helpers.ops import HOUR, run_job
+from helpers.support import EPOCH, get_job, is_postgres, sql_rows
+
+
+def _refuse(url: str, when: str) -> None:
+    """Make the database refuse every ``when`` (INSERT or UPDATE) of an activity row."""
+    if is_postgres(url):
+        import psycopg
+
+        with psycopg.connect(url, autocommit=True) as pg:
+            pg.execute(
+                "CREATE FUNCTION refuse_activity() RETURNS trigger LANGUAGE plpgsql AS "
+                "$$ BEGIN RAISE EXCEPTION 'activity refused'; END $$"
+            )
+            pg.execute(
+                f"CREATE TRIGGER refuse_activity BEFORE {when} ON operator_actions "
+                "FOR EACH ROW EXECUTE FUNCTION refuse_activity()"
+            )
+        return
+    lite = sqlite3.connect(url)
+    try:
+        lite.execute(
+            f"CREATE TRIGGER refuse_activity BEFORE {when} ON operator_actions "
+            "BEGIN SELECT RAISE(ABORT, 'activity refused'); END"
+        )
+        lite.commit()
+    finally:
+        lite.close()
+
+
+def _rows(url: str) -> list[tuple[Any, ...]]:
+    return sql_rows(url, "SELECT actor, action, count FROM operator_actions ORDER BY id")
+
+
+def _world(q: errands.Queue) -> dict[str, int]:
+    failed = run_job(
+        q, "a", run_at=EPOCH - 300, started=EPOCH - 290, finished=EPOCH - 280, outcome="failed"
+    )
+    later = q.enqueue("b", {}, delay=HOUR)
+    q.pause("held", actor="setup")
+    q.set_limit("k", running=1, actor="setup")
+
+    @q.periodic(every=HOUR)
+    def hourly() -> None: ...
+
+    @q.periodic(every=HOUR)
+    def paused_hourly() -> None: ...
+
+    q.disable_periodic("paused_hourly", actor="setup")
+    return {"failed": failed, "later": later}
+
+
+def _schedules(q: errands.Queue) -> list[tuple[str, bool]]:
+    return [(r.name, r.disabled_at is None) for r in q.backend.list_periodic()]
+
+
+# Each action, and what the database shows of it: the same before and after when the action
+# was undone, different when it was done.
+ACTIONS: dict[str, tuple[Callable[[errands.Queue, dict[str, int]], Any], Callable[..., Any]]] = {
+    "retry": (
+        lambda q, w: q.retry(w["failed"], actor="ops"),
+        lambda q, w: get_job(q, w["failed"]).status,
+    ),
+    "cancel": (
+        lambda q, w: q.cancel(w["later"], actor="ops"),
+        lambda q, w: get_job(q, w["later"]).status,
+    ),
+    "delete": (
+        lambda q, w: q.act("delete", [w["failed"]], actor="ops"),
+        lambda q, w: q.get(w["failed"]) is None,
+    ),
+    "run_now": (
+        lambda q, w: q.run_now(w["later"], actor="ops"),
+        lambda q, w: get_job(q, w["later"]).run_at,
+    ),
+    "priority": (
+        lambda q, w: q.set_priority(5, w["later"], actor="ops"),
+        lambda q, w: get_job(q, w["later"]).priority,
+    ),
+    "pause": (
+        lambda q, w: q.pause("mail", actor="ops"),
+        lambda q, w: sorted(p.name for p in q.queues() if p.paused),
+    ),
+    "resume": (
+        lambda q, w: q.resume("held", actor="ops"),
+        lambda q, w: sorted(p.name for p in q.queues() if p.paused),
+    ),
+    "set_limit": (
+        lambda q, w: q.set_limit("k", running=3, actor="ops"),
+        lambda q, w: [(x.key, x.running) for x in q.limits()],
+    ),
+    "clear_limit": (
+        lambda q, w: q.clear_limit("k", actor="ops"),
+        lambda q, w: [(x.key, x.running) for x in q.limits()],
+    ),
+    "periodic_disable": (
+        lambda q, w: q.disable_periodic("hourly", actor="ops"),
+        lambda q, w: _schedules(q),
+    ),
+    "periodic_enable": (
+        lambda q, w: q.enable_periodic("paused_hourly", actor="ops"),
+        lambda q, w: _schedules(q),
+    ),
+    "periodic_remove": (
+        lambda q, w: q.remove_periodic("hourly", actor="ops"),
+        lambda q, w: _schedules(q),
+    ),
+    "periodic_run": (
+        lambda q, w: q.run_periodic("hourly", actor="ops"),
+        lambda q, w: len(q.jobs(type="hourly")),
+    ),
+}
+
+
+@pytest.mark.parametrize("action", sorted(ACTIONS))
+def test_a_refused_activity_row_undoes_the_action(q: errands.Queue, action: str) -> None:
+    do, shown = ACTIONS[action]
+    world = _world(q)
+    before, logged = shown(q, world), _rows(q.url)
+    _refuse(q.url, "INSERT")
+    with pytest.raises(Exception, match="activity refused"):
+        do(q, world)
+    assert shown(q, world) == before  # rolled back with its row
+    assert _rows(q.url) == logged
+
+
+@pytest.mark.parametrize("action", sorted(ACTIONS))
+def test_an_action_is_logged_in_its_own_transaction(q: errands.Queue, action: str) -> None:
+    # The same actions without the refusal: done, and logged once, by "ops".
+    do, shown = ACTIONS[action]
+    world = _world(q)
+    before, logged = shown(q, world), _rows(q.url)
+    do(q, world)
+    assert shown(q, world) != before
+    assert len(_rows(q.url)) == len(logged) + 1 and _rows(q.url)[-1][:2] == ("ops", action)
+
+
+CRASHES = {
+    # what the child does, the write it is killed right after, and what it changed
+    "retry": ("q.retry({failed}, actor='ops')", "retry"),
+    "pause": ("q.pause('mail', actor='ops')", "pause"),
+    "set_limit": ("q.set_limit('k', running=3, actor='ops')", "set_limit"),
+}
+
+
+@pytest.mark.parametrize("action", sorted(CRASHES))
+def test_killed_after_the_commit_the_row_is_there(q: errands.Queue, action: str) -> None:
+    # Before, the row was a second transaction: a process killed between the two had
+    # changed the jobs (or the pause, the limit) with no row saying who did.
+    world = _world(q)
+    logged = _rows(q.url)
+    call, write = CRASHES[action]
+    code = f"import sys, errands; q = errands.Queue(sys.argv[1]); {call.format(**world)}"
+    crashed = subprocess.run(
+        [sys.executable, "-c", code, q.url],
+        env={**os.environ, "ERRANDS_FAULT": f"{write}.after_commit"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert crashed.returncode == faults.FAULT_EXIT_CODE, crashed.stderr
+    assert _rows(q.url)[len(logged) :] == [("ops", action, 1)]
+
+
+def test_a_bulk_action_is_logged_chunk_by_chunk(q: errands.Queue) -> None:
+    # Two transactions (CHUNK ids, then one): the first inserts the row, the second brings
+    # it up to date. If the second fails, the first's changes stay and so does the row,
+    # counting exactly them.
+    ids = q.enqueue_many([("b", {"n": n}) for n in range(CHUNK + 1)])
+    _refuse(q.url, "UPDATE")
+    with pytest.raises(Exception, match="activity refused"):
+        q.act("cancel", ids, actor="ops")
+    statuses = [get_job(q, i).status for i in ids]
+    assert statuses.count("cancelled") == CHUNK and statuses[-1] == "queued"
+    assert _rows(q.url) == [("ops", "cancel", CHUNK)]
