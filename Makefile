@@ -30,22 +30,12 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
-# The suite in two runs. Most of it runs in two pytest processes (pytest-xdist): those tests
-# wait on databases and subprocesses, each has its own SQLite file or PostgreSQL database, and
-# two share two cores well. tests/runtime (real worker processes SIGKILLed, stopped, starved)
-# then runs in one process: its bounds (a killed worker's jobs recovered within lease + sweep
-# + 1 s) hold on a machine doing only that, and a second test beside it starves the workers.
-# PYTEST_WORKERS=0 runs the first part in one process too; PYTEST_ARGS goes to both runs
-# (exit status 5, "no tests collected" by a -k filter, is not a failure).
-PYTEST_WORKERS ?= 2
-PYTEST := $(VENV)/bin/pytest
 unit: $(STAMP)
-	$(PYTEST) -n $(PYTEST_WORKERS) --ignore=tests/runtime $(PYTEST_ARGS) || [ $$? -eq 5 ]
-	$(PYTEST) tests/runtime $(PYTEST_ARGS) || [ $$? -eq 5 ]
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 # The suite without the long fault tests (tests/runtime: real crashes, signals, chaos).
 unit-fast: $(STAMP)
-	$(PYTEST) -n $(PYTEST_WORKERS) --ignore=tests/runtime $(PYTEST_ARGS)
+	$(VENV)/bin/pytest --ignore=tests/runtime $(PYTEST_ARGS)
 
 # The documentation site, into site/ (open site/index.html); --strict: a warning fails it.
 docs: $(STAMP)
@@ -57,8 +47,7 @@ test: lint typecheck docs unit
 # (marked heavy: the benchmarks' smoke runs and the SIGKILL chaos figures), which CI runs.
 test-fast: $(STAMP)
 	$(MAKE) lint typecheck
-	$(PYTEST) -n $(PYTEST_WORKERS) -m "not heavy" --ignore=tests/runtime $(PYTEST_ARGS) || [ $$? -eq 5 ]
-	$(PYTEST) -m "not heavy" tests/runtime $(PYTEST_ARGS) || [ $$? -eq 5 ]
+	$(VENV)/bin/pytest -m "not heavy" $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(VENV)/bin/errands bench
