@@ -388,8 +388,13 @@ def declared_rows(tasks: Mapping[str, Task[Any, Any]], worker_id: str) -> list[T
 
 
 def _declared_options(options: TaskOptions) -> dict[str, Any]:
-    # What `errands check` reads back without the app: which keys a failed head blocks.
+    # What tools without the app read back: `errands check`, which keys a failed head blocks;
+    # `errands fair` and a standalone dashboard, the fair keys before their first turn.
+    declared: dict[str, Any] = {}
+    fair_key = options.fair_key()
+    if fair_key is not None:
+        declared["fair_key"] = fair_key
     key = options.order_key()
-    if key is None or options.order is None:
-        return {}
-    return {"order_key": key, "order_on_failure": options.order.on_failure}
+    if key is not None and options.order is not None:
+        declared.update(order_key=key, order_on_failure=options.order.on_failure)
+    return declared

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import pytest
 
@@ -56,3 +57,25 @@ def test_bad_minutes_are_refused_with_the_range(
     assert code == 2 and "at most 1440" in err
     with pytest.raises(errands.ConfigurationError, match="at most 1440"):
         queue.fairness(minutes=-1)
+
+
+def test_a_fair_key_a_worker_declares_shows_before_its_first_turn(
+    db_url: str, make_queue: Callable[..., errands.Queue], capsys: pytest.CaptureFixture[str]
+) -> None:
+    worker = make_queue()
+
+    @worker.task(fair="tenant", queue="sync")
+    def sync(tenant: str) -> None: ...
+
+    worker.run_worker(burst=True, concurrency=1)  # declares its tasks; nothing to run yet
+    worker.enqueue_many([("sync", {"tenant": t}) for t in ("acme", "acme", "bolt")])
+    # A tool without the app (the CLI, a standalone dashboard) finds the key by the
+    # worker's declaration: no claim has stored a turn yet.
+    bare = make_queue()
+    assert [(i.key, i.value, i.due) for i in bare.fairness()] == [
+        ("fair:tenant", "acme", 2),
+        ("fair:tenant", "bolt", 1),
+    ]
+    code, out, _ = run(["fair", "--json", "--db", db_url], capsys)
+    assert code == 0
+    assert {r["value"]: r["due"] for r in json.loads(out)} == {"acme": 2, "bolt": 1}

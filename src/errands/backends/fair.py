@@ -121,7 +121,8 @@ class SQLFair(SQLHost):
     _fair_claims = 0
 
     def fair_keys(self) -> list[str]:
-        """The fair keys whose turns are stored (served at least once)."""
+        """The fair keys whose turns are stored (served at least once) or that a worker
+        declares (its tasks' options in ``task_types``)."""
         return [r["key"] for r in self._fetch("fair_keys")]
 
     def fair_usage(self, keys: Sequence[str], now: float, since: float) -> list[dict[str, Any]]:

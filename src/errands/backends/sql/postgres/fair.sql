@@ -3,8 +3,12 @@
 -- whose group lock (limited_groups) the claim holds: only it moves their tags.
 
 -- name: fair_keys
--- The fair keys whose turns are stored (a key is served once before it has a clock).
-SELECT key FROM fair_clocks ORDER BY key;
+-- The fair keys whose turns are stored (a key is served once before it has a clock), and
+-- those a worker declares (task_types), which have none before their first turn.
+SELECT key FROM fair_clocks
+UNION
+SELECT options->>'fair_key' AS key FROM task_types WHERE options->>'fair_key' IS NOT NULL
+ORDER BY key;
 
 -- name: stored_limit_keys
 -- Every key with a stored limit (the code's or an operator's): a fair key among them is capped.
