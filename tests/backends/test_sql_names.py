@@ -86,14 +86,15 @@ def test_the_due_filter_is_written_once_per_dialect() -> None:
     so a change to it is one change per dialect."""
     root = resources.files("errands.backends.sql")
     for dialect in ("sqlite", "postgres"):
-        holding = sorted(
-            entry.name
-            for entry in root.joinpath(dialect).iterdir()
-            if entry.name.endswith(".sql") and not entry.name.startswith("migration_")
-            if "deadline_at IS NULL OR deadline_at >" in entry.read_text()
-        )
-        assert holding == ["due.sql"], dialect
-        assert "deadline_at IS NULL OR deadline_at >" in sql.fragments(dialect)["due_job"]
+        for term in ("deadline_at IS NULL OR deadline_at >", "expires_at IS NULL OR"):
+            holding = sorted(
+                entry.name
+                for entry in root.joinpath(dialect).iterdir()
+                if entry.name.endswith(".sql") and not entry.name.startswith("migration_")
+                if term in entry.read_text()
+            )
+            assert holding == ["due.sql"], (dialect, term)
+            assert term in sql.fragments(dialect)["due_job"]
 
 
 FRAGMENT = "-- fragment: f\n-- Two terms.\nx = 1\n  AND y = :y\n"

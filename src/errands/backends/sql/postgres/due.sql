@@ -8,7 +8,8 @@
 -- Queued and due, not expired (expires_in bounds only the wait for a first start), before its
 -- deadline, of the worker's :types and :queues (NULL: any), its queue not paused nor every
 -- queue paused ('*'). Columns unqualified: those of the jobs row the query reads. Used by
--- claim_recorded (its three ranges), claim_behind, limited_due, unlimited_due and fair_due.
+-- claim_recorded (its three ranges), claim_behind, limited_due, unlimited_due, fair_due and
+-- order_head (whether a value's head may start).
 status = 'queued'
   AND run_at <= to_timestamp(:now)
   AND (expires_at IS NULL OR expires_at > to_timestamp(:now) OR started_at IS NOT NULL)

@@ -8,7 +8,8 @@
 -- Queued and due, not expired (expires_in bounds only the wait for a first start), before its
 -- deadline, of the worker's :types and :queues (NULL: any), its queue not paused nor every
 -- queue paused ('*'). Columns unqualified: those of the jobs row the query reads. Used by
--- claim, claim_behind, and the limited claim's limited_due, unlimited_due and fair_due.
+-- claim, claim_behind, and the limited claim's limited_due, unlimited_due, fair_due and
+-- order_head (whether a value's head may start).
 -- status = 'queued' is a literal (not bound) so that SQLite can use the partial indexes
 -- jobs_due and jobs_limited_due.
 status = 'queued'
