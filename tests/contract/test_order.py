@@ -22,6 +22,7 @@ from errands.backends.base import (
     Succeeded,
     Suspended,
 )
+from errands.maintenance.expirer import Expirer
 from errands.order import order_specs
 from errands.tasks import TaskOptions
 from helpers.support import FixedClock
@@ -153,6 +154,24 @@ def test_a_snoozed_sleeping_or_waiting_head_holds_its_value(
     parked = q.get(head.id)
     assert parked is not None and parked.status == "waiting"
     assert claim(q) == []  # ctx.wait_for: waiting
+
+
+def test_a_head_past_its_deadline_or_expired_is_not_started(
+    clocked_queue: errands.Queue, clock: FixedClock
+) -> None:
+    # Whether the head may start is the claim's own filter (due_job, due.sql): a head past its
+    # deadline or its expires_in holds its value until the expiry service fails or drops it.
+    q = clocked_queue
+    app(q)
+    late = q.enqueue("sync", {"account": "a", "n": 0}, deadline=1)
+    q.enqueue("sync", {"account": "a", "n": 1})
+    stale = q.enqueue("sync", {"account": "b", "n": 0}, expires_in=1)
+    q.enqueue("sync", {"account": "b", "n": 1})
+    clock.advance(2)
+    assert claim(q) == []
+    report = Expirer(q.backend).run_once(q.clock())
+    assert (report.past_deadline, report.expired) == ([late], [stale])
+    assert sorted(ns(claim(q))) == [1, 1]  # each value's next job is its head now
 
 
 def test_a_head_waiting_for_its_dependencies_holds_its_value(

@@ -10,6 +10,18 @@ ones where that saves round trips, run by a hook on its backend class; a shared 
 hook always replaces is not kept in that dialect at all (``REPLACED``). Every dialect writes
 parameters as ``:name``; for PostgreSQL they are rewritten once, at load, into psycopg's
 ``%(name)s``.
+
+A block starting with ``-- fragment: NAME`` is not a query but a piece of one, written once
+so that several queries cannot drift apart: ``due_job`` (``due.sql``), what a job must be for
+a claim to take it. A query writes ``{{NAME}}`` where the fragment goes, and the loader
+splices it in before anything else (the table prefix, the parameter style): every line of
+the fragment after its first takes the indentation of the placeholder's line. Double braces,
+because they are never SQL outside a literal, and a single ``{table}`` is a placeholder of
+vacuum.sql that its caller fills. A fragment binds its own parameters (the query must bind
+them too), holds no placeholder itself, and is neither a query (``queries`` leaves it out)
+nor checked by query-name parity: both dialects define the same fragment names
+(``fragments``; tests/backends/test_sql_names.py). An unknown placeholder and a fragment no
+query uses are errors at load.
 """
 
 from __future__ import annotations
@@ -19,7 +31,10 @@ from collections.abc import Callable
 from functools import cache
 from importlib import resources
 
-_NAME = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
+_BLOCK = re.compile(r"^-- (name|fragment): (\w+)\s*$", re.MULTILINE)
+# A fragment's placeholder, found one token at a time like a parameter (_TOKEN): a string
+# literal, a quoted identifier or a comment is kept whole, so braces inside them are text.
+_PLACEHOLDER = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|--[^\n]*|\{\{(\w+)\}\}|\{\{|\}\}")
 # One token at a time, leftmost alternative first: a string literal or quoted identifier is kept
 # whole, '::' is a cast (not a parameter), ':name' is a parameter, and a bare '%' must be doubled
 # for psycopg.
@@ -45,34 +60,108 @@ PARAMETER_STYLE: dict[str, Callable[[str], str]] = {
 }
 
 
-def parse(text: str) -> dict[str, str]:
-    queries: dict[str, str] = {}
-    parts = _NAME.split(text)
-    for name, body in zip(parts[1::2], parts[2::2], strict=True):
-        if name in queries:
-            raise ValueError(f"query {name!r} is defined twice")
+def blocks(text: str) -> tuple[dict[str, str], dict[str, str]]:
+    """The queries and the fragments of one file, by name, without their comment lines."""
+    found: dict[str, dict[str, str]] = {"name": {}, "fragment": {}}
+    parts = _BLOCK.split(text)
+    for kind, name, body in zip(parts[1::3], parts[2::3], parts[3::3], strict=True):
+        if name in found[kind]:
+            raise ValueError(f"{'query' if kind == 'name' else kind} {name!r} is defined twice")
         statement = "\n".join(
             line for line in body.strip().splitlines() if not line.lstrip().startswith("--")
         ).strip()
-        queries[name] = statement.rstrip(";").strip()
-    return queries
+        found[kind][name] = statement.rstrip(";").strip()
+    return found["name"], found["fragment"]
+
+
+def parse(text: str) -> dict[str, str]:
+    """The queries of one file (its fragments left out)."""
+    return blocks(text)[0]
+
+
+def splice(statement: str, fragments: dict[str, str], used: set[str]) -> str:
+    """``statement`` with each ``{{NAME}}`` outside a literal or a comment replaced by the
+    fragment of that name, re-indented to the placeholder's line; the names it used are
+    added to ``used``. An unknown name, or a stray ``{{`` or ``}}``, is a ValueError."""
+
+    def swap(match: re.Match[str]) -> str:
+        token, name = match.group(0), match.group(1)
+        if name is None:
+            if token in ("{{", "}}"):
+                raise ValueError(f"{token!r} outside a placeholder {{{{NAME}}}}")
+            return token
+        if name not in fragments:
+            raise ValueError(f"unknown fragment {{{{{name}}}}}")
+        used.add(name)
+        line = statement[statement.rfind("\n", 0, match.start()) + 1 : match.start()]
+        indent = line[: len(line) - len(line.lstrip())]
+        return fragments[name].replace("\n", "\n" + indent)
+
+    return _PLACEHOLDER.sub(swap, statement)
+
+
+def _query_files(dialect: str) -> list[tuple[str, str]]:
+    """(file name, text) of every query file of ``dialect`` (not its migrations), by name."""
+    return [
+        (entry.name, entry.read_text())
+        for entry in sorted(
+            resources.files(__package__).joinpath(dialect).iterdir(), key=lambda e: e.name
+        )
+        if entry.name.endswith(".sql") and not entry.name.startswith("migration_")
+    ]
+
+
+def assemble(dialect: str, files: list[tuple[str, str]], prefix: str = "") -> dict[str, str]:
+    """The queries of ``files`` (file name, text) as ``queries`` returns them: fragments
+    spliced in, then the table ``prefix`` and the dialect's parameter style applied. A name
+    defined twice, an unknown placeholder, a fragment holding one or used by no query are
+    ValueErrors."""
+    statements: dict[str, str] = {}
+    fragments: dict[str, str] = {}
+    for file_name, text in files:
+        found, parts = blocks(text)
+        for name, statement in found.items():
+            if name in statements:
+                raise ValueError(
+                    f"{dialect}: query {name!r} of {file_name} is defined in two files"
+                )
+            statements[name] = statement
+        for name, part in parts.items():
+            where = f"{dialect}: fragment {name!r} of {file_name}"
+            if name in fragments:
+                raise ValueError(f"{where} is defined in two files")
+            # Spliced once, not again: a placeholder in a fragment would reach the database.
+            if any(m.group(0)[:2] in ("{{", "}}") for m in _PLACEHOLDER.finditer(part)):
+                raise ValueError(f"{where} holds a placeholder")
+            fragments[name] = part
+    used: set[str] = set()
+    merged: dict[str, str] = {}
+    for name, statement in statements.items():
+        try:
+            spliced = splice(statement, fragments, used)
+        except ValueError as e:
+            raise ValueError(f"{dialect}: query {name!r}: {e}") from None
+        merged[name] = PARAMETER_STYLE[dialect](with_prefix(dialect, spliced, prefix))
+    if unused := sorted(set(fragments) - used):
+        raise ValueError(f"{dialect}: fragment {unused[0]!r} is used by no query")
+    return merged
 
 
 @cache
 def queries(dialect: str, prefix: str = "") -> dict[str, str]:
     """Every named query of a dialect: all its ``*.sql`` files except migrations, so
-    concerns can live in files of their own (jobs, ops, periodic…); with a table ``prefix``,
-    every name of errands' objects in them carries it (``with_prefix``)."""
-    merged: dict[str, str] = {}
-    for entry in sorted(
-        resources.files(__package__).joinpath(dialect).iterdir(), key=lambda e: e.name
-    ):
-        if entry.name.endswith(".sql") and not entry.name.startswith("migration_"):
-            for name, statement in parse(entry.read_text()).items():
-                if name in merged:
-                    raise ValueError(f"{dialect}: query {name!r} is defined in two files")
-                merged[name] = PARAMETER_STYLE[dialect](with_prefix(dialect, statement, prefix))
-    return merged
+    concerns can live in files of their own (jobs, ops, periodic…), with its fragments
+    spliced in; with a table ``prefix``, every name of errands' objects in them carries it
+    (``with_prefix``)."""
+    return assemble(dialect, _query_files(dialect), prefix)
+
+
+@cache
+def fragments(dialect: str) -> dict[str, str]:
+    """Every fragment of a dialect by name, as written (the parity tests compare the names)."""
+    return {
+        name: part for _, text in _query_files(dialect) for name, part in blocks(text)[1].items()
+    }
 
 
 OWN_FILE = "own.sql"

@@ -67,15 +67,9 @@ SELECT d.id, d.priority, d.run_at, d.limit_group
 FROM jsonb_array_elements(CAST(:rows AS jsonb)) WITH ORDINALITY AS v(e, n),
 LATERAL (
     SELECT id, priority, run_at, limit_group FROM jobs
-    WHERE status = 'queued' AND limit_key IS NOT NULL
+    WHERE {{due_job}}
+      AND limit_key IS NOT NULL
       AND limit_key = :key AND limit_group = v.e->>0
-      AND run_at <= to_timestamp(:now)
-      AND (expires_at IS NULL OR expires_at > to_timestamp(:now) OR started_at IS NOT NULL)
-      AND (deadline_at IS NULL OR deadline_at > to_timestamp(:now))
-      AND type = ANY(CAST(:types AS text[]))
-      AND (CAST(:queues AS text[]) IS NULL OR queue = ANY(CAST(:queues AS text[])))
-      AND queue NOT IN (SELECT queue FROM queue_pauses)
-      AND NOT EXISTS (SELECT 1 FROM queue_pauses WHERE queue = '*')
     ORDER BY priority DESC, run_at, id
     LIMIT LEAST((v.e->>1)::integer, :n)
     FOR UPDATE SKIP LOCKED) AS d

@@ -96,14 +96,8 @@ VALUES (:job_id, to_timestamp(:ts), :event, :actor, :detail);
 -- the position (a run_at in the past, a resumed queue) is claimed though the claim resumes
 -- past it. It reads the dead entries a held snapshot keeps there; the claim does not.
 SELECT run_at, id FROM jobs
-WHERE status = 'queued' AND limit_key IS NULL
-  AND run_at <= to_timestamp(:now)
-  AND (expires_at IS NULL OR expires_at > to_timestamp(:now) OR started_at IS NOT NULL)
-  AND (deadline_at IS NULL OR deadline_at > to_timestamp(:now))
-  AND type = ANY(CAST(:types AS text[]))
-  AND (CAST(:queues AS text[]) IS NULL OR queue = ANY(CAST(:queues AS text[])))
-  AND queue NOT IN (SELECT queue FROM queue_pauses)
-  AND NOT EXISTS (SELECT 1 FROM queue_pauses WHERE queue = '*')
+WHERE {{due_job}}
+  AND limit_key IS NULL
   AND priority = CAST(:after_priority AS bigint)
   AND (run_at, id) <= (to_timestamp(:after_run_at), CAST(:after_id AS bigint))
 ORDER BY priority DESC, run_at, id

@@ -7,15 +7,10 @@
 -- sleep), running or waiting, and whether this worker may start it now (ready). Not locked:
 -- the group's advisory lock keeps other claims off it, and claim_ids takes only a job still
 -- queued (also what `errands check` reads, in a read-only transaction). The lowest id is the
--- value's first entry in jobs_order_head (migration 20), however long its backlog.
+-- value's first entry in jobs_order_head (migration 20), however long its backlog. Ready:
+-- the claim's own filter, due_job (due.sql), on the head (its columns, unqualified, are j's).
 SELECT j.id, j.priority, j.run_at, j.status,
-       CASE WHEN j.status = 'queued' AND j.run_at <= to_timestamp(:now)
-             AND (j.expires_at IS NULL OR j.expires_at > to_timestamp(:now)
-                  OR j.started_at IS NOT NULL)
-             AND j.type = ANY(CAST(:types AS text[]))
-             AND (CAST(:queues AS text[]) IS NULL OR j.queue = ANY(CAST(:queues AS text[])))
-             AND j.queue NOT IN (SELECT queue FROM queue_pauses)
-             AND NOT EXISTS (SELECT 1 FROM queue_pauses WHERE queue = '*')
+       CASE WHEN {{due_job}}
             THEN 1 ELSE 0 END AS ready
 FROM jobs AS j
 WHERE j.id = (

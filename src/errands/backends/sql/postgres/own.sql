@@ -8,11 +8,11 @@
 -- The plain claim: SQLite's claim, open_attempts and insert_claimed_events in one statement
 -- (data-modifying CTEs; this dialect has no claim of its own, sql.REPLACED). Up to :limit due
 -- jobs of the worker's types and queues, highest priority first; unlimited jobs only (limited
--- ones: flow.sql, claim_ids_recorded), none of a paused queue. error_code is the previous
--- attempt's (a claim does not clear it): LOST:LEASE_EXPIRED puts the job in quarantine
--- (worker/quarantine.py). SKIP LOCKED: concurrent claimers pass over rows another transaction
--- is claiming instead of waiting for it, so many workers never claim the same attempt and
--- never queue up on a lock. The scan resumes from the claimer's position
+-- ones: flow.sql, claim_ids_recorded), none of a paused queue (each range: due_job, due.sql).
+-- error_code is the previous attempt's (a claim does not clear it): LOST:LEASE_EXPIRED puts
+-- the job in quarantine (worker/quarantine.py). SKIP LOCKED: concurrent claimers pass over
+-- rows another transaction is claiming instead of waiting for it, so many workers never claim
+-- the same attempt and never queue up on a lock. The scan resumes from the claimer's position
 -- (backends/claim_position.py): jobs of a higher priority than :after_priority from the front
 -- of jobs_due, that priority past (:after_run_at, :after_id), lower ones from their front.
 -- Dead entries of jobs claimed before the position (kept in the index while a long transaction
@@ -22,28 +22,16 @@
 -- SQLite's claim's columns in its order (tests/backends/test_sql_columns.py).
 WITH above AS (
     SELECT id FROM jobs
-    WHERE status = 'queued' AND limit_key IS NULL
-      AND run_at <= to_timestamp(:now)
-      AND (expires_at IS NULL OR expires_at > to_timestamp(:now) OR started_at IS NOT NULL)
-      AND (deadline_at IS NULL OR deadline_at > to_timestamp(:now))
-      AND type = ANY(CAST(:types AS text[]))
-      AND (CAST(:queues AS text[]) IS NULL OR queue = ANY(CAST(:queues AS text[])))
-      AND queue NOT IN (SELECT queue FROM queue_pauses)
-      AND NOT EXISTS (SELECT 1 FROM queue_pauses WHERE queue = '*')
+    WHERE {{due_job}}
+      AND limit_key IS NULL
       AND priority > CAST(:after_priority AS bigint)
     ORDER BY priority DESC, run_at, id
     LIMIT :limit
     FOR UPDATE SKIP LOCKED
 ), level AS (
     SELECT id FROM jobs
-    WHERE status = 'queued' AND limit_key IS NULL
-      AND run_at <= to_timestamp(:now)
-      AND (expires_at IS NULL OR expires_at > to_timestamp(:now) OR started_at IS NOT NULL)
-      AND (deadline_at IS NULL OR deadline_at > to_timestamp(:now))
-      AND type = ANY(CAST(:types AS text[]))
-      AND (CAST(:queues AS text[]) IS NULL OR queue = ANY(CAST(:queues AS text[])))
-      AND queue NOT IN (SELECT queue FROM queue_pauses)
-      AND NOT EXISTS (SELECT 1 FROM queue_pauses WHERE queue = '*')
+    WHERE {{due_job}}
+      AND limit_key IS NULL
       AND priority = CAST(:after_priority AS bigint)
       AND (run_at, id) > (to_timestamp(:after_run_at), CAST(:after_id AS bigint))
     ORDER BY priority DESC, run_at, id
@@ -51,14 +39,8 @@ WITH above AS (
     FOR UPDATE SKIP LOCKED
 ), below AS (
     SELECT id FROM jobs
-    WHERE status = 'queued' AND limit_key IS NULL
-      AND run_at <= to_timestamp(:now)
-      AND (expires_at IS NULL OR expires_at > to_timestamp(:now) OR started_at IS NOT NULL)
-      AND (deadline_at IS NULL OR deadline_at > to_timestamp(:now))
-      AND type = ANY(CAST(:types AS text[]))
-      AND (CAST(:queues AS text[]) IS NULL OR queue = ANY(CAST(:queues AS text[])))
-      AND queue NOT IN (SELECT queue FROM queue_pauses)
-      AND NOT EXISTS (SELECT 1 FROM queue_pauses WHERE queue = '*')
+    WHERE {{due_job}}
+      AND limit_key IS NULL
       AND priority < CAST(:after_priority AS bigint)
     ORDER BY priority DESC, run_at, id
     LIMIT :limit

@@ -64,15 +64,9 @@ GROUP BY j.limit_key, j.limit_group;
 SELECT j.id, j.priority, j.run_at, j.limit_group FROM json_each(:rows) AS v
 JOIN jobs AS j ON j.id IN (
     SELECT id FROM jobs INDEXED BY jobs_limited_due
-    WHERE status = 'queued' AND limit_key IS NOT NULL
+    WHERE {{due_job}}
+      AND limit_key IS NOT NULL
       AND limit_key = :key AND limit_group = json_extract(v.value, '$[0]')
-      AND run_at <= :now
-      AND (expires_at IS NULL OR expires_at > :now OR started_at IS NOT NULL)
-      AND (deadline_at IS NULL OR deadline_at > :now)
-      AND type IN (SELECT value FROM json_each(:types))
-      AND (:queues IS NULL OR queue IN (SELECT value FROM json_each(:queues)))
-      AND queue NOT IN (SELECT queue FROM queue_pauses)
-      AND NOT EXISTS (SELECT 1 FROM queue_pauses WHERE queue = '*')
     ORDER BY priority DESC, run_at, id
     LIMIT :n)
 ORDER BY v.key, j.priority DESC, j.run_at, j.id;

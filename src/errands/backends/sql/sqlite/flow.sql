@@ -161,29 +161,17 @@ GROUP BY grp;
 -- name: limited_due
 -- One group's best due jobs of the worker's types and queues, up to its headroom (:n).
 SELECT id, priority, run_at FROM jobs INDEXED BY jobs_limited_due
-WHERE status = 'queued' AND limit_key IS NOT NULL
+WHERE {{due_job}}
+  AND limit_key IS NOT NULL
   AND limit_key = :key AND limit_group = :grp
-  AND run_at <= :now
-  AND (expires_at IS NULL OR expires_at > :now OR started_at IS NOT NULL)
-  AND (deadline_at IS NULL OR deadline_at > :now)
-  AND type IN (SELECT value FROM json_each(:types))
-  AND (:queues IS NULL OR queue IN (SELECT value FROM json_each(:queues)))
-  AND queue NOT IN (SELECT queue FROM queue_pauses)
-  AND NOT EXISTS (SELECT 1 FROM queue_pauses WHERE queue = '*')
 ORDER BY priority DESC, run_at, id
 LIMIT :n;
 
 -- name: unlimited_due
 -- The best due unlimited jobs, as claim chooses them, to weigh against limited ones.
 SELECT id, priority, run_at FROM jobs INDEXED BY jobs_due
-WHERE status = 'queued' AND limit_key IS NULL
-  AND run_at <= :now
-  AND (expires_at IS NULL OR expires_at > :now OR started_at IS NOT NULL)
-  AND (deadline_at IS NULL OR deadline_at > :now)
-  AND type IN (SELECT value FROM json_each(:types))
-  AND (:queues IS NULL OR queue IN (SELECT value FROM json_each(:queues)))
-  AND queue NOT IN (SELECT queue FROM queue_pauses)
-  AND NOT EXISTS (SELECT 1 FROM queue_pauses WHERE queue = '*')
+WHERE {{due_job}}
+  AND limit_key IS NULL
 ORDER BY priority DESC, run_at, id
 LIMIT :n;
 

@@ -91,11 +91,12 @@ FROM json_each(:rows);
 
 -- name: claim
 -- Claim up to :limit due jobs of the worker's types and queues, highest priority first.
--- Unlimited jobs only (limited ones: flow.sql, claim_limited_*), none of a paused queue.
+-- Unlimited jobs only (limited ones: flow.sql, claim_limited_*), none of a paused queue: what
+-- the claim may take is the fragment due_job (due.sql), here as in every claim query.
 -- error_code is the previous attempt's (a claim does not clear it): LOST:LEASE_EXPIRED puts
 -- the job in quarantine (worker/quarantine.py).
--- status = 'queued' is a literal (not bound) so SQLite can use the partial index jobs_due;
--- INDEXED BY pins it: left to itself the planner may take another index over the queued rows
+-- due_job's status = 'queued' is a literal (not bound) so SQLite can use the partial index
+-- jobs_due; INDEXED BY pins it: left to itself the planner may take another index over the queued rows
 -- and sort them all on each claim (measured with jobs_status_queue_type, dropped by migration
 -- 0006: 35 us/job at 20k queued, vs ~5 with jobs_due).
 -- :after_priority, :after_run_at and :after_id are always above every priority, 0 and 0 here: PostgreSQL's
@@ -112,14 +113,8 @@ SET status = :to_state,
     finished_at = NULL
 WHERE id IN (
     SELECT id FROM jobs INDEXED BY jobs_due
-    WHERE status = 'queued' AND limit_key IS NULL
-      AND run_at <= :now
-      AND (expires_at IS NULL OR expires_at > :now OR started_at IS NOT NULL)
-      AND (deadline_at IS NULL OR deadline_at > :now)
-      AND type IN (SELECT value FROM json_each(:types))
-      AND (:queues IS NULL OR queue IN (SELECT value FROM json_each(:queues)))
-      AND queue NOT IN (SELECT queue FROM queue_pauses)
-      AND NOT EXISTS (SELECT 1 FROM queue_pauses WHERE queue = '*')
+    WHERE {{due_job}}
+      AND limit_key IS NULL
       AND priority < :after_priority AND run_at >= :after_run_at AND id > :after_id
     ORDER BY priority DESC, run_at, id
     LIMIT :limit
@@ -133,14 +128,8 @@ RETURNING id, queue, type, payload, priority, attempts, max_attempts, run_at, cr
 -- with it (backends/claim_position.py); SQLite's claim always scans from the front, so only
 -- the probe's own checks run this here.
 SELECT run_at, id FROM jobs INDEXED BY jobs_due
-WHERE status = 'queued' AND limit_key IS NULL
-  AND run_at <= :now
-  AND (expires_at IS NULL OR expires_at > :now OR started_at IS NOT NULL)
-  AND (deadline_at IS NULL OR deadline_at > :now)
-  AND type IN (SELECT value FROM json_each(:types))
-  AND (:queues IS NULL OR queue IN (SELECT value FROM json_each(:queues)))
-  AND queue NOT IN (SELECT queue FROM queue_pauses)
-  AND NOT EXISTS (SELECT 1 FROM queue_pauses WHERE queue = '*')
+WHERE {{due_job}}
+  AND limit_key IS NULL
   AND priority = :after_priority
   AND (run_at < :after_run_at OR (run_at = :after_run_at AND id <= :after_id))
 ORDER BY priority DESC, run_at, id

@@ -5,14 +5,10 @@
 -- name: order_head
 -- The lowest-id job of (:key, :grp) that is queued (due or not: a retry's backoff, a snooze, a
 -- sleep), running or waiting, and whether this worker may start it now (ready): the first
--- entry of the value in jobs_order_head (migration 20), however long its backlog.
+-- entry of the value in jobs_order_head (migration 20), however long its backlog. Ready: the
+-- claim's own filter, due_job (due.sql), on the head (its columns, unqualified, are j's).
 SELECT j.id, j.priority, j.run_at, j.status,
-       CASE WHEN j.status = 'queued' AND j.run_at <= :now
-             AND (j.expires_at IS NULL OR j.expires_at > :now OR j.started_at IS NOT NULL)
-             AND j.type IN (SELECT value FROM json_each(:types))
-             AND (:queues IS NULL OR j.queue IN (SELECT value FROM json_each(:queues)))
-             AND j.queue NOT IN (SELECT queue FROM queue_pauses)
-             AND NOT EXISTS (SELECT 1 FROM queue_pauses WHERE queue = '*')
+       CASE WHEN {{due_job}}
             THEN 1 ELSE 0 END AS ready
 FROM jobs AS j
 WHERE j.id = (
