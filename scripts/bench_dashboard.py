@@ -8,7 +8,8 @@ the time a real chromium takes to load each one.
 With ``--postgres SERVER_URL`` the same jobs go into a fresh database ``errands_dash_bench``
 (or ``--pg-name``) on that server (dropped and made again on each run).
 
-Builds (unless ``--db`` names an existing file) a file holding ``--jobs`` jobs written with
+Builds (unless ``--db`` names an existing file) a file holding ``--jobs`` jobs and
+``--activity`` operator actions (default 100,000) written with
 plain SQL over the last 7 days: 80 % succeeded, 8 % failed (60 error groups, each with a
 message), 2 % cancelled, 10 % queued (half due later; a tenth after one attempt, whose row
 in ``job_attempts`` is written too: failed, or for a tenth of them snoozed and due within two
@@ -92,6 +93,17 @@ PG_ATTEMPTS = [
            CASE WHEN id %% 1000 = 391 THEN 'snoozed' ELSE 'failed' END, error_code, error_detail
     FROM jobs WHERE status = 'queued' AND attempts = 1""",
 ]
+# The operator activity log: :count actions over the same week, by eight actors and nine
+# actions, as a busy team's dashboard, scripts and CLI would leave them.
+ACTIVITY = """WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < :count)
+    INSERT INTO operator_actions (id, at, actor, action, target, count, filter, detail)
+    SELECT i, :t0 + i * :step,
+           CASE i % 8 WHEN 0 THEN 'cli:root' WHEN 1 THEN 'api' ELSE 'token:ops-' || (i % 8) END,
+           CASE i % 9 WHEN 0 THEN 'retry' WHEN 1 THEN 'cancel' WHEN 2 THEN 'delete'
+                WHEN 3 THEN 'pause' WHEN 4 THEN 'resume' WHEN 5 THEN 'limit_set'
+                WHEN 6 THEN 'run_now' WHEN 7 THEN 'priority' ELSE 'prune' END,
+           'job ' || (i * 7), 1 + i % 50, NULL, '{"note": "bench"}'
+    FROM n"""
 PAGES = [
     "/",
     "/?window=7d",
@@ -118,6 +130,8 @@ PAGES = [
     "/bulk/confirm?action=delete&status=failed",
     "/bulk/confirm?action=priority&status=queued",
     "/activity",
+    "/activity?actor=cli:root",
+    "/activity?action=prune",
     "/api/admin/activity",
     "/api/admin/jobs?q=customer%20977",
     "/api/admin/charts?window=7d&type=task_3",
@@ -125,7 +139,7 @@ PAGES = [
 ]
 
 
-def build(path: str, jobs: int) -> float:
+def build(path: str, jobs: int, activity: int) -> float:
     errands.Queue(path).close()
     start = time.perf_counter()
     now = time.time()
@@ -139,6 +153,10 @@ def build(path: str, jobs: int) -> float:
             conn.execute(statement, bind)
         for statement in ATTEMPTS:
             conn.execute(statement, {"now": now})
+        if activity:
+            conn.execute(
+                ACTIVITY, {"count": activity, "t0": now - 7 * 86400, "step": 7 * 86400 / activity}
+            )
         conn.execute("COMMIT")
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         conn.execute("ANALYZE")
@@ -172,7 +190,11 @@ PG_BUILD = (
 
 
 def build_postgres(
-    server: str, jobs: int, reuse: bool = False, name: str = "errands_dash_bench"
+    server: str,
+    jobs: int,
+    activity: int,
+    reuse: bool = False,
+    name: str = "errands_dash_bench",
 ) -> tuple[str, float]:
     """A fresh database ``name`` on ``server`` holding ``jobs`` jobs (with ``reuse``, the one
     a previous run left, if any: migrated, not rebuilt)."""
@@ -207,6 +229,21 @@ def build_postgres(
         for statement in PG_ATTEMPTS:
             conn.execute(statement, bind)
         conn.execute("SELECT setval(pg_get_serial_sequence('jobs', 'id'), %(count)s)", bind)
+        if activity:
+            conn.execute(
+                "INSERT INTO operator_actions (id, at, actor, action, target, count, detail) "
+                "SELECT i, to_timestamp(%(t0)s + i * %(step)s), "
+                "CASE i %% 8 WHEN 0 THEN 'cli:root' WHEN 1 THEN 'api' "
+                "ELSE 'token:ops-' || (i %% 8) END, "
+                "(ARRAY['prune', 'retry', 'cancel', 'delete', 'pause', 'resume', 'limit_set', "
+                "'run_now', 'priority'])[i %% 9 + 1], 'job ' || (i * 7), 1 + i %% 50, "
+                '\'{"note": "bench"}\'::jsonb FROM generate_series(1, %(count)s) AS n(i)',
+                {"count": activity, "t0": bind["t0"], "step": 7 * 86400 / activity},
+            )
+            conn.execute(
+                "SELECT setval(pg_get_serial_sequence('operator_actions', 'id'), %(count)s)",
+                {"count": activity},
+            )
     with errands.Queue(url) as q:
         q.recount_figures()
     # As autovacuum would soon after a load this size (the figures included: planned on an
@@ -298,6 +335,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--jobs", type=int, default=1_000_000)
     ap.add_argument("--db")
+    ap.add_argument(
+        "--activity", type=int, default=100_000, help="operator actions in the activity log"
+    )
     ap.add_argument("--browser", action="store_true")
     ap.add_argument("--postgres", metavar="SERVER_URL")
     ap.add_argument("--reuse", action="store_true", help="PostgreSQL: keep a previous build")
@@ -306,12 +346,15 @@ def main() -> None:
     )
     args = ap.parse_args()
     if args.postgres:
-        path, took = build_postgres(args.postgres, args.jobs, args.reuse, args.pg_name)
+        path, took = build_postgres(
+            args.postgres, args.jobs, args.activity, args.reuse, args.pg_name
+        )
         print(f"building {args.jobs:,} jobs in {path}: {took:.1f} s")
     else:
         path = args.db or os.path.join(tempfile.mkdtemp(), "dash.db")
         if not os.path.exists(path) or os.path.getsize(path) == 0:
-            print(f"building {args.jobs:,} jobs in {path}: {build(path, args.jobs):.1f} s")
+            took = build(path, args.jobs, args.activity)
+            print(f"building {args.jobs:,} jobs in {path}: {took:.1f} s")
     print("server (TestClient: first request of a fresh app, nothing cached | median of 5 more):")
     for page, (first, ms) in server_times(path).items():
         print(f"  {first:8.1f} | {ms:8.1f} ms  {page}")
