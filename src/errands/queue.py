@@ -20,7 +20,7 @@ from .client.admin import MAX_BATCH as MAX_BATCH  # re-exported: the CLI's --bat
 from .client.admin import Actions, Reads
 from .client.declared import DeclaredOptions, GraduationWatch
 from .client.enqueueing import EnqueueItem as EnqueueItem  # re-exported: enqueue_many's item type
-from .client.enqueueing import Producer
+from .client.enqueueing import Producer, call_options
 from .client.flow import FlowControl
 from .client.grouping import GroupCommitter
 from .client.lifecycle import Lifecycle
@@ -28,7 +28,6 @@ from .client.steps import DurableSteps
 from .core import payload as payload_json
 from .core import schedule, validate
 from .core.backoff import Backoff
-from .core.options import DEFAULT as DEFAULT_OPTIONS
 from .core.options import EnqueueKwargs, EnqueueOptions
 from .core.records import Job, to_datetime
 from .core.schedule import Schedule
@@ -395,10 +394,13 @@ class Queue(Lifecycle, Reads, Actions, FlowControl, DurableSteps):
         options: EnqueueOptions | None = None,
         connection: Any = None,
         actor: str = "api",
+        by_hand: bool = False,
         **kwargs: Unpack[EnqueueKwargs],
     ) -> int:
         """Store one job and return its id. Committed when this returns — or, with
         ``connection=``, when the application commits that transaction (rollback: no job).
+        ``by_hand=True``: an operator's enqueue (the CLI's, the admin API's), logged in the
+        activity log under ``actor`` in the same transaction (an application's own is not).
         The options (``errands.EnqueueOptions``: queue, priority, run_at or delay,
         max_attempts, unique_key, after, on_upstream_failure) as keyword arguments, or as one
         ``options=`` value (keyword arguments given too replace its fields). With a
@@ -406,8 +408,11 @@ class Queue(Lifecycle, Reads, Actions, FlowControl, DurableSteps):
         the job waits until those jobs are final, then runs if they all succeeded (else it is
         cancelled, ``UPSTREAM:FAILED``), or whatever their outcome with
         ``on_upstream_failure="run"`` (docs/pipelines.md)."""
-        batch = self._producer.one(job_type, payload, _options(options, kwargs))
-        return self._producer.store(batch, actor, connection)[0]
+        batch = self._producer.one(job_type, payload, call_options(options, kwargs))
+        audit = (
+            None if by_hand is False else self._by_hand("enqueue", by_hand, actor, type=job_type)
+        )
+        return self._producer.store(batch, actor, connection, audit)[0]
 
     def enqueue_many(
         self, items: Iterable[EnqueueItem], *, connection: Any = None, actor: str = "api"
@@ -430,7 +435,7 @@ class Queue(Lifecycle, Reads, Actions, FlowControl, DurableSteps):
         """``enqueue`` for async code: the event loop never waits on the write. PostgreSQL: an
         asyncio connection pool, and ``connection=`` takes a ``psycopg.AsyncConnection`` in
         your transaction. SQLite: the write (and its fsync) runs on a dedicated thread."""
-        batch = self._producer.one(job_type, payload, _options(options, kwargs))
+        batch = self._producer.one(job_type, payload, call_options(options, kwargs))
         return (await self._producer.store_async(batch, actor, connection))[0]
 
     async def enqueue_many_async(
@@ -581,16 +586,3 @@ class Queue(Lifecycle, Reads, Actions, FlowControl, DurableSteps):
             recycle_on_timeout=recycle_on_timeout,
             supervised=supervised,
         ).run()
-
-
-def _options(options: EnqueueOptions | None, kwargs: EnqueueKwargs) -> EnqueueOptions:
-    """One enqueue call's options as the one value: ``options=``, its fields replaced by the
-    keyword arguments given (each checked once, here)."""
-    if options is None:
-        return EnqueueOptions.of(kwargs) if kwargs else DEFAULT_OPTIONS
-    if not isinstance(options, EnqueueOptions):
-        raise ConfigurationError(
-            f"options= takes an errands.EnqueueOptions, got {type(options).__name__}; or pass "
-            "the options as keyword arguments"
-        )
-    return options.merged(kwargs)

@@ -1,10 +1,10 @@
 """An operator action and its activity-log row commit together (docs/operations.md, "The
-activity log"), on both backends: the main mutation paths — retry, cancel, delete, run now,
-priority, pause, resume, set and clear a limit, and the schedule actions — write their row
-inside the transaction that changes the jobs, queues, limits or schedules. A process killed
-right after that commit has left both; a row the database refuses undoes the action; a bulk
-action is logged chunk by chunk, so the row always counts exactly the changes committed so
-far."""
+activity log"), on both backends: every operator action — retry, cancel, delete, run now,
+priority, pause, resume, set and clear a limit, the schedule actions, prune, and an enqueue or
+a signal by hand — writes its row inside the transaction that changes the jobs, queues,
+limits, schedules or signals. A process killed right after that commit has left both; a row
+the database refuses undoes the action; a bulk action is logged chunk by chunk and a prune
+batch by batch, so the row always counts exactly the changes committed so far."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import pytest
 import errands
 from errands.client.bulk import CHUNK
 from errands.core import faults
-from helpers.ops import HOUR, run_job
+from helpers.ops import DAY, HOUR, run_job
 from helpers.support import EPOCH, get_job, is_postgres, sql_rows
 
 
@@ -54,10 +54,16 @@ def _rows(url: str) -> list[tuple[Any, ...]]:
     return sql_rows(url, "SELECT actor, action, count FROM operator_actions ORDER BY id")
 
 
+# A prune's now: the world's finished jobs are past their retention (30 and 90 days), the
+# activity rows written at EPOCH are not (365 days).
+PRUNE_AT = EPOCH + 100 * DAY
+
+
 def _world(q: errands.Queue) -> dict[str, int]:
     failed = run_job(
         q, "a", run_at=EPOCH - 300, started=EPOCH - 290, finished=EPOCH - 280, outcome="failed"
     )
+    run_job(q, "c", run_at=EPOCH - 300, started=EPOCH - 290, finished=EPOCH - 280)
     later = q.enqueue("b", {}, delay=HOUR)
     q.pause("held", actor="setup")
     q.set_limit("k", running=1, actor="setup")
@@ -74,6 +80,14 @@ def _world(q: errands.Queue) -> dict[str, int]:
 
 def _schedules(q: errands.Queue) -> list[tuple[str, bool]]:
     return [(r.name, r.disabled_at is None) for r in q.backend.list_periodic()]
+
+
+def _signals(q: errands.Queue) -> list[tuple[Any, ...]]:
+    return sql_rows(q.url, "SELECT job_id, name FROM job_signals ORDER BY id")
+
+
+def _job_ids(q: errands.Queue) -> list[int]:
+    return sorted(j.id for j in q.jobs(limit=1000))
 
 
 # Each action, and what the database shows of it: the same before and after when the action
@@ -131,6 +145,18 @@ ACTIONS: dict[str, tuple[Callable[[errands.Queue, dict[str, int]], Any], Callabl
         lambda q, w: q.run_periodic("hourly", actor="ops"),
         lambda q, w: len(q.jobs(type="hourly")),
     ),
+    "prune": (
+        lambda q, w: q.prune(PRUNE_AT, actor="ops"),
+        lambda q, w: _job_ids(q),
+    ),
+    "enqueue": (
+        lambda q, w: q.enqueue("hourly", {}, actor="ops", by_hand=True),
+        lambda q, w: _job_ids(q),
+    ),
+    "signal": (
+        lambda q, w: q.signal(w["later"], "go", actor="ops", by_hand=True),
+        lambda q, w: _signals(q),
+    ),
 }
 
 
@@ -162,6 +188,10 @@ CRASHES = {
     "retry": ("q.retry({failed}, actor='ops')", "retry"),
     "pause": ("q.pause('mail', actor='ops')", "pause"),
     "set_limit": ("q.set_limit('k', running=3, actor='ops')", "set_limit"),
+    # killed after its first batch (the old succeeded job): the rest is never deleted
+    "prune": (f"q.prune({PRUNE_AT}, actor='ops')", "prune"),
+    "enqueue": ("q.enqueue('hourly', {{}}, actor='ops', by_hand=True)", "enqueue"),
+    "signal": ("q.signal({later}, 'go', actor='ops', by_hand=True)", "send_signal"),
 }
 
 
@@ -195,3 +225,76 @@ def test_a_bulk_action_is_logged_chunk_by_chunk(q: errands.Queue) -> None:
     statuses = [get_job(q, i).status for i in ids]
     assert statuses.count("cancelled") == CHUNK and statuses[-1] == "queued"
     assert _rows(q.url) == [("ops", "cancel", CHUNK)]
+
+
+def _prune_rows(q: errands.Queue) -> list[tuple[int, Any]]:
+    return [(r.count, r.detail) for r in q.activity(action="prune")]
+
+
+def _old_jobs(q: errands.Queue, n: int) -> list[int]:
+    return [
+        run_job(q, f"old{i}", run_at=EPOCH - 300, started=EPOCH - 290, finished=EPOCH - 280)
+        for i in range(n)
+    ]
+
+
+def test_a_prune_is_logged_batch_by_batch(q: errands.Queue) -> None:
+    # Three batches of one: the first inserts the row, the second's update is refused, so the
+    # second batch is undone and the row counts the first's deletion — and says the prune
+    # did not finish.
+    ids = _old_jobs(q, 3)
+    _refuse(q.url, "UPDATE")
+    with pytest.raises(Exception, match="activity refused"):
+        q.prune(PRUNE_AT, batch_size=1, actor="ops")
+    assert [q.get(i) is None for i in ids] == [True, False, False]
+    deleted = {"deleted": {"succeeded": 1}, "activity": 0, "interrupted": True}
+    assert _prune_rows(q) == [(1, deleted)]
+
+
+def test_a_stopped_prune_counts_its_batches_and_a_whole_one_says_so(q: errands.Queue) -> None:
+    _old_jobs(q, 3)
+    asked = iter([False, True])  # checked before each batch: one batch, then stop
+    q.prune(PRUNE_AT, batch_size=1, should_stop=lambda: next(asked), actor="ops")
+    stopped = {"deleted": {"succeeded": 1}, "activity": 0, "interrupted": True}
+    assert _prune_rows(q) == [(1, stopped)]
+    q.prune(PRUNE_AT, batch_size=1, actor="ops")  # the rest, and a whole pass
+    whole = {"deleted": {"succeeded": 2, "failed": 0, "cancelled": 0}, "activity": 0}
+    assert _prune_rows(q)[0] == (2, {**whole, "interrupted": False})
+
+
+def test_a_prune_stopped_before_its_first_batch_still_leaves_its_row(q: errands.Queue) -> None:
+    (old,) = _old_jobs(q, 1)
+    q.prune(PRUNE_AT, should_stop=lambda: True, actor="ops")
+    assert q.get(old) is not None
+    nothing = {"deleted": {"succeeded": 0}, "activity": 0, "interrupted": True}
+    assert _prune_rows(q) == [(0, nothing)]
+
+
+def test_a_prune_never_deletes_its_own_row(q: errands.Queue) -> None:
+    # A now= more than the activity retention ahead of the clock: every row written at the
+    # clock's time is past the cutoff — the setup rows go, the prune's own (inserted with its
+    # first batch, before the activity log's turn) stays.
+    (old,) = _old_jobs(q, 1)
+    q.pause("held", actor="setup")
+    report = q.prune(EPOCH + 400 * DAY, actor="ops")
+    assert q.get(old) is None and report.activity == 1
+    assert [(r.actor, r.action) for r in q.activity()] == [("ops", "prune")]
+    deleted = {"succeeded": 1, "failed": 0, "cancelled": 0}
+    assert _prune_rows(q) == [(1, {"deleted": deleted, "activity": 1, "interrupted": False})]
+
+
+@pytest.mark.parametrize("action", ["enqueue", "signal"])
+def test_by_hand_names_the_job_in_its_row_and_the_application_logs_nothing(
+    q: errands.Queue, action: str
+) -> None:
+    later = q.enqueue("b", {}, delay=HOUR, unique_key="k")
+    q.signal(later, "go")
+    assert q.activity() == []  # the application's own: its work, not an operator's
+    if action == "enqueue":  # held key: the job holding it
+        assert q.enqueue("b", {}, unique_key="k", actor="ops", by_hand=True) == later
+    else:  # by unique_key: the job is found in the transaction
+        q.signal(None, "go", unique_key="k", actor="ops", by_hand=True)
+    (row,) = q.activity()
+    assert (row.actor, row.action, row.target, row.count) == ("ops", action, f"job {later}", 1)
+    with pytest.raises(errands.ConfigurationError, match="by_hand"):
+        q.signal(later, "go", by_hand=1)  # type: ignore[arg-type]

@@ -57,8 +57,9 @@ LOGGED: dict[str, tuple[str, Callable[[errands.Queue, dict[str, Any]], Any]]] = 
     "prune": ("prune", lambda q, w: q.prune(actor=WHO)),
 }
 # Methods with an ``actor`` that are an application's own work, not an operator's: each job
-# they write has its own ENQUEUED or SIGNALLED event naming the actor. (By hand, through the
-# CLI or the admin API, enqueue and signal are logged: tests/web, tests/cli.)
+# they write has its own ENQUEUED or SIGNALLED event naming the actor. (By hand, with
+# by_hand=True as the CLI and the admin API pass, enqueue and signal are logged:
+# test_activity_atomic.py, tests/web, tests/cli.)
 NOT_LOGGED = {
     "enqueue",
     "enqueue_async",

@@ -80,7 +80,8 @@ def test_queue_enqueue_takes_exactly_the_option_names(queue: errands.Queue) -> N
         for name, p in inspect.signature(errands.Queue.enqueue).parameters.items()
         if p.kind is p.KEYWORD_ONLY
     }
-    assert keywords == {"options", "connection", "actor"}  # the options come as **kwargs
+    # the options come as **kwargs
+    assert keywords == {"options", "connection", "actor", "by_hand"}
     up = queue.enqueue("t", {})
     for name, value in SAMPLE.items():
         value = {"after": [up], "delay": 5}.get(name, value)

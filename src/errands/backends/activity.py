@@ -42,7 +42,7 @@ class ActivityVerbs(ActivityReads, Protocol):
     """The operator activity log's verbs (a part of ``verbs.Backend``)."""
 
     def record_activity(self, entry: ActivityEntry) -> int: ...
-    def prune_activity(self, cutoff: float, limit: int) -> int: ...
+    def prune_activity(self, cutoff: float, limit: int, *, audit: Audit | None = None) -> int: ...
 
 
 def _params(entry: ActivityEntry) -> dict[str, Any]:
@@ -93,11 +93,17 @@ class SQLActivity(SQLHost):
         rows = self._fetch("activity_actors", {"scan": CHOICES_SCAN})
         return sorted({r["actor"] for r in rows}), sorted({r["action"] for r in rows})
 
-    def prune_activity(self, cutoff: float, limit: int) -> int:
-        """Delete up to ``limit`` rows older than ``cutoff``, oldest first; how many."""
+    def prune_activity(self, cutoff: float, limit: int, *, audit: Audit | None = None) -> int:
+        """Delete up to ``limit`` rows older than ``cutoff``, oldest first; how many.
+        ``audit``: an operator's prune, whose own row this transaction writes after the
+        delete and which the delete spares (a ``now`` given far ahead of the clock would put
+        it past the cutoff: the prune would erase its own trail)."""
+        keep = 0 if audit is None or audit.row_id is None else audit.row_id  # ids start at 1
         with self._write("prune") as conn:
-            cur = conn.execute(self.q["prune_activity"], {"cutoff": cutoff, "limit": limit})
-            return len(cur.fetchall())
+            params = {"cutoff": cutoff, "limit": limit, "keep": keep}
+            n = len(conn.execute(self.q["prune_activity"], params).fetchall())
+            write_audit(conn, self.q, audit, n)
+            return n
 
     def _activity(self, r: dict[str, Any]) -> ActivityEntry:
         return ActivityEntry(

@@ -41,7 +41,8 @@ from ..core.records import Job
 from ..core.states import TERMINAL, Event, State
 from ..errors import JobNotFoundError
 from . import figures
-from .base import Needs, NewJob, SweepReport
+from .activity import write_audit
+from .base import Audit, Needs, NewJob, SweepReport
 from .host import (
     ALL,
     DONE,
@@ -96,15 +97,17 @@ class SQLDeps(SQLHost):
         *,
         actor: str,
         connection: Any = None,
+        audit: Audit | None = None,
     ) -> list[int]:
         """Enqueue jobs some of which wait for others (``needs[i]`` for ``jobs[i]``; None:
-        a plain job), in one transaction: every job, every edge, or none."""
+        a plain job), in one transaction: every job, every edge, or none (and the activity
+        row of an enqueue by hand, ``audit``)."""
         steps = self._woken(self._insert_after_steps(jobs, needs, now, actor))
-        if connection is None:
-            with self._write("enqueue") as conn:
-                return drive(conn, steps)
-        with self._user_conn(connection) as conn:
-            return drive(conn, steps)
+        with self._write("enqueue") if connection is None else self._user_conn(connection) as conn:
+            ids = drive(conn, steps)
+            if audit is not None:
+                write_audit(conn, self.q, audit, ids)
+            return ids
 
     def _woken(self, steps: Steps[list[int]]) -> Steps[list[int]]:
         """``steps``, then the wake-up where the dialect's insert sends none (a chain's or a

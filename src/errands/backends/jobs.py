@@ -15,7 +15,9 @@ from typing import Any
 
 from ..core.states import AttemptStatus, Event
 from . import figures
+from .activity import write_audit
 from .base import (
+    Audit,
     Cancelled,
     ClaimedJob,
     ClaimRequest,
@@ -82,13 +84,19 @@ class SQLJobs(ClaimScans):
     # -- enqueue ---------------------------------------------------------------------------
 
     def enqueue(
-        self, jobs: Sequence[NewJob], now: float, *, actor: str, connection: Any = None
+        self,
+        jobs: Sequence[NewJob],
+        now: float,
+        *,
+        actor: str,
+        connection: Any = None,
+        audit: Audit | None = None,
     ) -> list[int]:
-        if connection is None:
-            with self._write("enqueue") as conn:
-                return self._insert(conn, jobs, now, actor)
-        with self._user_conn(connection) as conn:
-            return self._insert(conn, jobs, now, actor)
+        with self._write("enqueue") if connection is None else self._user_conn(connection) as conn:
+            ids = self._insert(conn, jobs, now, actor)
+            if audit is not None:  # an operator's enqueue by hand: its row goes with it
+                write_audit(conn, self.q, audit, ids)
+            return ids
 
     def enqueue_grouped(self, calls: Sequence[EnqueueCall]) -> list[list[int]]:
         """Several enqueue calls in one transaction (one commit: one fsync shared), each call's

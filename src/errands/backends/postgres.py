@@ -26,7 +26,7 @@ from ..core import faults
 from ..core.settings import Settings
 from ..errors import ConfigurationError, DatabaseError
 from . import forks, sql
-from .base import Needs, NewJob
+from .base import Audit, Needs, NewJob
 from .bulk_rows import LIMIT_KEY
 from .debounce import debounced
 from .host import ALL, COPY, EXEC, T_ENQUEUE, WORK, Step, Steps, drive
@@ -323,18 +323,25 @@ class PostgresBackend(PostgresClaim, PostgresOwnTx, SQLBackend):
     # -- producers --------------------------------------------------------------------------
 
     def enqueue(
-        self, jobs: Sequence[NewJob], now: float, *, actor: str, connection: Any = None
+        self,
+        jobs: Sequence[NewJob],
+        now: float,
+        *,
+        actor: str,
+        connection: Any = None,
+        audit: Audit | None = None,
     ) -> list[int]:
         """The shared verb, but one plain job in a transaction of our own is one statement in
         one round trip (``_alone``): own.sql's insert_job_recorded writes the job, its ENQUEUED
-        event and the wake-up together (a limited job's limit columns too)."""
-        if connection is None and len(jobs) == 1 and not debounced(jobs[0]):
+        event and the wake-up together (a limited job's limit columns too). An enqueue by hand
+        (``audit``: its activity row) takes the shared verb's transaction, which holds both."""
+        if connection is None and audit is None and len(jobs) == 1 and not debounced(jobs[0]):
             with (
                 self.producers.one(jobs[0].run_at <= now) as notify,
                 self._alone("enqueue") as conn,
             ):
                 return drive(conn, self._insert_one_steps(jobs[0], now, actor, notify))
-        return super().enqueue(jobs, now, actor=actor, connection=connection)
+        return super().enqueue(jobs, now, actor=actor, connection=connection, audit=audit)
 
     # -- async producers --------------------------------------------------------------------
 

@@ -13,6 +13,8 @@ import json
 
 from ..core import rollup
 from . import figures
+from .activity import write_audit
+from .base import Audit
 from .host import SQLHost
 
 
@@ -25,12 +27,15 @@ class SQLRetention(SQLHost):
         params = {"status": state, "cutoff": cutoff, "now": now}
         return int(self._value("prune_count", params, "n"))
 
-    def prune_batch(self, state: str, cutoff: float, limit: int, *, now: float) -> int:
+    def prune_batch(
+        self, state: str, cutoff: float, limit: int, *, now: float, audit: Audit | None = None
+    ) -> int:
         """Delete up to ``limit`` jobs in ``state`` that finished before ``cutoff``, oldest
         first, rolling them up into ``job_stats_hourly`` in the same transaction (so a crash
         never leaves a batch half-counted); returns how many. The loop — batches, pacing,
         interruption, checkpoints — is the caller's (errands.maintenance.Pruner). A job
-        whose ``unique_for`` still holds its key at ``now`` stays: the hold outlives retention."""
+        whose ``unique_for`` still holds its key at ``now`` stays: the hold outlives retention.
+        ``audit``: an operator's prune, whose activity row a batch that deletes writes too."""
         params = {"status": state, "cutoff": cutoff, "limit": limit, "now": now}
         q = self.q
         with self._write("prune") as conn:
@@ -42,6 +47,7 @@ class SQLRetention(SQLHost):
             doomed = {"job_ids": json.dumps(ids)}
             rows = self._dicts(conn.execute(q["prune_batch"], doomed))
             self._roll_up(conn, rows)
+            write_audit(conn, q, audit, len(rows))
         return len(rows)
 
     def tidy_figures(self, now: float) -> None:

@@ -20,7 +20,8 @@ from ..core.records import Step, StepRecord
 from ..core.states import State
 from ..errors import InvalidTransitionError, JobNotFoundError
 from . import forks
-from .base import Suspended
+from .activity import write_audit
+from .base import Audit, Suspended
 from .host import (
     F_PARK,
     F_SIGNAL,
@@ -185,11 +186,19 @@ class SQLSteps(SQLHost):
     # -- signals and timeouts ------------------------------------------------------------
 
     def send_signal(
-        self, target: int | str, name: str, payload: str | None, actor: str, now: float
+        self,
+        target: int | str,
+        name: str,
+        payload: str | None,
+        actor: str,
+        now: float,
+        *,
+        audit: Audit | None = None,
     ) -> int:
         """Keep a signal for a job that is not final (by id, or by the unique_key of the
         newest such job) and, if the job is parked waiting for it, make it due now.
-        Returns the job's id; a finished or unknown job is refused, writing nothing."""
+        Returns the job's id; a finished or unknown job is refused, writing nothing. A
+        signal sent by hand writes its activity row (``audit``, given the job's id) with it."""
         with self._write("send_signal") as conn:
             job_id = self._target(conn, target)
             found = self._dicts(conn.execute(self.q["lock_job"], {"job_id": job_id}))
@@ -205,6 +214,7 @@ class SQLSteps(SQLHost):
             if status == State.WAITING.value and self._answer(conn, job_id, now) is not None:
                 row = self._wake(conn, job_id, now, actor, f"signal {name}")
                 self._step_events(conn, [row])
+            write_audit(conn, self.q, audit, job_id)
         return job_id
 
     def _target(self, conn: Conn, target: int | str) -> int:

@@ -70,8 +70,14 @@ class JobVerbs(JobReads, Protocol):
     """Jobs: in (enqueue), the worker's verbs on the attempts it holds, the wake-ups, the
     operator's actions and the reads of whole jobs (backends/jobs.py, jobs_operator.py)."""
 
-    def enqueue(
-        self, jobs: Sequence[NewJob], now: float, *, actor: str, connection: Any = None
+    def enqueue(  # audit: the activity row of an enqueue by hand, in its transaction
+        self,
+        jobs: Sequence[NewJob],
+        now: float,
+        *,
+        actor: str,
+        connection: Any = None,
+        audit: Audit | None = None,
     ) -> list[int]: ...
 
     # Several calls, one commit. group_commit: True where sharing a commit is worth a
@@ -159,6 +165,7 @@ class DepVerbs(DepReads, Protocol):
         *,
         actor: str,
         connection: Any = None,
+        audit: Audit | None = None,
     ) -> list[int]: ...
     def sweep_waiting(self, now: float, *, limit: int = 1000) -> SweepReport: ...
 
@@ -248,7 +255,9 @@ class RetentionReads(Protocol):
 class RetentionVerbs(RetentionReads, Protocol):
     """Retention and storage (backends/retention.py); the ``Pruner`` runs the loop."""
 
-    def prune_batch(self, state: str, cutoff: float, limit: int, *, now: float) -> int: ...
+    def prune_batch(
+        self, state: str, cutoff: float, limit: int, *, now: float, audit: Audit | None = None
+    ) -> int: ...
     def tidy_figures(self, now: float) -> None: ...
     def recount_figures(self, now: float) -> None: ...
     def checkpoint(self, *, wait: bool = True) -> bool: ...
@@ -376,7 +385,14 @@ class StepVerbs(StepReads, Protocol):
     def own_transaction(self, connection: Any) -> Any: ...  # a context manager
     def take_signal(self, record: StepRecord, now: float) -> tuple[bool, str | None]: ...
     def send_signal(  # target: a job id or a unique_key
-        self, target: int | str, name: str, payload: str | None, actor: str, now: float
+        self,
+        target: int | str,
+        name: str,
+        payload: str | None,
+        actor: str,
+        now: float,
+        *,
+        audit: Audit | None = None,
     ) -> int: ...
     def wake_waits(self, now: float, *, limit: int = 1000) -> list[int]: ...
     def reset_steps(self, job_ids: Sequence[int]) -> int: ...

@@ -222,17 +222,11 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
             # Every enqueue option is a flag of the same name (a test holds it).
             given = {n: getattr(args, n) for n in OPTION_NAMES if getattr(args, n) is not None}
             options = EnqueueOptions.of_json(given, "errands enqueue")
-            new_id = q.enqueue(args.type, payload, options=options, actor=cli_actor())
+            # By hand, so an operator action, logged with the job (an application's own
+            # enqueues are its work).
+            new_id = q.enqueue(args.type, payload, options=options, actor=cli_actor(), by_hand=True)
         except ConfigurationError as exc:  # an option errands cannot take: bad usage
             raise UsageError(str(exc)) from None
-        # By hand, so an operator action (an application's own enqueues are its work).
-        q.record_activity(
-            "enqueue",
-            actor=cli_actor(),
-            target=f"job {new_id}",
-            count=1,
-            detail={"type": args.type},
-        )
     if args.json:
         output.emit_json({"id": new_id})
     else:

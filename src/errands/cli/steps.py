@@ -51,19 +51,12 @@ def cmd_signal(args: argparse.Namespace) -> int:
     payload = parse_json(args.payload)
     with open_queue(args, must_exist=True) as q:
         try:
-            q.signal(args.id, args.name, payload, actor=cli_actor())
+            q.signal(args.id, args.name, payload, actor=cli_actor(), by_hand=True)
         except (JobNotFoundError, InvalidTransitionError) as exc:
             output.error(str(exc))
             return 1
         except ValueError as exc:  # a name errands cannot store
             raise UsageError(str(exc)) from None
-        q.record_activity(
-            "signal",
-            actor=cli_actor(),
-            target=f"job {args.id}",
-            count=1,
-            detail={"name": args.name},
-        )
         job = q.get(args.id)
     status = None if job is None else job.status
     if args.json:

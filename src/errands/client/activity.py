@@ -7,6 +7,7 @@ the actions that touch no job at all (a pause, a limit, a schedule switched off)
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -87,6 +88,20 @@ class ActivityLog(QueueParts):
         """The row of an action whose count and detail do not depend on what its verb did."""
         entry = self._activity_entry(action, actor=actor, target=target, **row)
         return Audit(lambda _result: entry)
+
+    def _by_hand(self, action: str, by_hand: bool, actor: str, **detail: Any) -> Audit | None:
+        """The row of a job enqueued or signalled by hand (``by_hand=True``: the CLI's and the
+        admin API's), checked now; its target is known only in the verb's transaction (an
+        enqueue's ids, a signal's job id: named by ``unique_key``, it is found there). None
+        for the application's own enqueues and signals, which log nothing."""
+        if validate.flag(by_hand, "by_hand") is False:
+            return None
+        entry = self._activity_entry(action, actor=actor, count=1, detail=detail)
+        return Audit(lambda job: replace(entry, target=jobs_target(_ids(job))))
+
+
+def _ids(result: int | list[int]) -> list[int]:
+    return result if isinstance(result, list) else [result]
 
 
 def jobs_target(ids: Sequence[int]) -> str:

@@ -211,21 +211,13 @@ class Actions(ActivityLog):
         """Delete finished jobs past ``retention`` (rolled up first), ``batch_size`` rows per
         transaction, and activity log rows past ``retention["activity"]``; rerunnable and
         interruptible (``should_stop``). A real run (not ``dry_run``) is logged in the
-        activity log under ``actor``. See errands.maintenance.pruner."""
+        activity log under ``actor``, by each transaction that deletes: the row counts what
+        was deleted so far, and says ``interrupted`` until the run ends whole. See
+        errands.maintenance.pruner."""
         actor = _actor(actor)
-        pruner = Pruner(
-            self.backend,
-            self.settings.retention,
-            batch_size=validate.integer(batch_size, "batch_size", 1, MAX_BATCH),
-            progress=progress,
-            should_stop=should_stop,
-        )
-        report = pruner.run_once(
-            self.clock() if now is None else validate.epoch(now, "now"),
-            dry_run=validate.flag(dry_run, "dry_run"),
-        )
-        if not report.dry_run:
-            self.record_activity(
+
+        def row(report: PruneReport) -> ActivityEntry:
+            return self._activity_entry(
                 "prune",
                 actor=actor,
                 count=report.total,
@@ -235,7 +227,19 @@ class Actions(ActivityLog):
                     "interrupted": report.interrupted,
                 },
             )
-        return report
+
+        dry_run = validate.flag(dry_run, "dry_run")
+        pruner = Pruner(
+            self.backend,
+            self.settings.retention,
+            batch_size=validate.integer(batch_size, "batch_size", 1, MAX_BATCH),
+            progress=progress,
+            should_stop=should_stop,
+            row=None if dry_run else row,
+        )
+        return pruner.run_once(
+            self.clock() if now is None else validate.epoch(now, "now"), dry_run=dry_run
+        )
 
     def recount_figures(self) -> None:
         """Rebuild the figures ``stats`` reads from the rows, after a change made by hand."""

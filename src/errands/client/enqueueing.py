@@ -18,11 +18,11 @@ from itertools import repeat
 from operator import attrgetter, is_, itemgetter
 from typing import Any, NamedTuple, TypeVar
 
-from ..backends.base import Needs, NewJob
+from ..backends.base import Audit, Needs, NewJob
 from ..backends.verbs import Backend
 from ..core import payload as payload_json
 from ..core import validate
-from ..core.options import DEFAULT, EnqueueOptions
+from ..core.options import DEFAULT, EnqueueKwargs, EnqueueOptions
 from ..errors import ConfigurationError, ErrandsError, PayloadError, UnknownTaskError, at_item
 from ..middleware import Chain, Enqueuing, encode_headers
 from ..tasks import Task, TaskOptions
@@ -277,7 +277,11 @@ class Producer:
     # -- writing: checks and middleware run the same way for the blocking and the async
     # producers; only the write itself differs.
 
-    def store(self, batch: Batch, actor: str, connection: Any) -> list[int]:
+    def store(
+        self, batch: Batch, actor: str, connection: Any, audit: Audit | None = None
+    ) -> list[int]:
+        """Write the checked jobs; ``audit``: the activity row of an enqueue by hand, in the
+        same transaction (so never a shared group commit's)."""
         jobs, now, needs = batch
         if not jobs:
             return []
@@ -288,12 +292,14 @@ class Producer:
             if needs is not None:
                 # Jobs with dependencies lock their upstreams as they write: never grouped.
                 ids = self.backend.enqueue_after(
-                    jobs, needs, now, actor=actor, connection=connection
+                    jobs, needs, now, actor=actor, connection=connection, audit=audit
                 )
-            elif self.group is not None and connection is None:
+            elif self.group is not None and connection is None and audit is None:
                 ids = self.group.enqueue(jobs, now, actor)
             else:
-                ids = self.backend.enqueue(jobs, now, actor=actor, connection=connection)
+                ids = self.backend.enqueue(
+                    jobs, now, actor=actor, connection=connection, audit=audit
+                )
         except BaseException as exc:
             if after is not None:
                 after(None, exc)
@@ -369,6 +375,19 @@ class Producer:
         if connection is None and min(map(_RUN_AT, jobs)) <= now:  # one due: C, no step per job
             self.wake()
         return ids
+
+
+def call_options(options: EnqueueOptions | None, kwargs: EnqueueKwargs) -> EnqueueOptions:
+    """One enqueue call's options as the one value: ``options=``, its fields replaced by the
+    keyword arguments given (each checked once, here)."""
+    if options is None:
+        return EnqueueOptions.of(kwargs) if kwargs else DEFAULT
+    if not isinstance(options, EnqueueOptions):
+        raise ConfigurationError(
+            f"options= takes an errands.EnqueueOptions, got {type(options).__name__}; or pass "
+            "the options as keyword arguments"
+        )
+    return options.merged(kwargs)
 
 
 def item_options(options: Any) -> EnqueueOptions:

@@ -11,10 +11,10 @@ from ..core import payload as payload_json
 from ..core import validate
 from ..core.records import Step
 from ..core.steps import check_name
-from .parts import QueueParts
+from .activity import ActivityLog
 
 
-class DurableSteps(QueueParts):
+class DurableSteps(ActivityLog):
     """Signals in, steps out."""
 
     def signal(
@@ -25,11 +25,14 @@ class DurableSteps(QueueParts):
         *,
         unique_key: str | None = None,
         actor: str = "api",
+        by_hand: bool = False,
     ) -> int:
         """Send signal ``name`` (with a JSON ``payload``) to a job that is not finished, by
         id or by ``unique_key``: kept in order, the k-th ``ctx.wait_for(name)`` takes the
         k-th; a job parked waiting for it is due at once. Returns the job's id. A finished
-        or unknown job is refused (``InvalidTransitionError`` / ``JobNotFoundError``)."""
+        or unknown job is refused (``InvalidTransitionError`` / ``JobNotFoundError``).
+        ``by_hand=True``: an operator's signal (the CLI's, the dashboard's), logged in the
+        activity log under ``actor`` in the same transaction (an application's own is not)."""
         if (job_id is None) == (unique_key is None):
             raise ValueError("q.signal takes a job id or unique_key=…, exactly one of them")
         target: int | str
@@ -42,7 +45,8 @@ class DurableSteps(QueueParts):
         text = payload_json.encode(
             payload, what="signal payload", max_bytes=self.settings.max_payload_bytes
         )
-        return self.backend.send_signal(target, name, text, actor, self.clock())
+        audit = self._by_hand("signal", by_hand, actor, name=name)
+        return self.backend.send_signal(target, name, text, actor, self.clock(), audit=audit)
 
     async def signal_async(self, *args: Any, **kwargs: Any) -> int:
         """``q.signal`` (the same arguments) from async code: the write runs off the loop."""

@@ -113,23 +113,13 @@ async def enqueue(request: Request, dash: Dashboard) -> Response:
     payload = body.pop("payload", None)
     try:  # bad input (options, an unknown type): 400, as a bad parameter
         options = EnqueueOptions.of_json(body, "POST /api/admin/jobs")
-        job_id = await run_in_threadpool(
-            partial(dash.queue.enqueue, job_type, payload, options=options, actor=actor())
-        )
+        # A job enqueued by hand through the admin API is an operator action, logged with
+        # the job (an application's own enqueues are not: they are its work, each with its
+        # ENQUEUED event).
+        enqueue = partial(dash.queue.enqueue, options=options, actor=actor(), by_hand=True)
+        job_id = await run_in_threadpool(enqueue, job_type, payload)
     except (ConfigurationError, UnknownTaskError) as exc:
         raise params.BadParameter(str(exc)) from None
-    # A job enqueued by hand through the admin API is an operator action (an application's
-    # own enqueues are not: they are its work, each with its ENQUEUED event).
-    await run_in_threadpool(
-        partial(
-            dash.queue.record_activity,
-            "enqueue",
-            actor=actor(),
-            target=f"job {job_id}",
-            count=1,
-            detail={"type": job_type},
-        )
-    )
     return JSONResponse({"id": job_id, "result": "enqueued"}, status_code=201)
 
 
@@ -142,20 +132,11 @@ async def signal(request: Request, dash: Dashboard) -> Response:
     name = body.get("name")
     if not isinstance(name, str):
         raise params.BadParameter('the body must name the signal: {"name": "…", "payload": …}')
+    send = partial(dash.queue.signal, actor=actor(), by_hand=True)  # logged with the signal
     try:
-        await run_in_threadpool(dash.queue.signal, job_id, name, body.get("payload"), actor=actor())
+        await run_in_threadpool(send, job_id, name, body.get("payload"))
     except (ValueError, PayloadError) as exc:  # a name or payload errands cannot store
         raise params.BadParameter(str(exc)) from None
-    await run_in_threadpool(
-        partial(
-            dash.queue.record_activity,
-            "signal",
-            actor=actor(),
-            target=f"job {job_id}",
-            count=1,
-            detail={"name": name},
-        )
-    )
     job = await run_in_threadpool(dash.queue.get, job_id)
     status = None if job is None else job.status
     return JSONResponse({"id": job_id, "signal": name, "status": status})

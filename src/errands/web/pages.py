@@ -398,21 +398,12 @@ async def send_signal(request: Request, dash: Dashboard) -> Response:
         value = json.loads(raw) if raw else None
     except ValueError as exc:
         raise params.BadParameter(f"payload must be JSON (or blank for null): {exc}") from None
+    # Logged as the JSON API's signal is: an operator's, by hand (docs/operations.md).
+    send = partial(dash.queue.signal, job_id, name, value, actor=api.actor(), by_hand=True)
     try:
-        await run_in_threadpool(partial(dash.queue.signal, job_id, name, value, actor=api.actor()))
+        await run_in_threadpool(send)
     except ValueError as exc:  # a name or payload errands cannot store
         raise params.BadParameter(str(exc)) from None
-    # Logged as the JSON API's signal is: an operator's, by hand (docs/operations.md).
-    await run_in_threadpool(
-        partial(
-            dash.queue.record_activity,
-            "signal",
-            actor=api.actor(),
-            target=f"job {job_id}",
-            count=1,
-            detail={"name": name},
-        )
-    )
     return RedirectResponse(job_done_url(request, job_id, "signal"), status_code=303)
 
 

@@ -52,7 +52,8 @@ SELECT DISTINCT actor, action FROM (
 ) AS recent;
 
 -- name: prune_activity
--- Delete up to :limit operator actions older than :cutoff, oldest first; returns how many.
+-- Delete up to :limit operator actions older than :cutoff, oldest first, but row :keep (the
+-- running prune's own, 0 if none yet); returns how many.
 DELETE FROM operator_actions WHERE id IN (
-    SELECT id FROM operator_actions WHERE at < to_timestamp(:cutoff) ORDER BY at LIMIT :limit
+    SELECT id FROM operator_actions WHERE at < to_timestamp(:cutoff) AND id <> :keep ORDER BY at LIMIT :limit
 ) RETURNING id;
