@@ -327,7 +327,7 @@ def test_a_worker_killed_mid_run_leaves_the_figures_equal_to_the_rows(
     db_url: str, tmp_path: Path
 ) -> None:
     with errands.Queue(db_url) as q:
-        q.enqueue_many([("noop", {"i": i}) for i in range(20000)])
+        q.enqueue_many([("noop", {"i": i}) for i in range(5000)])
     proc = _bench_worker(db_url, tmp_path / "worker.log")
     done = "SELECT COUNT(*) FROM jobs WHERE status = 'succeeded'"
     try:
@@ -347,7 +347,7 @@ def test_a_worker_killed_mid_run_leaves_the_figures_equal_to_the_rows(
     proc = _bench_worker(db_url, tmp_path / "worker2.log")
     try:
         wait_for(
-            lambda: sql_rows(db_url, done)[0][0] == 20000, timeout=120, what="the queue to drain"
+            lambda: sql_rows(db_url, done)[0][0] == 5000, timeout=120, what="the queue to drain"
         )
     finally:
         proc.send_signal(signal.SIGTERM)

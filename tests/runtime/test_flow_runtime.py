@@ -353,7 +353,9 @@ def test_chaos_limits_hold_while_workers_are_killed(
     t0 = time.monotonic()
     seq = 0
     kills = 0
-    while time.monotonic() - t0 < 35:
+    # 20 s and at least a dozen kills: the minute of kills with fair, ordered and capped jobs
+    # together is test_flow_chaos.py's.
+    while time.monotonic() - t0 < 20 or kills < 12:
         total += len(enqueue(producer, "api", 20, start=seq, ms=rng.choice([1, 5, 20])))
         for i, tenant in enumerate(["a", "b", "c"]):
             total += len(enqueue(producer, "tenant", 10, start=seq + 100 + i * 20, tenant=tenant))
@@ -376,6 +378,5 @@ def test_chaos_limits_hold_while_workers_are_killed(
     n, seconds = RATES["mixed"]
     lag = start_lag(db_url, ledger, "mixed")  # (see test_a_rate_limit_holds_where_…_start)
     assert handler_window_overruns(ledger, "mixed", n, seconds - lag)[0] == 0  # where they ran
-    assert kills >= 10
     lost = rows(db_url, "SELECT COUNT(*) FROM job_attempts WHERE status = 'lost'")[0][0]
     print(f"chaos: {total} jobs, {kills} kills, {lost} lost attempts recovered, peaks {got}")
