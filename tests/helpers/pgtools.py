@@ -168,13 +168,14 @@ _spares_lock = threading.Lock()
 
 
 def fresh_database(base_url: str, *, migrated: bool = True) -> tuple[str, Callable[[], None]]:
-    """Create a uniquely named database; returns its URL and a callable that drops it (a
-    migrated one is made ahead and dropped behind, by ``_Spares``)."""
-    if not migrated:
-        name = _new_name()
-        _create(base_url, name, "template0")
-        return url_with_db(base_url, name), partial(_drop, base_url, name)
+    """Create a uniquely named database; returns its URL and a callable that drops it (behind,
+    on ``_Spares``' thread; a migrated one is also made ahead)."""
     with _spares_lock:
         spares = _spares.get(base_url) or _spares.setdefault(base_url, _Spares(base_url))
-    name = spares.take()
+    if migrated:
+        name = spares.take()
+    else:
+        name = _new_name()
+        _create(base_url, name, "template0")
+    # Dropped behind: a drop waits for a checkpoint, seconds while other tests write.
     return url_with_db(base_url, name), partial(spares.drops.put, name)
