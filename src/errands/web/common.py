@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 from functools import cache
@@ -43,18 +42,13 @@ def templates() -> Jinja2Templates:
 
 
 @cache
-def warm_templates() -> threading.Thread:
-    """Compile every template on a thread of its own, once per process, when the first app is
-    built: the server's first view of each page then renders, instead of compiling first."""
-
-    def compile_all() -> None:
-        env = templates().env
-        for name in env.list_templates(extensions=["html"]):
-            env.get_template(name)
-
-    thread = threading.Thread(target=compile_all, name="errands-templates", daemon=True)
-    thread.start()
-    return thread
+def compile_templates() -> None:
+    """Compile every template, once per process, when the first app is built (before its
+    server answers anything): a page's first view then renders at once instead of compiling
+    its template first, and no request shares the CPU with the compiling."""
+    env = templates().env
+    for name in env.list_templates(extensions=["html"]):
+        env.get_template(name)
 
 
 class Dashboard:
@@ -75,7 +69,7 @@ class Dashboard:
         self.title = title
         self.open_warning = open_warning  # shown on every page when anyone may act
         self.templates = templates()
-        warm_templates()
+        compile_templates()
         self._cache: dict[str, tuple[float, Any]] = {}
 
     def cached(self, key: str, ttl: float, compute: Callable[[], T]) -> T:
