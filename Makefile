@@ -32,10 +32,11 @@ typecheck: $(STAMP)
 
 # The suite in two runs. Everything but tests/runtime runs in two pytest processes
 # (pytest-xdist; each test has its own SQLite file or PostgreSQL database, so any two can run
-# at once): measured on two cores, 15.6 min against about 27 in one process. tests/runtime
-# (real worker processes SIGKILLed, stopped, starved) then runs in one process: its bounds (a
-# killed worker's jobs recovered within lease + sweep + 1 s) hold on a machine doing only
-# that, and a second test beside it starves its workers (measured: 6.5 s against a 4 s bound).
+# at once): 13.8 min in a CI run on two cores, where the whole suite in one process had taken
+# an estimated 40 of CI's 46 minutes. tests/runtime (real worker processes SIGKILLed, stopped,
+# starved) then runs in one process: its bounds (a killed worker's jobs recovered within
+# lease + sweep + 1 s) hold on a machine doing only that, and a second test beside it starves
+# its workers (measured: 6.5 s against a 4 s bound).
 # PYTEST_WORKERS=0 runs the first part in one process too; PYTEST_ARGS goes to both runs
 # (exit status 5, "no tests collected" by a -k filter, is not a failure).
 PYTEST_WORKERS ?= 2
