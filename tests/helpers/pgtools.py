@@ -144,6 +144,7 @@ class _Spares:
     def take(self) -> str:
         got = self.ready.get(timeout=120)
         if isinstance(got, Exception):
+            self.ready.put(got)  # the maker has stopped: every later test gets the same reason
             raise RuntimeError(f"could not clone the test template: {got}") from got
         return got
 
